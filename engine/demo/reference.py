@@ -1,0 +1,126 @@
+"""Float64 reference scorer of the demo model (the harness's "llama.cpp").
+
+It lives with the harness, not in the engine repository under test, so a PR
+cannot change what "correct" means.  It is an independent, deliberately plain
+implementation (no KV cache, one full causal forward per window) of the same
+architecture as the demo engine's main commit, computed in float64.
+
+    python -m engine.demo.reference score --model PATH --tokens TOKENS.json \
+        --topk 8 --out OUT.json
+
+Output format is the engine's `score` format:
+    {"windows": [{"top": [[[id, logprob], ...], ...], "target_lp": [...], "argmax": [...]}]}
+
+torch is imported inside functions so that importing this module (and the
+rest of `engine`) works with numpy alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.demo.weights import read_weights
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * (x.pow(2).mean(-1, keepdim=True) + eps).rsqrt() * gain
+
+
+def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
+    """Rotate-half RoPE on [heads, T, head_dim], positions 0..T-1."""
+    import torch
+
+    n, head_dim = x.shape[-2], x.shape[-1]
+    half = head_dim // 2
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def reference_logits(cfg: dict[str, Any], w: dict[str, torch.Tensor],
+                     tokens: list[int]) -> torch.Tensor:
+    """Float64 logits [T, vocab] of one window scored from an empty context."""
+    import torch
+
+    n_heads = int(cfg["n_heads"])
+    d = int(cfg["d_model"])
+    hd = d // n_heads
+    eps = float(cfg["norm_eps"])
+    base = float(cfg["rope_base"])
+    n = len(tokens)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    x = w["tok_emb"][torch.tensor(tokens, dtype=torch.long)]
+    for i in range(int(cfg["n_layers"])):
+        p = f"layers.{i}."
+        h = _rms_norm(x, w[p + "attn_norm"], eps)
+        q, k, v = ((h @ w[p + m]).view(n, n_heads, hd).transpose(0, 1) for m in ("wq", "wk", "wv"))
+        q, k = _rope(q, base), _rope(k, base)
+        scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+        probs = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        x = x + (probs @ v).transpose(0, 1).reshape(n, d) @ w[p + "wo"]
+        h = _rms_norm(x, w[p + "mlp_norm"], eps)
+        x = x + torch.nn.functional.silu(h @ w[p + "w1"]) @ w[p + "w2"]
+    return _rms_norm(x, w["final_norm"], eps) @ w["lm_head"]
+
+
+def score_windows(model_path: Path, windows: list[list[int]], topk: int) -> dict[str, Any]:
+    """Score every window; position i of a window predicts its token i + 1."""
+    import torch
+
+    cfg, arrays = read_weights(model_path)
+    w = {name: torch.from_numpy(a).to(torch.float64) for name, a in arrays.items()}
+    out: list[dict[str, Any]] = []
+    for win in windows:
+        if len(win) < 2:
+            raise ValueError("every token window needs at least 2 tokens")
+        lp = torch.log_softmax(reference_logits(cfg, w, win)[:-1], dim=-1)
+        top_lp, top_id = lp.topk(topk, dim=-1)
+        target = torch.tensor(win[1:], dtype=torch.long)
+        out.append({
+            "top": [[[int(i), float(v)] for i, v in zip(ids, vals, strict=True)]
+                    for ids, vals in zip(top_id.tolist(), top_lp.tolist(), strict=True)],
+            "target_lp": [float(v) for v in lp.gather(1, target[:, None])[:, 0].tolist()],
+            "argmax": [int(v) for v in lp.argmax(-1).tolist()],
+        })
+    return {"windows": out}
+
+
+def _read_windows(path: Path) -> list[list[int]]:
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{path}: expected a non-empty JSON list of token ids")
+    return data if isinstance(data[0], list) else [data]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.demo.reference")
+    sub = parser.add_subparsers(dest="command", required=True)
+    score = sub.add_parser("score", help="float64 teacher-forced top-k log-probs")
+    score.add_argument("--model", type=Path, required=True)
+    score.add_argument("--tokens", type=Path, required=True)
+    score.add_argument("--topk", type=int, default=8)
+    score.add_argument("--out", type=Path, required=True)
+    score.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    with torch.inference_mode():
+        result = score_windows(args.model, _read_windows(args.tokens), args.topk)
+    Path(args.out).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

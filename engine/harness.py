@@ -1,0 +1,131 @@
+"""The harness's steps, top to bottom: build both sides, measure, score, write the results file."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from engine import __version__, gpu
+from engine.build import Built, build_side
+from engine.correctness import ScoreFailure, score, speed_tokens
+from engine.job import Job
+from engine.results import RESULTS_SCHEMA
+from engine.speed import Measurement, SampleFailure
+
+HARNESS_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Status:
+    """status.json in the job directory: the step in progress, so a re-attaching bot can follow."""
+
+    def __init__(self, jobdir: Path) -> None:
+        self.path = jobdir / "status.json"
+
+    def set(self, step: str, **extra: Any) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"step": step, "pid": os.getpid(), "time": time.time(), **extra}))
+        tmp.replace(self.path)
+
+
+def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
+    """Run one evaluation; always returns (and writes) a results document, failures included."""
+    status = Status(jobdir)
+    started = time.time()
+    doc: dict[str, Any] = _header(job)
+    failures: list[dict[str, Any]] = doc["failures"]
+    built: dict[str, Built] = {}
+    for side, sha in (("base", job.base_sha), ("head", job.head_sha)):
+        status.set(f"build-{side}")
+        built[side] = build_side(job, side, sha, jobdir)
+        doc[side] = built[side].facts()
+    if not all(b.ok for b in built.values()):
+        failures.extend(_build_failures(built))
+        return _finish(doc, jobdir, status, started)
+    status.set("speed")
+    measurement = Measurement(job, built, jobdir, HARNESS_ROOT, speed_tokens(jobdir))
+    try:
+        measurement.run_all(progress=lambda run, pairs, _: status.set(
+            "speed", model=run.model, pairs=pairs, max_pairs=job.rule.looks[-1]))
+    except SampleFailure as exc:
+        failures.append(_failure("speed", exc.side, exc.kind, exc.message, exc.log))
+    doc["cells"] = [rec.to_dict() for rec in measurement.records.values()]
+    if job.correctness is not None and not failures:
+        status.set("score")
+        try:
+            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT)
+        except ScoreFailure as exc:
+            side = "base" if exc.side == "reference" else exc.side
+            failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
+    doc["box"]["gpu_end"] = gpu.gpu_state()
+    return _finish(doc, jobdir, status, started)
+
+
+def _header(job: Job) -> dict[str, Any]:
+    return {
+        "schema": RESULTS_SCHEMA,
+        "job_id": job.job_id,
+        "profile": job.profile,
+        "harness_version": __version__,
+        "merge_base": job.merge_base,
+        "box": {
+            "gpu_start": gpu.gpu_state(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "rule": asdict(job.rule),
+        "models": [asdict(m) for m in job.models],
+        "cells": [],
+        "correctness": None,
+        "failures": [],
+    }
+
+
+# What a head-side failure means for the verdict; anything else is infrastructure's fault.
+_PR_KINDS = {"crashed": "crashed", "timeout": "timeout", "spoofed": "spoofed", "unparsable": "crashed"}
+
+
+def _failure(stage: str, side: str, kind: str, message: str, log: Path | None) -> dict[str, Any]:
+    pr_fault = side == "head" and kind in _PR_KINDS
+    return {
+        "stage": stage,
+        "side": side,
+        "attribution": "pr" if pr_fault else "infra",
+        "kind": _PR_KINDS[kind] if pr_fault else "infra-error",
+        "message": message,
+        "log_tail": _tail(log),
+    }
+
+
+def _build_failures(built: dict[str, Built]) -> list[dict[str, Any]]:
+    base, head = built["base"], built["head"]
+    if not base.ok:  # main must build: otherwise nothing can be said about the PR
+        return [{"stage": "checkout" if base.failure == "checkout" else "build", "side": "base",
+                 "attribution": "infra", "kind": "infra-error",
+                 "message": f"base failed: {base.failure}", "log_tail": _tail(base.log)}]
+    kind = "timeout" if head.failure == "timeout" else "build-failed"
+    attribution = "infra" if head.failure == "checkout" else "pr"
+    return [{"stage": "checkout" if head.failure == "checkout" else "build", "side": "head",
+             "attribution": attribution, "kind": kind if attribution == "pr" else "infra-error",
+             "message": f"head failed: {head.failure}", "log_tail": _tail(head.log)}]
+
+
+def _tail(log: Path | None, limit: int = 4000) -> str:
+    if log is None or not log.is_file():
+        return ""
+    return log.read_bytes()[-limit:].decode("utf-8", errors="replace")
+
+
+def _finish(doc: dict[str, Any], jobdir: Path, status: Status, started: float) -> dict[str, Any]:
+    doc["timing"] = {"total_s": round(time.time() - started, 3)}
+    out = jobdir / "results.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    tmp.replace(out)
+    status.set("done", failures=len(doc["failures"]))
+    return doc

@@ -1,0 +1,233 @@
+"""The job description: what the bot asks the harness to do (bot -> box, JSON, versioned)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.checks import ContractError, one_of, sha
+from engine.checks import field as get
+
+JOB_SCHEMA = "evalbot.job/1"
+METRICS = ("decode", "prefill")
+PARSE_KINDS = ("json_line", "regex", "llama_bench")
+# The only names an argv template may use; everything substituted is a path or a number the
+# harness controls, never text that came from the pull request.
+PLACEHOLDERS = ("python", "harness", "build", "tree", "model", "ctxs", "ctx", "tokens", "out", "topk")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, metric, context): the unit that gets a decision."""
+
+    model: str
+    metric: str
+    ctx: int
+    unit: str = "tok/s"
+    higher_is_better: bool = True
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.metric}@{self.ctx}"
+
+
+@dataclass(frozen=True)
+class SpeedRun:
+    """One process invocation that yields one sample for each of its cells (a sweep)."""
+
+    model: str
+    argv: list[str]
+    parse: dict[str, Any]
+    cells: list[Cell]
+    timeout_s: float = 300.0
+    tokens_per_sample: dict[str, int] = field(default_factory=dict)  # metric -> tokens
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """Per-look critical values computed by the bot; the harness only applies them."""
+
+    looks: list[int]  # cumulative pair counts at which the rule looks
+    critical: list[float]  # one per look, already corrected for the family and the looks
+    sd_floor: float  # minimum sd of the per-pair log-ratio (the box's calibrated noise)
+    significance: float  # s: smallest speedup that counts as an improvement
+    tolerance: float  # t: largest slowdown that still counts as neutral
+    warmup: int = 1
+    budget_s: float = 1800.0
+    alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    path: str
+    sha256: str
+    role: str = "primary"
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class Correctness:
+    score_argv: list[str]
+    reference_argv: list[str]
+    seed: int
+    windows: int
+    window_tokens: int
+    topk: int = 8
+    model: str = ""
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    profile: str
+    repo: str  # where the box finds the engine repository (a path or URL on the box)
+    base_sha: str
+    head_sha: str
+    build_argv: list[str]
+    build_timeout_s: float
+    artifacts: list[str]
+    models: list[Model]
+    runs: list[SpeedRun]
+    rule: StoppingRule
+    correctness: Correctness | None
+    merge_base: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cache_dir: str | None = None
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [cell for run in self.runs for cell in run.cells]
+
+    def to_json(self) -> str:
+        return json.dumps({"schema": JOB_SCHEMA, **asdict(self)}, indent=2, sort_keys=True)
+
+
+def _argv(value: list[Any], where: str) -> list[str]:
+    if not value or not all(isinstance(a, str) for a in value):
+        raise ContractError(f"{where}: expected a non-empty list of strings")
+    for arg in value:
+        for name in _placeholders(arg):
+            if name not in PLACEHOLDERS:
+                raise ContractError(f"{where}: unknown placeholder {{{name}}} in {arg!r}")
+    return list(value)
+
+
+def _placeholders(arg: str) -> list[str]:
+    import string
+
+    return [name for _, name, _, _ in string.Formatter().parse(arg) if name]
+
+
+def _cell(d: Any, where: str) -> Cell:
+    cell = Cell(
+        model=get(d, where, "model", str),
+        metric=one_of(get(d, where, "metric", str), METRICS, f"{where}.metric"),
+        ctx=get(d, where, "ctx", int),
+        unit=get(d, where, "unit", str, optional=True) or "tok/s",
+        higher_is_better=bool(d.get("higher_is_better", True)),
+    )
+    if cell.ctx < 0:
+        raise ContractError(f"{where}.ctx: must be >= 0")
+    return cell
+
+
+def _run(d: Any, where: str) -> SpeedRun:
+    parse = get(d, where, "parse", dict)
+    one_of(get(parse, f"{where}.parse", "kind", str), PARSE_KINDS, f"{where}.parse.kind")
+    cells = [_cell(c, f"{where}.cells[{i}]") for i, c in enumerate(get(d, where, "cells", list))]
+    if not cells:
+        raise ContractError(f"{where}.cells: empty")
+    return SpeedRun(
+        model=get(d, where, "model", str),
+        argv=_argv(get(d, where, "argv", list), f"{where}.argv"),
+        parse=parse,
+        cells=cells,
+        timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
+        tokens_per_sample=dict(d.get("tokens_per_sample") or {}),
+    )
+
+
+def _rule(d: Any) -> StoppingRule:
+    w = "rule"
+    looks = [int(x) for x in get(d, w, "looks", list)]
+    critical = [float(x) for x in get(d, w, "critical", list)]
+    if not looks or len(looks) != len(critical) or looks != sorted(set(looks)) or looks[0] < 2:
+        raise ContractError("rule: looks must be increasing pair counts >= 2, one critical each")
+    return StoppingRule(
+        looks=looks,
+        critical=critical,
+        sd_floor=get(d, w, "sd_floor", float),
+        significance=get(d, w, "significance", float),
+        tolerance=get(d, w, "tolerance", float),
+        warmup=get(d, w, "warmup", int, optional=True) or 0,
+        budget_s=get(d, w, "budget_s", float, optional=True) or 1800.0,
+        alpha=get(d, w, "alpha", float, optional=True) or 0.05,
+    )
+
+
+def _correctness(d: Any) -> Correctness | None:
+    if d is None:
+        return None
+    w = "correctness"
+    return Correctness(
+        score_argv=_argv(get(d, w, "score_argv", list), f"{w}.score_argv"),
+        reference_argv=_argv(get(d, w, "reference_argv", list), f"{w}.reference_argv"),
+        seed=get(d, w, "seed", int),
+        windows=get(d, w, "windows", int),
+        window_tokens=get(d, w, "window_tokens", int),
+        topk=get(d, w, "topk", int, optional=True) or 8,
+        model=get(d, w, "model", str, optional=True) or "",
+        timeout_s=get(d, w, "timeout_s", float, optional=True) or 600.0,
+    )
+
+
+def parse_job(doc: Any) -> Job:
+    """Validate a job description document and return it typed."""
+    if get(doc, "", "schema", str) != JOB_SCHEMA:
+        raise ContractError(f"schema: expected {JOB_SCHEMA!r}, got {doc.get('schema')!r}")
+    models = [
+        Model(
+            name=get(m, f"models[{i}]", "name", str),
+            path=get(m, f"models[{i}]", "path", str),
+            sha256=get(m, f"models[{i}]", "sha256", str),
+            role=one_of(m.get("role", "primary"), ("primary", "guard"), f"models[{i}].role"),
+            namespace=m.get("namespace", ""),
+        )
+        for i, m in enumerate(get(doc, "", "models", list))
+    ]
+    job = Job(
+        job_id=get(doc, "", "job_id", str),
+        profile=get(doc, "", "profile", str),
+        repo=get(doc, "", "repo", str),
+        base_sha=sha(get(doc, "", "base_sha", str), "base_sha"),
+        head_sha=sha(get(doc, "", "head_sha", str), "head_sha"),
+        merge_base=doc.get("merge_base"),
+        build_argv=_argv(get(doc, "", "build_argv", list), "build_argv"),
+        build_timeout_s=get(doc, "", "build_timeout_s", float),
+        artifacts=[str(a) for a in get(doc, "", "artifacts", list)],
+        models=models,
+        runs=[_run(r, f"runs[{i}]") for i, r in enumerate(get(doc, "", "runs", list))],
+        rule=_rule(get(doc, "", "rule", dict)),
+        correctness=_correctness(doc.get("correctness")),
+        env={str(k): str(v) for k, v in (doc.get("env") or {}).items()},
+        cache_dir=doc.get("cache_dir"),
+    )
+    names = {m.name for m in job.models}
+    for cell in job.cells:
+        if cell.model not in names:
+            raise ContractError(f"cell {cell.key}: model {cell.model!r} is not in models")
+    if len({c.key for c in job.cells}) != len(job.cells):
+        raise ContractError("runs: a cell appears twice")
+    return job
+
+
+def load_job(path: Path) -> Job:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ContractError(f"{path}: cannot read job description: {exc}") from exc
+    return parse_job(doc)

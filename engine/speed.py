@@ -1,0 +1,192 @@
+"""Alternating base/head pairs per sweep, the on-box stopping rule, every sample recorded."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine import gpu, proc, stats
+from engine.build import Built, verify
+from engine.job import Cell, Job, SpeedRun
+from engine.parsing import ParseError, read_argmax, read_rates
+
+SIDES = ("base", "head")
+
+
+@dataclass
+class SampleFailure(Exception):
+    side: str
+    kind: str  # crashed | timeout | unparsable | spoofed | tampered
+    message: str
+    log: Path | None = None
+
+
+@dataclass
+class CellRecord:
+    cell: Cell
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    looks: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str = ""
+    decode_argmax: dict[str, list[int]] = field(default_factory=dict)  # side -> greedy tokens
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.looks) and self.looks[-1]["decision"] != "undecided"
+
+    def kept(self, side: str) -> list[float]:
+        return [s["value"] for s in self.samples if s["side"] == side and not s["dropped"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.cell
+        return {
+            "model": c.model,
+            "metric": c.metric,
+            "ctx": c.ctx,
+            "unit": c.unit,
+            "higher_is_better": c.higher_is_better,
+            "samples": self.samples,
+            "looks": self.looks,
+            "stopped": self.stopped,
+            "decode_argmax": self.decode_argmax,
+        }
+
+
+class Measurement:
+    """Runs the sweeps of one job; `records` holds every cell's samples and looks."""
+
+    def __init__(self, job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
+                 tokens: Path | None = None) -> None:
+        self.job, self.built, self.jobdir, self.harness = job, built, jobdir, harness
+        self.tokens = tokens  # real corpus tokens for the timed decode, when the profile asks
+        self.records = {c.key: CellRecord(c) for c in job.cells}
+        self.models = {m.name: m.path for m in job.models}
+        self.seq = 0
+        self.deadline = time.monotonic() + job.rule.budget_s
+
+    def run_all(self, progress: Any = None) -> None:
+        for run in self.job.runs:
+            self._run(run, progress)
+
+    def _run(self, run: SpeedRun, progress: Any) -> None:
+        for _ in range(self.job.rule.warmup):
+            for side in SIDES:
+                self._sample(run, side, warmup=True)
+        pairs, attempts = 0, 0
+        last = self.job.rule.looks[-1]
+        while pairs < last and attempts < 2 * last:
+            if time.monotonic() > self.deadline:
+                self._stop(run, "budget")
+                return
+            order = SIDES if pairs % 2 == 0 else SIDES[::-1]
+            rates = {side: self._sample(run, side) for side in order}
+            attempts += 1
+            throttled = any(r[1] for r in rates.values())
+            for cell in run.cells:
+                for side in order:
+                    self.records[cell.key].samples.append(
+                        {**rates[side][0][cell.key], "pair": pairs, "dropped": throttled}
+                    )
+            if throttled:
+                continue  # drop both samples of the pair, never only the head's
+            pairs += 1
+            if pairs in self.job.rule.looks:
+                self._look(run, pairs)
+                if progress is not None:
+                    progress(run, pairs, self.records)
+                if all(self.records[c.key].decided for c in run.cells):
+                    self._stop(run, "decided")
+                    return
+        self._stop(run, "last_look")
+
+    def _look(self, run: SpeedRun, pairs: int) -> None:
+        rule = self.job.rule
+        critical = rule.critical[rule.looks.index(pairs)]
+        for cell in run.cells:
+            rec = self.records[cell.key]
+            if rec.decided:
+                continue
+            r = stats.log_ratios(rec.kept("base"), rec.kept("head"), cell.higher_is_better)
+            lk = stats.look(r, critical, rule.sd_floor, rule.significance, rule.tolerance)
+            rec.looks.append(lk.to_dict())
+
+    def _stop(self, run: SpeedRun, why: str) -> None:
+        for cell in run.cells:
+            rec = self.records[cell.key]
+            rec.stopped = "decided" if rec.decided else why
+
+    def _sample(self, run: SpeedRun, side: str, warmup: bool = False) -> tuple[dict, bool]:
+        built = self.built[side]
+        try:
+            verify(built)
+        except (RuntimeError, OSError) as exc:
+            raise SampleFailure(side, "tampered", str(exc)) from exc
+        self.seq += 1
+        log = self.jobdir / "logs" / f"sample-{self.seq:05d}-{side}.log"
+        argv = [self._fill(a, run, built) for a in run.argv]
+        before = gpu.gpu_state()
+        done = proc.run(argv, cwd=built.artifact_dir, timeout_s=run.timeout_s, log=log, env=self.job.env)
+        after = gpu.gpu_state()
+        if done.timed_out:
+            raise SampleFailure(side, "timeout", f"sample exceeded {run.timeout_s:.0f} s", log)
+        if done.returncode != 0:
+            raise SampleFailure(side, "crashed", f"exit status {done.returncode}", log)
+        try:
+            rates = read_rates(done.output, run.parse, run.cells)
+        except ParseError as exc:
+            raise SampleFailure(side, "unparsable", str(exc), log) from exc
+        self._check_timing(run, rates, done.wall_s, side, log)
+        try:
+            for key, tokens in read_argmax(done.output, run.parse, run.cells).items():
+                self.records[key].decode_argmax.setdefault(side, tokens)
+        except (ParseError, TypeError, ValueError) as exc:
+            raise SampleFailure(side, "unparsable", str(exc), log) from exc
+        if not warmup:
+            log.unlink(missing_ok=True)  # keep logs of failures only; samples live in results
+        throttled = bool((before or {}).get("throttled") or (after or {}).get("throttled"))
+        per_cell = {
+            key: {"side": side, "seq": self.seq, "value": rate, "wall_s": round(done.wall_s, 4),
+                  "gpu_before": before, "gpu_after": after, "throttled": throttled}
+            for key, rate in rates.items()
+        }
+        return per_cell, throttled
+
+    def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
+        return arg.format(
+            python=sys.executable,
+            harness=str(self.harness),
+            build=str(built.artifact_dir),
+            model=self.models[run.model],
+            ctxs=",".join(str(c) for c in sorted({c.ctx for c in run.cells})),
+            ctx=str(run.cells[0].ctx),
+            tokens=str(self.tokens or ""),
+        )
+
+    def _check_timing(
+        self, run: SpeedRun, rates: dict[str, float], wall: float, side: str, log: Path
+    ) -> None:
+        """A self-reported rate faster than the process's own wall time allows is a lie."""
+        claimed = 0.0
+        for cell in run.cells:
+            tokens = cell.ctx if cell.metric == "prefill" else run.tokens_per_sample.get("decode", 0)
+            claimed += tokens / rates[cell.key]
+        if claimed > wall * 1.02 + 0.005:
+            raise SampleFailure(
+                side, "spoofed",
+                f"rates imply {claimed:.3f} s of work in a {wall:.3f} s process", log,
+            )
+
+
+def replay(record: dict[str, Any], looks: list[int], critical: list[float],
+           sd_floor: float, significance: float, tolerance: float) -> list[stats.Look]:
+    """Recompute a cell's looks from its recorded samples (what the grader does)."""
+    kept = [s for s in record["samples"] if not s["dropped"]]
+    base = [s["value"] for s in kept if s["side"] == "base"]
+    head = [s["value"] for s in kept if s["side"] == "head"]
+    n = min(len(base), len(head))
+    r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
+    return stats.sequential(np.asarray(r), looks, critical, sd_floor, significance, tolerance)

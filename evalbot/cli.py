@@ -1,0 +1,161 @@
+"""The command line: thin commands over the modules; EvalbotError exits 1 with one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from engine.checks import ContractError
+from engine.results import load as load_results
+from evalbot.config import REPO_ROOT, BoxConfig, load_config
+from evalbot.errors import EvalbotError
+from evalbot.grading import ctx_name, grade
+from evalbot.policy import load_labels
+from evalbot.profile import load_profile
+
+LABELS = REPO_ROOT / "labels.yaml"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """evalbot grades performance pull requests of GPU LLM inference engines."""
+
+
+@cli.command()
+@click.option("--out", type=click.Path(path_type=Path), default=Path("evalbot-demo"),
+              show_default=True, help="where comment.md and verdict.json per PR go")
+@click.option("--seed", type=int, default=None, help="correctness seed (default: fresh)")
+@click.option("--json", "as_json", is_flag=True, help="print the verdicts as JSON")
+def demo(out: Path, seed: int | None, as_json: bool) -> None:
+    """Run the whole pipeline on the bundled demo engine (no GPU, no GitHub)."""
+    from evalbot.demo import EXPECTED, run_demo
+
+    console = Console(stderr=as_json, width=max(Console().width, 120))
+    started = time.monotonic()
+    results = run_demo(out, console, seed=seed)
+    if as_json:
+        click.echo(json.dumps({r.name: r.outcome.verdict for r in results}, indent=2))
+    else:
+        for r in results:
+            console.rule(f"PR #{r.pr} {r.name}: {r.outcome.verdict['headline']}")
+            click.echo(r.outcome.comment)
+        console.print(_summary([(f"#{r.pr} {r.name}", r.outcome.verdict) for r in results]))
+        console.print(f"outputs in {out}/  ·  {time.monotonic() - started:.0f} s")
+    wrong = [r.name for r in results if not r.as_expected]
+    if wrong:
+        raise EvalbotError(f"demo verdicts not as expected for {', '.join(wrong)} "
+                           f"(expected {EXPECTED})")
+
+
+@cli.command("eval")
+@click.option("--repo", "repo_path", required=True, help="the engine repository (path or URL)")
+@click.option("--base", "base_sha", required=True, help="full SHA of main")
+@click.option("--head", "head_sha", required=True, help="full SHA of the PR head")
+@click.option("--profile", "profile_name", default="demo", show_default=True)
+@click.option("--policy", "policy_name", default="default", show_default=True)
+@click.option("--models-dir", default="", help="where the profile's model files are")
+@click.option("--workdir", type=click.Path(path_type=Path), default=Path(".evalbot-box"),
+              show_default=True, help="job directories and caches of the local box")
+@click.option("--seed", type=int, default=None)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--dry-run", is_flag=True, help="write comment and labels to --out, publish nothing")
+@click.option("--json", "as_json", is_flag=True, help="print the verdict JSON")
+def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, policy_name: str,
+          models_dir: str, workdir: Path, seed: int | None, out: Path, dry_run: bool,
+          as_json: bool) -> None:
+    """Evaluate one head against one base on the local box."""
+    from evalbot.evaluation import evaluate
+    from evalbot.progress import evaluation_bar
+    from evalbot.redact import for_boxes
+    from evalbot.store import Store
+    from remote.local import LocalBox
+
+    if not dry_run:
+        raise EvalbotError("publishing needs `evalbot serve` and a config; use --dry-run here")
+    profile, policy = load_profile(profile_name), load_labels(LABELS).policy(policy_name)
+    box_config = BoxConfig(name="local", kind="local", workdir=str(workdir.resolve()),
+                           repo=repo_path, models_dir=models_dir, trusted=True,
+                           python=sys.executable)
+    console = Console(stderr=True)
+    with evaluation_bar(console, f"{head_sha[:10]} vs {base_sha[:10]}") as progress:
+        outcome = evaluate(LocalBox("local", box_config.workdir), box_config, profile, policy,
+                           repo=repo_path, pr=None, base_sha=base_sha, head_sha=head_sha,
+                           out=out, store=Store(out / "evalbot.sqlite3"),
+                           redact=for_boxes([box_config]), seed=seed, progress=progress)
+    if as_json:
+        click.echo(json.dumps(outcome.verdict, indent=2, sort_keys=True))
+    else:
+        console.print(_summary([(head_sha[:10], outcome.verdict)]))
+        console.print(f"comment, labels and verdict written to {out}/")
+
+
+@cli.command("grade")
+@click.argument("results_file", type=click.Path(path_type=Path))
+@click.option("--policy", "policy_name", default="default", show_default=True)
+def grade_(results_file: Path, policy_name: str) -> None:
+    """Print the verdict JSON for a results file (pure: reads the file, nothing else)."""
+    try:
+        results = load_results(results_file)
+    except ContractError as exc:
+        raise EvalbotError(str(exc)) from exc
+    verdict = grade(results, load_labels(LABELS).policy(policy_name))
+    click.echo(json.dumps(verdict, indent=2, sort_keys=True))
+
+
+@cli.command()
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+def doctor(config_file: Path) -> None:
+    """Check a config file, its profile and policy, and the label file."""
+    config = load_config(config_file)
+    book = load_labels(config.labels_file)
+    book.policy(config.policy, str(config.labels_file))
+    profile = load_profile(config.profile)
+    click.echo(f"config ok: profile {profile.name} ({profile.cell_count} cells), "
+               f"policy {config.policy}, {len(config.boxes)} box(es): "
+               + ", ".join(_box_line(b) for b in config.boxes))
+
+
+def _box_line(box: BoxConfig) -> str:
+    return f"{box.name} ({box.kind}{', trusted' if box.trusted else ''})"
+
+
+def _summary(rows: list[tuple[str, dict[str, Any]]]) -> Table:
+    table = Table(title="evalbot verdicts")
+    for col in ("PR", "verdict", "kind", "best cell [interval]", "correctness", "labels"):
+        table.add_column(col, overflow="fold")
+    for name, v in rows:
+        best = next((c for c in v["cells"] if c["key"] == v["best_cell"]), None)
+        best_text = (f"{best['metric']}@{ctx_name(best['ctx'])} {100 * best['speedup']:+.1f}% "
+                     f"[{100 * best['lo']:+.1f}, {100 * best['hi']:+.1f}]") if best else "-"
+        table.add_row(name, v["headline"], v["kind"], best_text, v["correctness"]["decision"],
+                      " ".join(v["labels"]))
+    return table
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except EvalbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except Exception:  # an evalbot bug: keep the traceback, say where it is
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="evalbot-crash-", suffix=".log",
+                                         delete=False) as log:
+            traceback.print_exc(file=log)
+        click.echo(f"unexpected error; traceback in {log.name}", err=True)
+        sys.exit(3)

@@ -1,0 +1,143 @@
+"""The one configuration object: loaded from one YAML file, validated once, passed down.
+
+Secrets never live in the file: it names the environment variables (or files) that hold them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalbot.errors import ConfigError
+from evalbot.yamlfile import Doc, Section
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class BoxConfig:
+    name: str
+    kind: str  # local | ssh
+    workdir: str  # job directories, builds and caches live under it on the box
+    repo: str  # the engine repository's clone on the box (fetched by full SHA)
+    models_dir: str = ""  # where the profile's model files live on the box
+    host: str | None = None
+    port: int = 22
+    user: str | None = None
+    key_file: str | None = None
+    known_hosts: str | None = None
+    labels: tuple[str, ...] = ()
+    trusted: bool = False  # a local box runs PR code on this host: only when marked trusted
+    lock_clocks: bool = False
+    sd_floor: float | None = None  # calibrated noise of the per-pair log-ratio on this box
+    python: str = "python3"  # the box's interpreter for the harness (Python 3.10+ with numpy)
+
+
+@dataclass(frozen=True)
+class GitHubConfig:
+    repo: str  # owner/name
+    api_url: str = "https://api.github.com"
+    token_env: str = "EVALBOT_GITHUB_TOKEN"
+    webhook_secret_env: str = "EVALBOT_WEBHOOK_SECRET"
+    bot_login: str = "evalbot[bot]"
+    approval_label: str = "evalbot-approved"
+    evaluate_drafts: bool = False
+
+
+@dataclass(frozen=True)
+class Config:
+    profile: str
+    policy: str
+    store: Path
+    boxes: tuple[BoxConfig, ...]
+    github: GitHubConfig | None = None
+    labels_file: Path = REPO_ROOT / "labels.yaml"
+    source: Path | None = None
+
+    def secret(self, env_name: str) -> str:
+        """Read a secret named by the config; never stored on the object itself."""
+        value = os.environ.get(env_name, "")
+        if not value:
+            raise ConfigError(f"environment variable {env_name} (named in the config) is not set")
+        return value
+
+
+_TOP = {"profile", "policy", "store", "boxes", "github", "labels_file"}
+_BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user", "key_file", "known_hosts",
+        "labels", "trusted", "lock_clocks", "sd_floor", "python"}
+_GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
+           "evaluate_drafts"}
+
+
+def load_config(path: Path) -> Config:
+    """Parse and validate a config file; errors name the file, line and key."""
+    doc = Doc(Path(path))
+    top = Section(doc, "", doc.data, _TOP)
+    base = Path(path).resolve().parent
+    boxes = tuple(_box(s, base) for s in top.items("boxes", _BOX))
+    if not boxes:
+        raise doc.error("boxes", "at least one box is required")
+    names = [b.name for b in boxes]
+    if len(set(names)) != len(names):
+        raise doc.error("boxes", "box names must be unique")
+    github = _github(top.section("github", _GITHUB)) if "github" in doc.data else None
+    labels_file = top.get("labels_file", str, None)
+    return Config(
+        profile=top.get("profile", str),
+        policy=top.get("policy", str, "default"),
+        store=_resolve(base, top.get("store", str, "evalbot.sqlite3")),
+        boxes=boxes,
+        github=github,
+        labels_file=_resolve(base, labels_file) if labels_file else REPO_ROOT / "labels.yaml",
+        source=Path(path),
+    )
+
+
+def _resolve(base: Path, value: str) -> Path:
+    p = Path(os.path.expanduser(value))
+    return p if p.is_absolute() else base / p
+
+
+def _box(s: Section, base: Path) -> BoxConfig:
+    kind = s.get("kind", str)
+    if kind not in ("local", "ssh"):
+        raise s.doc.error(s.path("kind"), f"{kind!r} is not one of local, ssh")
+    if kind == "ssh":
+        for key in ("host", "user", "key_file", "known_hosts"):
+            s.get(key, str)  # required for ssh: raises naming the key
+    s.check("port", lambda p: isinstance(p, int) and 0 < p < 65536, "must be a port number")
+    s.check("sd_floor", lambda v: isinstance(v, int | float) and 0 < v < 1,
+            "must be a fraction between 0 and 1")
+    return BoxConfig(
+        name=s.get("name", str),
+        kind=kind,
+        workdir=s.get("workdir", str),
+        repo=s.get("repo", str, ""),
+        models_dir=s.get("models_dir", str, ""),
+        host=s.get("host", str, None),
+        port=s.get("port", int, 22),
+        user=s.get("user", str, None),
+        key_file=s.get("key_file", str, None),
+        known_hosts=s.get("known_hosts", str, None),
+        labels=tuple(s.get("labels", list, [])),
+        trusted=s.get("trusted", bool, False),
+        lock_clocks=s.get("lock_clocks", bool, False),
+        sd_floor=s.get("sd_floor", float, None),
+        python=s.get("python", str, "python3"),
+    )
+
+
+def _github(s: Section) -> GitHubConfig:
+    repo = s.get("repo", str)
+    if repo.count("/") != 1:
+        raise s.doc.error(s.path("repo"), f"{repo!r} is not owner/name")
+    return GitHubConfig(
+        repo=repo,
+        api_url=s.get("api_url", str, GitHubConfig.api_url),
+        token_env=s.get("token_env", str, GitHubConfig.token_env),
+        webhook_secret_env=s.get("webhook_secret_env", str, GitHubConfig.webhook_secret_env),
+        bot_login=s.get("bot_login", str, GitHubConfig.bot_login),
+        approval_label=s.get("approval_label", str, GitHubConfig.approval_label),
+        evaluate_drafts=s.get("evaluate_drafts", bool, False),
+    )

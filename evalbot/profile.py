@@ -1,0 +1,172 @@
+"""Engine profiles: how to build and drive one engine, validated on load (design section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.job import METRICS, PARSE_KINDS, PLACEHOLDERS
+from evalbot.errors import ConfigError
+from evalbot.yamlfile import Doc, Section
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+
+
+@dataclass(frozen=True)
+class ProfileModel:
+    name: str
+    file: str  # relative to the box's models_dir, or absolute
+    sha256: str
+    role: str  # primary | guard
+    namespace: str  # label namespace, e.g. eval-qwen35
+
+
+@dataclass(frozen=True)
+class ProfileCell:
+    metric: str
+    ctx: int
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    model: str
+    argv: tuple[str, ...]
+    parse: dict[str, Any]
+    cells: tuple[ProfileCell, ...]
+    decode_tokens: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class SpeedSettings:
+    looks: tuple[int, ...]
+    warmup: int
+    sd_floor: float
+    budget_s: float
+    significance: float | None  # overrides of the policy's s and t, from calibration
+    tolerance: float | None
+
+
+@dataclass(frozen=True)
+class CorrectnessSettings:
+    model: str
+    score_argv: tuple[str, ...]
+    reference_argv: tuple[str, ...]
+    windows: int
+    window_tokens: int
+    topk: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    build_argv: tuple[str, ...]
+    build_timeout_s: float
+    artifacts: tuple[str, ...]
+    env: dict[str, str]
+    models: tuple[ProfileModel, ...]
+    runs: tuple[ProfileRun, ...]
+    speed: SpeedSettings
+    correctness: CorrectnessSettings | None
+
+    def model(self, name: str) -> ProfileModel:
+        return next(m for m in self.models if m.name == name)
+
+    @property
+    def cell_count(self) -> int:
+        return sum(len(r.cells) for r in self.runs)
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name (evalbot/profiles/NAME.yaml) or a path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = PROFILES_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            shipped = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
+            raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {shipped})")
+    doc = Doc(path)
+    top = Section(doc, "", doc.data, {"name", "build", "env", "models", "speed", "correctness"})
+    build = top.section("build", {"argv", "timeout_s", "artifacts"})
+    models = tuple(_model(s) for s in top.items("models", {"name", "file", "sha256", "role",
+                                                           "namespace"}))
+    names = {m.name for m in models}
+    speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
+                                  "significance", "tolerance"})
+    runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
+                                                               "decode_tokens", "timeout_s"}))
+    looks = tuple(speed.get("looks", list))
+    if not looks or looks != tuple(sorted(set(looks))) or looks[0] < 2:
+        raise doc.error(speed.path("looks"), "must be increasing pair counts, the first >= 2")
+    return Profile(
+        name=top.get("name", str),
+        build_argv=_argv(build, "argv"),
+        build_timeout_s=build.get("timeout_s", float, 1800.0),
+        artifacts=tuple(build.get("artifacts", list)),
+        env={str(k): str(v) for k, v in top.get("env", dict, {}).items()},
+        models=models,
+        runs=runs,
+        speed=SpeedSettings(
+            looks=looks,
+            warmup=speed.get("warmup", int, 1),
+            sd_floor=speed.get("sd_floor", float),
+            budget_s=speed.get("budget_s", float, 1800.0),
+            significance=speed.get("significance", float, None),
+            tolerance=speed.get("tolerance", float, None),
+        ),
+        correctness=_correctness(top, names) if "correctness" in doc.data else None,
+    )
+
+
+def _argv(s: Section, key: str) -> tuple[str, ...]:
+    argv = s.get(key, list)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise s.doc.error(s.path(key), "must be a non-empty list of strings (no shell)")
+    import string
+
+    for arg in argv:
+        for _, name, _, _ in string.Formatter().parse(arg):
+            if name and name not in PLACEHOLDERS:
+                raise s.doc.error(s.path(key), f"unknown placeholder {{{name}}} in {arg!r}")
+    return tuple(argv)
+
+
+def _model(s: Section) -> ProfileModel:
+    role = s.get("role", str, "primary")
+    if role not in ("primary", "guard"):
+        raise s.doc.error(s.path("role"), f"{role!r} is not one of primary, guard")
+    digest = s.get("sha256", str)
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise s.doc.error(s.path("sha256"), "must be 64 lowercase hex digits")
+    return ProfileModel(s.get("name", str), s.get("file", str), digest, role,
+                        s.get("namespace", str))
+
+
+def _run(s: Section, models: set[str]) -> ProfileRun:
+    model = s.get("model", str)
+    if model not in models:
+        raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
+    parse = s.get("parse", dict)
+    if parse.get("kind") not in PARSE_KINDS:
+        raise s.doc.error(s.path("parse"), f"kind must be one of {', '.join(PARSE_KINDS)}")
+    cells = []
+    for c in s.items("cells", {"metric", "ctx"}):
+        metric = c.get("metric", str)
+        if metric not in METRICS:
+            raise c.doc.error(c.path("metric"), f"{metric!r} is not one of {', '.join(METRICS)}")
+        cells.append(ProfileCell(metric, c.get("ctx", int)))
+    return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
+                      s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0))
+
+
+def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
+    s = top.section("correctness", {"model", "score_argv", "reference_argv", "windows",
+                                    "window_tokens", "topk", "timeout_s"})
+    model = s.get("model", str)
+    if model not in models:
+        raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
+    return CorrectnessSettings(model, _argv(s, "score_argv"), _argv(s, "reference_argv"),
+                               s.get("windows", int), s.get("window_tokens", int),
+                               s.get("topk", int, 8), s.get("timeout_s", float, 600.0))

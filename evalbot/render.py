@@ -1,0 +1,123 @@
+"""Render verdicts to markdown with jinja2 (strict undefined); everything passes the redactor."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from evalbot.grading import ctx_name
+from evalbot.redact import Redactor
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+MARKER_PREFIX = "<!-- evalbot:v1 "
+COMMENT_LIMIT = 65536
+LOG_TAIL_CAP = 3000
+ICONS = {"improved": "✅", "neutral": "➖", "inconclusive": "❔", "infra-error": "⚠️"}
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # markdown; untrusted text is neutralised by `_neutral` instead
+        keep_trailing_newline=True,
+    )
+
+
+def marker(verdict: dict[str, Any]) -> str:
+    meta = {"head": verdict["provenance"]["head_sha"], "kind": verdict["kind"]}
+    return f"{MARKER_PREFIX}{json.dumps(meta, sort_keys=True)} -->"
+
+
+def render_comment(verdict: dict[str, Any], redact: Redactor | None = None) -> str:
+    redact = redact or Redactor()
+    env = environment()
+    if verdict["failures"]:
+        text = env.get_template("failure.md.j2").render(
+            marker=marker(verdict), icon="❌" if verdict["kind"] != "infra-error" else "⚠️",
+            verdict=verdict, failures=[_failure(f, redact) for f in verdict["failures"]])
+    else:
+        text = env.get_template("comment.md.j2").render(
+            marker=marker(verdict), icon=ICONS.get(verdict["kind"], "❌"), verdict=verdict,
+            summary=summary(verdict), models=_models(verdict), correctness=_corr(verdict),
+            reasons=verdict["reasons"], rule=verdict["provenance"]["rule"],
+            family=len(verdict["cells"]))
+    return redact(text)[:COMMENT_LIMIT]
+
+
+def summary(verdict: dict[str, Any]) -> str:
+    """The one headline sentence: verdict, best cell with its interval, correctness."""
+    kind = verdict["kind"]
+    corr = verdict["correctness"]["decision"]
+    if kind == "improved":
+        best = next(c for c in verdict["cells"] if c["key"] == verdict["best_cell"])
+        return (f"**{best['metric']} at {ctx_name(best['ctx'])}: {_pct(best['speedup'])} "
+                f"({_pct(best['lo'])} to {_pct(best['hi'])})**, tier {verdict['tier']}; "
+                f"correctness {corr}.")
+    texts = {
+        "neutral": "No material speed change in any cell",
+        "inconclusive": "Some cells stayed undecided within the pair budget",
+        "regressed": "Slower: " + ", ".join(verdict["regression_labels"]),
+        "incorrect": "The PR no longer computes the same model",
+    }
+    return f"{texts.get(kind, kind)}; correctness {corr}."
+
+
+def _pct(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{100 * x:+.1f}%"
+
+
+def _rate(x: float | None, unit: str) -> str:
+    return "n/a" if x is None else f"{x:,.1f} {unit}"
+
+
+def _models(verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for model in verdict["models"]:
+        cells = [
+            {"metric": c["metric"], "ctx_name": ctx_name(c["ctx"]),
+             "base": _rate(c["base_median"], c["unit"]), "head": _rate(c["head_median"], c["unit"]),
+             "change": f"{_pct(c['speedup'])} ({_pct(c['lo'])} … {_pct(c['hi'])})",
+             "pairs": c["pairs"], "decision": c["decision"]}
+            for c in verdict["cells"] if c["model"] == model["name"] and c["pairs"] > 0
+        ]
+        out.append({**model, "cells": cells})
+    return out
+
+
+def _corr(verdict: dict[str, Any]) -> dict[str, Any] | None:
+    c = verdict["correctness"]
+    if c["decision"] == "not-scored":
+        return None
+
+    def ci(d: dict[str, float], scale: float, digits: int) -> str:
+        return f"{scale * d['mean']:.{digits}f} ({scale * d['lo']:.{digits}f} … {scale * d['hi']:.{digits}f})"
+
+    return {
+        "decision": c["decision"], "tokens": c["tokens"], "seed": c["seed"], "path": c["path"],
+        "chunks": c.get("chunks", "?"),
+        "base_top1": ci(c["base"]["top1"], 1, 4), "head_top1": ci(c["head"]["top1"], 1, 4),
+        "base_kl": ci(c["base"]["kl"], 1, 4), "head_kl": ci(c["head"]["kl"], 1, 4),
+        "diff_top1": ci(c["diff_top1"], 1, 4), "diff_kl": ci(c["diff_kl"], 1, 4),
+    }
+
+
+def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
+    return {**f, "message": _neutral(redact(f["message"])),
+            "log_tail": _neutral(redact(f.get("log_tail", "")[-LOG_TAIL_CAP:]))}
+
+
+def _neutral(text: str) -> str:
+    """Untrusted text inside a fence: no fence breaks, mentions, markers or HTML."""
+    return (text.replace("```", "ʼʼʼ").replace("@", "@\u200b").replace("<", "&lt;")
+            .replace(">", "&gt;"))
+
+
+def render_labels(verdict: dict[str, Any]) -> str:
+    return "\n".join(verdict["labels"]) + "\n"

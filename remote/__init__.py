@@ -1,0 +1,6 @@
+"""How the bot reaches a box: the Box interface, a local box, an SSH box."""
+
+from remote.box import Box, BoxError, Detached, RunResult
+from remote.local import LocalBox
+
+__all__ = ["Box", "BoxError", "Detached", "LocalBox", "RunResult"]
