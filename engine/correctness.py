@@ -1,8 +1,11 @@
-"""Score base and head against the reference on seeded held-out windows (numpy only).
+"""Score base and head against the reference on seeded held-out windows, in growing rounds.
 
-Tail treatment (stated in every results file): a token outside one side's top-k gets the floor
-log-probability -20 on that side; both distributions are then renormalised over the union of the
-two top-k sets, and KL(reference || engine) is taken over that union.
+The seed orders a fixed grid of corpus windows; look j scores the first looks[j] chunks of that
+order (long-context windows first, all in round one), so the reference cache never depends on the
+seed. After each round the harness applies the look of engine/correctness_stats.py with the
+bot's critical value and stops once decided (or bit-identical); the bot replays every look.
+Round one also scores the prefixes of the speed-tokens stream that the timed decodes ran, so the
+greedy tokens of each decode can be checked against what the score run predicts.
 """
 
 from __future__ import annotations
@@ -11,24 +14,30 @@ import hashlib
 import json
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from engine import proc
 from engine.build import Built, verify
+from engine.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.job import Correctness, Job
 
 CORPUS_DIR = Path(__file__).parent / "corpus"
-FLOOR_LOGPROB = -20.0
-TAIL = "missing top-k entries floored at -20, renormalised over the union of top-k sets"
+DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
 
 
 class ScoreFailure(Exception):
     def __init__(self, side: str, kind: str, message: str, log: Path | None = None) -> None:
         super().__init__(message)
         self.side, self.kind, self.message, self.log = side, kind, message, log
+
+
+@dataclass(frozen=True)
+class Window:
+    index: int  # position in the grid of windows of this kind
+    kind: str  # short | long
+    tokens: list[int]
 
 
 def corpus_bytes() -> tuple[bytes, str]:
@@ -50,66 +59,140 @@ def grid(n_bytes: int, window: int) -> int:
     return n_bytes // window
 
 
-def pick_windows(n_windows_available: int, count: int, seed: int) -> list[int]:
-    """The seed only picks windows from a fixed grid, so the reference cache stays valid."""
-    if count > n_windows_available:
-        raise ValueError(f"asked for {count} windows, the corpus has {n_windows_available}")
-    return sorted(random.Random(seed).sample(range(n_windows_available), count))
+def window_order(n_available: int, seed: int, kind: str = "short") -> list[int]:
+    """The seed orders a fixed grid; growing rounds take the next windows of that order."""
+    return random.Random(f"{seed}:{kind}").sample(range(n_available), n_available)
+
+
+def pick_windows(n_available: int, count: int, seed: int, kind: str = "short") -> list[int]:
+    if count > n_available:
+        raise ValueError(f"asked for {count} {kind} windows, the corpus has {n_available}")
+    return window_order(n_available, seed, kind)[:count]
 
 
 def window_tokens(text: bytes, index: int, size: int) -> list[int]:
     return list(text[index * size : (index + 1) * size])
 
 
-def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path) -> dict[str, Any]:
+def plan(spec: Correctness, text: bytes) -> list[Window]:
+    """Every window the last look could need, in scoring order (long ones first)."""
+    short = spec.looks[-1] - spec.long_windows
+    out = [Window(i, "long", window_tokens(text, i, spec.long_window_tokens))
+           for i in pick_windows(grid(len(text), spec.long_window_tokens or 1),
+                                 spec.long_windows, spec.seed, "long")]
+    out += [Window(i, "short", window_tokens(text, i, spec.window_tokens))
+            for i in pick_windows(grid(len(text), spec.window_tokens), short, spec.seed)]
+    return out
+
+
+def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
+          cells: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Score in rounds until the look decides; `cells` are the speed records (greedy tokens)."""
     spec = job.correctness
     assert spec is not None
     text, version = corpus_bytes()
-    chosen = pick_windows(grid(len(text), spec.window_tokens), spec.windows, spec.seed)
-    windows = [window_tokens(text, i, spec.window_tokens) for i in chosen]
-    tokens_file = jobdir / "score" / "tokens.json"
-    tokens_file.parent.mkdir(parents=True, exist_ok=True)
-    tokens_file.write_text(json.dumps(windows))
     model = next(m for m in job.models if not spec.model or m.name == spec.model)
-    ref = _reference(job, spec, model.path, model.sha256, text, version, jobdir, harness)
-    sides = {}
-    for side in ("base", "head"):
-        verify(built[side])
-        sides[side] = _run_score(spec.score_argv, side, spec, tokens_file, model.path, jobdir,
-                                 harness, built[side].artifact_dir, job.env)
-    reference = [ref[i] for i in chosen]
-    chunks = [_chunk(i, r, sides["base"][k], sides["head"][k])
-              for k, (i, r) in enumerate(zip(chosen, reference, strict=True))]
+    windows = plan(spec, text)
+    refs = {kind: _reference(job, spec, model.path, model.sha256, text, version, jobdir,
+                             harness, size)
+            for kind, size in (("short", spec.window_tokens), ("long", spec.long_window_tokens))
+            if any(w.kind == kind for w in windows)}
+    checks = _consistency_windows(cells or [], model.name, text)
+    chunks: list[dict[str, Any]] = []
+    looks: list[dict[str, Any]] = []
+    identical, stopped, consistency = True, "cap", {}
+    for j, count in enumerate(spec.looks):
+        batch = windows[len(chunks) : count]
+        extra = [c["tokens"] for c in checks] if j == 0 else []
+        outs = {side: _score_side(spec, side, j, [w.tokens for w in batch] + extra, model.path,
+                                  jobdir, harness, built[side], job.env) for side in ("base", "head")}
+        identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
+        chunks += [chunk(w.index, w.kind, refs[w.kind][w.index], outs["base"][k], outs["head"][k])
+                   for k, w in enumerate(batch)]
+        if j == 0:
+            consistency = _consistency(spec, checks, outs, len(batch), cells)
+        looks.append(look(chunks, spec.critical[j], spec.margin, spec.kl_margin, spec.alpha))
+        if identical or looks[-1]["decision"] != "undecided":
+            stopped = "identical" if identical else "decided"
+            break
     return {
         "seed": spec.seed,
         "corpus_version": version,
         "model": model.name,
         "window_tokens": spec.window_tokens,
-        "windows": chosen,
+        "long_window_tokens": spec.long_window_tokens,
+        "windows": [{"index": w.index, "kind": w.kind} for w in windows[: len(chunks)]],
         "tokens": sum(c["positions"] for c in chunks),
         "topk": spec.topk,
         "tail": TAIL,
-        "path": "engine score command on the built artifacts, same environment as speed",
-        "identical": sides["base"] == sides["head"],
+        "path": spec.path or DEFAULT_PATH,
+        "identical": identical,
         "chunks": chunks,
+        "looks": looks,
+        "stopped": stopped,
+        "rule": {"looks": spec.looks, "critical": spec.critical, "alpha": spec.alpha,
+                 "margin": spec.margin, "kl_margin": spec.kl_margin},
+        "floors": spec.floors,
+        "consistency": consistency,
     }
 
 
+def _consistency_windows(cells: list[dict[str, Any]], model: str,
+                         text: bytes) -> list[dict[str, Any]]:
+    """One prefix of the speed-tokens stream per decode cell of the scored model with tokens."""
+    out = []
+    for cell in cells:
+        greedy = cell.get("decode_argmax") or {}
+        if cell["model"] != model or cell["metric"] != "decode" or not greedy:
+            continue
+        length = cell["ctx"] + max(len(v) for v in greedy.values())
+        out.append({"key": f"{cell['model']}/decode@{cell['ctx']}", "ctx": cell["ctx"],
+                    "greedy": greedy, "tokens": list(text[:length])})
+    return out
+
+
+def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str, list[Any]],
+                 offset: int, cells: list[dict[str, Any]] | None) -> dict[str, Any]:
+    result: dict[str, Any] = {"tie_nats": spec.tie_nats, "max_mismatch": spec.max_mismatch,
+                              "checked": bool(checks), "cells": []}
+    if not checks:
+        result["note"] = ("no decode cell of the scored model recorded greedy tokens"
+                          if cells else "no speed cells to compare")
+    for k, check in enumerate(checks):
+        for side in ("base", "head"):
+            decode = [int(t) for t in check["greedy"].get(side, [])]
+            gaps = consistency_positions(decode, outs[side][offset + k], check["ctx"])
+            result["cells"].append({"key": check["key"], "ctx": check["ctx"], "side": side,
+                                    "decode": decode[: len(gaps)], "gaps": gaps})
+    return result
+
+
+def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[int]],
+                model: str, jobdir: Path, harness: Path, built: Built,
+                env: dict[str, str]) -> list[Any]:
+    verify(built)
+    tokens_file = jobdir / "score" / f"tokens-{round_}.json"
+    tokens_file.parent.mkdir(parents=True, exist_ok=True)
+    tokens_file.write_text(json.dumps(windows))
+    return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model, jobdir,
+                      harness, built.artifact_dir, env)
+
+
 def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, text: bytes,
-               version: str, jobdir: Path, harness: Path) -> list[list[dict[str, Any]]]:
+               version: str, jobdir: Path, harness: Path, size: int) -> list[list[dict[str, Any]]]:
     """Reference top-k for every grid window, cached per (model, reference recipe, corpus)."""
     recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
-                                        spec.window_tokens, spec.topk]).encode()).hexdigest()[:24]
+                                        size, spec.topk]).encode()).hexdigest()[:24]
     cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
     cached = cache_root / "reference" / f"{recipe}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
-    every = [window_tokens(text, i, spec.window_tokens) for i in range(grid(len(text), spec.window_tokens))]
-    tokens_file = jobdir / "score" / "reference-tokens.json"
+    every = [window_tokens(text, i, size) for i in range(grid(len(text), size))]
+    tokens_file = jobdir / "score" / f"reference-tokens-{size}.json"
     tokens_file.parent.mkdir(parents=True, exist_ok=True)
     tokens_file.write_text(json.dumps(every))
-    out = _run_score(spec.reference_argv, "reference", spec, tokens_file, model_path, jobdir,
-                     harness, harness, job.env)
+    out = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec, tokens_file,
+                     model_path, jobdir, harness, harness, job.env)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(".tmp")
     tmp.write_text(json.dumps(out))
@@ -117,10 +200,11 @@ def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, tex
     return out
 
 
-def _run_score(argv: list[str], side: str, spec: Correctness, tokens_file: Path, model: str,
-               jobdir: Path, harness: Path, build: Path, env: dict[str, str]) -> list[Any]:
-    out = jobdir / "score" / f"{side}.json"
-    log = jobdir / "logs" / f"score-{side}.log"
+def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_file: Path,
+               model: str, jobdir: Path, harness: Path, build: Path,
+               env: dict[str, str]) -> list[Any]:
+    out = jobdir / "score" / f"{tag}.json"
+    log = jobdir / "logs" / f"score-{tag}.log"
     filled = [a.format(python=sys.executable, harness=str(harness), build=str(build),
                        model=model, tokens=str(tokens_file), out=str(out), topk=str(spec.topk))
               for a in argv]
@@ -136,35 +220,3 @@ def _run_score(argv: list[str], side: str, spec: Correctness, tokens_file: Path,
                 for w in doc["windows"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ScoreFailure(side, "unparsable", f"score output unreadable: {exc}", log) from exc
-
-
-def _kl(ref_top: list[list[float]], eng_top: list[list[float]]) -> float:
-    ref = {int(t): float(lp) for t, lp in ref_top}
-    eng = {int(t): float(lp) for t, lp in eng_top}
-    union = sorted(ref.keys() | eng.keys())
-    p = np.exp([ref.get(t, FLOOR_LOGPROB) for t in union])
-    q = np.exp([eng.get(t, FLOOR_LOGPROB) for t in union])
-    p, q = p / p.sum(), q / q.sum()
-    return float(np.sum(p * (np.log(p) - np.log(q))))
-
-
-def _chunk(index: int, ref: list[dict[str, Any]], base: list[dict[str, Any]],
-           head: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-window sums, so the grader can form chunk-level (cluster) statistics."""
-    n = min(len(ref), len(base), len(head))
-    ref_am = [int(ref[i]["top"][0][0]) for i in range(n)]
-    base_ok = [int(base[i]["argmax"]) == ref_am[i] for i in range(n)]
-    head_ok = [int(head[i]["argmax"]) == ref_am[i] for i in range(n)]
-    base_kl = [_kl(ref[i]["top"], base[i]["top"]) for i in range(n)]
-    head_kl = [_kl(ref[i]["top"], head[i]["top"]) for i in range(n)]
-    return {
-        "window": index,
-        "positions": n,
-        "base_top1": sum(base_ok),
-        "head_top1": sum(head_ok),
-        "base_kl_sum": float(sum(base_kl)),
-        "head_kl_sum": float(sum(head_kl)),
-        "head_only_right": sum(h and not b for h, b in zip(head_ok, base_ok, strict=True)),
-        "base_only_right": sum(b and not h for h, b in zip(head_ok, base_ok, strict=True)),
-        "kl_diff_sum": float(sum(head_kl) - sum(base_kl)),
-    }

@@ -1,4 +1,10 @@
-"""GPU state per sample, read with nvidia-smi when the box has one (no NVML binding needed)."""
+"""GPU state per sample, read with nvidia-smi when the box has one (no NVML binding needed).
+
+Clock locking is opt-in per box (BoxConfig.lock_clocks, carried in the job's rule): the harness
+locks the graphics clock at the card's default application clock (a clock it sustains, not the
+boost peak) for the measurement and resets it afterwards. Where the driver refuses (no root,
+a shared card), the card is measured as found and the results say so.
+"""
 
 from __future__ import annotations
 
@@ -20,19 +26,24 @@ _FIELDS = (
 _DISTORTING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
+def _smi(args: list[str]) -> tuple[bool, str]:
+    """Run nvidia-smi; (succeeded, stdout or the error text)."""
+    if shutil.which("nvidia-smi") is None:
+        return False, "no nvidia-smi on this box"
+    try:
+        done = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=10,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, str(exc)
+    if done.returncode != 0:
+        return False, (done.stdout + done.stderr).strip()[-300:]
+    return True, done.stdout
+
+
 def gpu_state() -> dict[str, Any] | None:
     """The first GPU's clocks, temperature, power and throttle reasons; None without a GPU."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={','.join(_FIELDS)}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    ok, out = _smi([f"--query-gpu={','.join(_FIELDS)}", "--format=csv,noheader,nounits"])
+    if not ok:
         return None
     first = out.strip().splitlines()[0] if out.strip() else ""
     values = [v.strip() for v in first.split(",")]
@@ -49,3 +60,21 @@ def _int(text: str) -> int | None:
         return int(text, 16) if text.startswith("0x") else int(text)
     except ValueError:
         return None
+
+
+def lock_clocks() -> tuple[bool, str]:
+    """Lock the graphics clock at the default application clock; (locked, what happened)."""
+    ok, out = _smi(["--query-gpu=clocks.default_applications.graphics",
+                    "--format=csv,noheader,nounits"])
+    target = _int(out.strip().splitlines()[0].strip()) if ok and out.strip() else None
+    if target is None:
+        return False, f"not locked: cannot read the default application clock ({out.strip()})"
+    ok, out = _smi(["-lgc", f"{target},{target}"])
+    if not ok:
+        return False, f"not locked: the driver refused -lgc {target} ({out.strip()})"
+    return True, f"locked at {target} MHz"
+
+
+def reset_clocks() -> None:
+    """Undo lock_clocks; a failure here only means the card keeps the locked clock."""
+    _smi(["-rgc"])

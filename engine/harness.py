@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,20 @@ class Status:
 
 def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
     """Run one evaluation; always returns (and writes) a results document, failures included."""
+    jobdir.mkdir(parents=True, exist_ok=True)
     status = Status(jobdir)
     started = time.time()
     doc: dict[str, Any] = _header(job)
+    try:
+        _steps(job, jobdir, status, doc)
+    except Exception:  # a harness bug must still leave a results file: it is infra's fault
+        doc["failures"].append({"stage": "harness", "side": "harness", "attribution": "infra",
+                                "kind": "infra-error", "message": "the harness failed",
+                                "log_tail": traceback.format_exc()[-4000:]})
+    return _finish(doc, jobdir, status, started)
+
+
+def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
     failures: list[dict[str, Any]] = doc["failures"]
     built: dict[str, Built] = {}
     for side, sha in (("base", job.base_sha), ("head", job.head_sha)):
@@ -45,7 +57,7 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
         doc[side] = built[side].facts()
     if not all(b.ok for b in built.values()):
         failures.extend(_build_failures(built))
-        return _finish(doc, jobdir, status, started)
+        return
     status.set("speed")
     measurement = Measurement(job, built, jobdir, HARNESS_ROOT, speed_tokens(jobdir))
     try:
@@ -53,7 +65,8 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
             "speed", model=run.model, pairs=pairs, max_pairs=job.rule.looks[-1]))
     except SampleFailure as exc:
         failures.append(_failure("speed", exc.side, exc.kind, exc.message, exc.log))
-    doc["cells"] = [rec.to_dict() for rec in measurement.records.values()]
+    finally:
+        doc["cells"] = [rec.to_dict() for rec in measurement.records.values()]
     if job.correctness is not None and not failures:
         status.set("score")
         try:
@@ -62,7 +75,6 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
     doc["box"]["gpu_end"] = gpu.gpu_state()
-    return _finish(doc, jobdir, status, started)
 
 
 def _header(job: Job) -> dict[str, Any]:

@@ -27,6 +27,7 @@ class Cell:
     ctx: int
     unit: str = "tok/s"
     higher_is_better: bool = True
+    anchor: float = 0.0  # llama.cpp's rate for this cell (a profile constant); 0: none
 
     @property
     def key(self) -> str:
@@ -57,6 +58,15 @@ class StoppingRule:
     warmup: int = 1
     budget_s: float = 1800.0
     alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
+    # The rest of the schedule (engine/stats.py): one value per look; empty means `critical`
+    # (the first rule, where one critical value served every test).
+    critical_floor: list[float] = field(default_factory=list)  # normal quantile x floor
+    equivalence: list[float] = field(default_factory=list)  # per-cell TOST t quantile
+    equivalence_floor: list[float] = field(default_factory=list)
+    equivalence_alpha: float = 0.05
+    family: int = 0  # cells the alpha was split over (0: every cell of the job)
+    sd_floors: dict[str, float] = field(default_factory=dict)  # cell key -> calibrated sd
+    lock_clocks: bool = False  # the box's config allows locking the GPU clocks
 
 
 @dataclass(frozen=True)
@@ -70,14 +80,27 @@ class Model:
 
 @dataclass(frozen=True)
 class Correctness:
+    """What to score, and the guard's growth rule (engine/correctness_stats.py) from the bot."""
+
     score_argv: list[str]
     reference_argv: list[str]
     seed: int
-    windows: int
+    windows: int  # short windows of the first look
     window_tokens: int
     topk: int = 8
     model: str = ""
     timeout_s: float = 600.0
+    looks: list[int] = field(default_factory=list)  # cumulative chunks per look, long included
+    critical: list[float] = field(default_factory=list)  # one t quantile per look
+    alpha: float = 0.01
+    margin: float = 0.01  # head may trail base by this much top-1 agreement
+    kl_margin: float = 0.02  # ... and by this much mean KL
+    long_windows: int = 0  # windows of long_window_tokens, for models scored at long context
+    long_window_tokens: int = 0
+    floors: dict[str, float] = field(default_factory=dict)  # calibrated {"top1", "kl"}
+    tie_nats: float = 0.01  # speed/score consistency: a near-tie below this is no mismatch
+    max_mismatch: float = 0.02  # share of decode steps allowed to mismatch beyond a tie
+    path: str = ""  # the numeric path the score command runs, when not the benchmarked one
 
 
 @dataclass(frozen=True)
@@ -129,9 +152,10 @@ def _cell(d: Any, where: str) -> Cell:
         ctx=get(d, where, "ctx", int),
         unit=get(d, where, "unit", str, optional=True) or "tok/s",
         higher_is_better=bool(d.get("higher_is_better", True)),
+        anchor=float(d.get("anchor") or 0.0),
     )
-    if cell.ctx < 0:
-        raise ContractError(f"{where}.ctx: must be >= 0")
+    if cell.ctx < 0 or cell.anchor < 0:
+        raise ContractError(f"{where}: ctx and anchor must be >= 0")
     return cell
 
 
@@ -166,23 +190,69 @@ def _rule(d: Any) -> StoppingRule:
         warmup=get(d, w, "warmup", int, optional=True) or 0,
         budget_s=get(d, w, "budget_s", float, optional=True) or 1800.0,
         alpha=get(d, w, "alpha", float, optional=True) or 0.05,
+        critical_floor=_per_look(d, "critical_floor", len(looks)),
+        equivalence=_per_look(d, "equivalence", len(looks)),
+        equivalence_floor=_per_look(d, "equivalence_floor", len(looks)),
+        equivalence_alpha=get(d, w, "equivalence_alpha", float, optional=True) or 0.05,
+        family=get(d, w, "family", int, optional=True) or 0,
+        sd_floors={str(k): float(v) for k, v in (d.get("sd_floors") or {}).items()},
+        lock_clocks=bool(d.get("lock_clocks", False)),
     )
+
+
+def _per_look(d: Any, key: str, looks: int) -> list[float]:
+    values = [float(x) for x in d.get(key) or []]
+    if values and len(values) != looks:
+        raise ContractError(f"rule.{key}: {len(values)} values for {looks} looks")
+    return values
 
 
 def _correctness(d: Any) -> Correctness | None:
     if d is None:
         return None
     w = "correctness"
-    return Correctness(
+    windows = get(d, w, "windows", int)
+    long_windows = get(d, w, "long_windows", int, optional=True) or 0
+    looks = [int(x) for x in d.get("looks") or [windows + long_windows]]
+    critical = [float(x) for x in get(d, w, "critical", list)]
+    if looks != sorted(set(looks)) or looks[0] != windows + long_windows or \
+            len(critical) != len(looks):
+        raise ContractError(f"{w}.looks: increasing chunk counts from windows + long_windows "
+                            f"= {windows + long_windows}, one critical value each")
+    if windows < 1 or looks[0] < 2:
+        raise ContractError(f"{w}: the first look needs at least 2 windows")
+    spec = Correctness(
         score_argv=_argv(get(d, w, "score_argv", list), f"{w}.score_argv"),
         reference_argv=_argv(get(d, w, "reference_argv", list), f"{w}.reference_argv"),
         seed=get(d, w, "seed", int),
-        windows=get(d, w, "windows", int),
+        windows=windows,
         window_tokens=get(d, w, "window_tokens", int),
         topk=get(d, w, "topk", int, optional=True) or 8,
         model=get(d, w, "model", str, optional=True) or "",
         timeout_s=get(d, w, "timeout_s", float, optional=True) or 600.0,
+        looks=looks,
+        critical=critical,
+        alpha=_opt(d, "alpha", 0.01),
+        margin=_opt(d, "margin", 0.01),
+        kl_margin=_opt(d, "kl_margin", 0.02),
+        long_windows=long_windows,
+        long_window_tokens=get(d, w, "long_window_tokens", int, optional=True) or 0,
+        floors={str(k): float(v) for k, v in (d.get("floors") or {}).items()},
+        tie_nats=_opt(d, "tie_nats", 0.01),
+        max_mismatch=_opt(d, "max_mismatch", 0.02),
+        path=get(d, w, "path", str, optional=True) or "",
     )
+    if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
+        raise ContractError(f"{w}: windows need at least 2 tokens")
+    if set(spec.floors) - {"top1", "kl"}:
+        raise ContractError(f"{w}.floors: only top1 and kl, got {sorted(spec.floors)}")
+    return spec
+
+
+def _opt(d: Any, key: str, default: float) -> float:
+    """An optional number of the correctness section; 0 is a value, only absence is default."""
+    value = get(d, "correctness", key, float, optional=True)
+    return default if value is None else float(value)
 
 
 def parse_job(doc: Any) -> Job:

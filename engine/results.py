@@ -12,6 +12,7 @@ from typing import Any
 from engine.checks import ContractError, field, one_of, sha
 
 RESULTS_SCHEMA = "evalbot.results/1"
+SIDES = ("base", "head", "harness")
 STAGES = ("prepare", "checkout", "build", "speed", "score", "harness")
 ATTRIBUTIONS = ("pr", "infra")
 FAILURE_KINDS = ("build-failed", "crashed", "timeout", "spoofed", "infra-error")
@@ -54,6 +55,7 @@ def validate(doc: Any) -> dict[str, Any]:
                 field(chunk, f"correctness.chunks[{i}]", key, int)
     for i, failure in enumerate(field(doc, "", "failures", list)):
         where = f"failures[{i}]"
+        one_of(field(failure, where, "side", str), SIDES, f"{where}.side")
         one_of(field(failure, where, "stage", str), STAGES, f"{where}.stage")
         one_of(field(failure, where, "attribution", str), ATTRIBUTIONS, f"{where}.attribution")
         one_of(field(failure, where, "kind", str), FAILURE_KINDS, f"{where}.kind")

@@ -1,10 +1,19 @@
-"""Alternating base/head pairs per sweep, the on-box stopping rule, every sample recorded."""
+"""Alternating base/head pairs per sweep, the on-box stopping rule, every sample recorded.
+
+Protocol per run (one process yields one sample of each of its cells): warm up each build, then
+pairs of one base and one head process in ABBA order (base first in even pairs, head first in
+odd ones), so a slow drift of the box cancels within two pairs. A pair where either sample saw
+a distorting throttle reason is dropped whole (never only the head's sample) and re-measured,
+up to as many extra attempts as the rule has pairs. The rule looks at the pair counts the bot
+chose; decided cells stop looking, and a run stops once all its cells are decided.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +42,7 @@ class CellRecord:
     looks: list[dict[str, Any]] = field(default_factory=list)
     stopped: str = ""
     decode_argmax: dict[str, list[int]] = field(default_factory=dict)  # side -> greedy tokens
+    clock_lock: str = ""
 
     @property
     def decided(self) -> bool:
@@ -49,6 +59,8 @@ class CellRecord:
             "ctx": c.ctx,
             "unit": c.unit,
             "higher_is_better": c.higher_is_better,
+            "anchor": c.anchor,
+            "clock_lock": self.clock_lock,
             "samples": self.samples,
             "looks": self.looks,
             "stopped": self.stopped,
@@ -67,10 +79,19 @@ class Measurement:
         self.models = {m.name: m.path for m in job.models}
         self.seq = 0
         self.deadline = time.monotonic() + job.rule.budget_s
+        self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
 
     def run_all(self, progress: Any = None) -> None:
-        for run in self.job.runs:
-            self._run(run, progress)
+        locked, note = gpu.lock_clocks() if self.job.rule.lock_clocks else (
+            False, "not locked: the box config does not allow it")
+        for rec in self.records.values():
+            rec.clock_lock = note
+        try:
+            for run in self.job.runs:
+                self._run(run, progress)
+        finally:
+            if locked:
+                gpu.reset_clocks()
 
     def _run(self, run: SpeedRun, progress: Any) -> None:
         for _ in range(self.job.rule.warmup):
@@ -94,7 +115,7 @@ class Measurement:
             if throttled:
                 continue  # drop both samples of the pair, never only the head's
             pairs += 1
-            if pairs in self.job.rule.looks:
+            if pairs in self.schedule:
                 self._look(run, pairs)
                 if progress is not None:
                     progress(run, pairs, self.records)
@@ -105,13 +126,13 @@ class Measurement:
 
     def _look(self, run: SpeedRun, pairs: int) -> None:
         rule = self.job.rule
-        critical = rule.critical[rule.looks.index(pairs)]
         for cell in run.cells:
             rec = self.records[cell.key]
             if rec.decided:
                 continue
             r = stats.log_ratios(rec.kept("base"), rec.kept("head"), cell.higher_is_better)
-            lk = stats.look(r, critical, rule.sd_floor, rule.significance, rule.tolerance)
+            floor = rule.sd_floors.get(cell.key, rule.sd_floor)
+            lk = stats.look(r, self.schedule[pairs], floor, rule.significance, rule.tolerance)
             rec.looks.append(lk.to_dict())
 
     def _stop(self, run: SpeedRun, why: str) -> None:
@@ -181,12 +202,33 @@ class Measurement:
             )
 
 
-def replay(record: dict[str, Any], looks: list[int], critical: list[float],
-           sd_floor: float, significance: float, tolerance: float) -> list[stats.Look]:
+def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:
+    """The schedule of a rule (a StoppingRule as a dict, or a results file's `rule`).
+
+    A rule without the floor and equivalence lists is the first version, where one critical
+    value served every test: each missing list is `critical` again.
+    """
+    looks, critical = list(rule["looks"]), list(rule["critical"])
+
+    def per_look(key: str) -> list[float]:
+        return list(rule.get(key) or critical)
+
+    return [stats.Bounds(int(n), float(c), float(cf), float(e), float(ef))
+            for n, c, cf, e, ef in zip(looks, critical, per_look("critical_floor"),
+                                       per_look("equivalence"), per_look("equivalence_floor"),
+                                       strict=True)]
+
+
+def cell_key(record: Mapping[str, Any]) -> str:
+    return f"{record['model']}/{record['metric']}@{record['ctx']}"
+
+
+def replay(record: Mapping[str, Any], rule: Mapping[str, Any]) -> list[stats.Look]:
     """Recompute a cell's looks from its recorded samples (what the grader does)."""
     kept = [s for s in record["samples"] if not s["dropped"]]
     base = [s["value"] for s in kept if s["side"] == "base"]
     head = [s["value"] for s in kept if s["side"] == "head"]
     n = min(len(base), len(head))
     r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
-    return stats.sequential(np.asarray(r), looks, critical, sd_floor, significance, tolerance)
+    floor = (rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"])
+    return stats.sequential(r, bounds_of(rule), floor, rule["significance"], rule["tolerance"])

@@ -2,5 +2,6 @@
 
 from remote.box import Box, BoxError, Detached, RunResult
 from remote.local import LocalBox
+from remote.ssh import SSHBox, SSHTarget
 
-__all__ = ["Box", "BoxError", "Detached", "LocalBox", "RunResult"]
+__all__ = ["Box", "BoxError", "Detached", "LocalBox", "RunResult", "SSHBox", "SSHTarget"]

@@ -62,5 +62,9 @@ class Box(Protocol):
         """Whether the detached run's process is still alive."""
         ...
 
+    def reconnect(self) -> None:
+        """Drop the connection and open a new one; BoxError while the box stays unreachable."""
+        ...
+
     def close(self) -> None:
         ...

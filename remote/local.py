@@ -95,5 +95,8 @@ class LocalBox:
             return True
         return True
 
+    def reconnect(self) -> None:
+        return None  # nothing to reconnect: this machine is always reachable
+
     def close(self) -> None:
         return None

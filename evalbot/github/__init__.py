@@ -1,0 +1,1 @@
+"""GitHub integration: signed webhooks, typed events, commands, admission and publishing."""

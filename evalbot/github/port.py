@@ -1,0 +1,89 @@
+"""The narrow port: only the GitHub calls evalbot makes. pygithub_client.py implements it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from evalbot.errors import EvalbotError
+
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+
+class GitHubError(EvalbotError):
+    """A GitHub call failed for good (4xx other than rate limits, or retries exhausted)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Transient(GitHubError):
+    """5xx or a dropped connection: the write may or may not have happened on GitHub's side."""
+
+
+class RateLimited(GitHubError):
+    """403/429 primary or secondary rate limit; retry_after is GitHub's advice in seconds."""
+
+    def __init__(self, message: str, retry_after: float, status: int) -> None:
+        super().__init__(message, status)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    author: str
+    body: str
+
+
+@dataclass(frozen=True)
+class LabelInfo:
+    name: str
+    color: str
+    description: str
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    head_sha: str
+    base_sha: str
+    base_ref: str
+    author: str
+    draft: bool
+    state: str
+    fork: bool
+    labels: tuple[str, ...]
+
+
+class GitHubPort(Protocol):
+    """Every method talks to one repository; names follow GitHub's operations."""
+
+    def permission(self, login: str) -> str: ...  # admin | maintain | write | triage | read | none
+
+    def pull(self, number: int) -> PullInfo: ...
+
+    def open_pulls(self) -> list[PullInfo]: ...
+
+    def comments(self, number: int) -> list[Comment]: ...
+
+    def create_comment(self, number: int, body: str) -> Comment: ...
+
+    def edit_comment(self, comment_id: int, body: str) -> None: ...
+
+    def delete_comment(self, comment_id: int) -> None: ...
+
+    def issue_labels(self, number: int) -> list[str]: ...
+
+    def add_labels(self, number: int, names: list[str]) -> None: ...
+
+    def remove_label(self, number: int, name: str) -> None: ...  # absent label: no error
+
+    def repo_labels(self) -> list[LabelInfo]: ...
+
+    def create_label(self, label: LabelInfo) -> None: ...
+
+    def update_label(self, label: LabelInfo) -> None: ...
+
+    def set_status(self, sha: str, state: str, description: str, context: str) -> None: ...

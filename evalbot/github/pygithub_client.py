@@ -1,0 +1,144 @@
+"""The GitHub port over PyGithub: the only module that imports `github`.
+
+PyGithub's own retry is switched off (retry=None): its default retries POST on 5xx, which turns
+a 502 that GitHub answered after creating a comment into a second comment. Retries, rate-limit
+back-off and the re-check after an ambiguous write live in publish.py instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import requests
+from github import Auth, Github, GithubException, UnknownObjectException
+
+from evalbot.github.port import Comment, GitHubError, LabelInfo, PullInfo, RateLimited, Transient
+
+T = TypeVar("T")
+SECONDARY_WAIT_S = 60.0  # GitHub's advice when a secondary limit names no Retry-After
+
+
+class PyGithubPort:
+    def __init__(self, repo: str, token: str, api_url: str, *, throttle: bool = True,
+                 timeout_s: int = 15) -> None:
+        self._gh = Github(auth=Auth.Token(token), base_url=api_url.rstrip("/"), retry=None,
+                          timeout=timeout_s, per_page=100, lazy=True,
+                          seconds_between_requests=0.25 if throttle else None,
+                          seconds_between_writes=1.0 if throttle else None)
+        self._repo = self._gh.get_repo(repo, lazy=True)
+        self.full_name = repo
+
+    def permission(self, login: str) -> str:
+        def get() -> str:
+            try:
+                return str(self._repo.get_collaborator_permission(login))
+            except UnknownObjectException:
+                return "none"  # no such user: no permission
+        return _call(get)
+
+    def pull(self, number: int) -> PullInfo:
+        return _call(lambda: _pull_info(self._repo.get_pull(number), self.full_name))
+
+    def open_pulls(self) -> list[PullInfo]:
+        return _call(lambda: [_pull_info(p, self.full_name)
+                              for p in self._repo.get_pulls(state="open")])
+
+    def comments(self, number: int) -> list[Comment]:
+        return _call(lambda: [Comment(c.id, c.user.login, c.body or "")
+                              for c in self._repo.get_issue(number).get_comments()])
+
+    def create_comment(self, number: int, body: str) -> Comment:
+        def create() -> Comment:
+            c = self._repo.get_issue(number).create_comment(body)
+            return Comment(c.id, c.user.login, c.body or "")
+        return _call(create)
+
+    def edit_comment(self, comment_id: int, body: str) -> None:
+        _call(lambda: self._repo.get_issue(0).get_comment(comment_id).edit(body))
+
+    def delete_comment(self, comment_id: int) -> None:
+        _call(lambda: self._repo.get_issue(0).get_comment(comment_id).delete())
+
+    def issue_labels(self, number: int) -> list[str]:
+        return _call(lambda: [lb.name for lb in self._repo.get_issue(number).get_labels()])
+
+    def add_labels(self, number: int, names: list[str]) -> None:
+        if names:
+            _call(lambda: self._repo.get_issue(number).add_to_labels(*names))
+
+    def remove_label(self, number: int, name: str) -> None:
+        def remove() -> None:
+            try:
+                self._repo.get_issue(number).remove_from_labels(name)
+            except GithubException as exc:
+                if exc.status != 404:  # "Label does not exist": already gone is what we want
+                    raise
+        _call(remove)
+
+    def repo_labels(self) -> list[LabelInfo]:
+        return _call(lambda: [LabelInfo(lb.name, lb.color, lb.description or "")
+                              for lb in self._repo.get_labels()])
+
+    def create_label(self, label: LabelInfo) -> None:
+        _call(lambda: self._repo.create_label(label.name, label.color, label.description))
+
+    def update_label(self, label: LabelInfo) -> None:
+        _call(lambda: self._repo.get_label(label.name).edit(label.name, label.color,
+                                                             label.description))
+
+    def set_status(self, sha: str, state: str, description: str, context: str) -> None:
+        _call(lambda: self._repo.get_commit(sha).create_status(
+            state, description=description[:140], context=context))
+
+
+def _pull_info(p: Any, full_name: str) -> PullInfo:
+    head_repo = p.head.repo
+    return PullInfo(number=p.number, head_sha=p.head.sha, base_sha=p.base.sha,
+                    base_ref=p.base.ref, author=p.user.login, draft=bool(p.draft),
+                    state=p.state, fork=head_repo is None or head_repo.full_name != full_name,
+                    labels=tuple(lb.name for lb in p.labels))
+
+
+def _call(fn: Callable[[], T]) -> T:
+    with _translated():
+        return fn()
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """PyGithub and requests exceptions become the port's three kinds."""
+    try:
+        yield
+    except GithubException as exc:
+        raise _from_github(exc) from exc
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+        raise Transient(f"GitHub unreachable: {type(exc).__name__}") from exc
+
+
+def _from_github(exc: GithubException) -> GitHubError:
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    data = exc.data if isinstance(exc.data, dict) else {}
+    message = str(data.get("message", "")) or f"HTTP {exc.status}"
+    if exc.status in (403, 429) and (exc.status == 429 or "retry-after" in headers
+                                     or "rate limit" in message.lower()
+                                     or headers.get("x-ratelimit-remaining") == "0"):
+        return RateLimited(f"GitHub rate limit ({exc.status}): {message}",
+                           _retry_after(headers), exc.status)
+    if exc.status >= 500:
+        return Transient(f"GitHub error {exc.status}: {message}", exc.status)
+    return GitHubError(f"GitHub refused ({exc.status}): {message}", exc.status)
+
+
+def _retry_after(headers: dict[str, str]) -> float:
+    """Retry-After first; else the primary limit's reset time; else GitHub's one minute."""
+    try:
+        if "retry-after" in headers:
+            return max(0.0, float(headers["retry-after"]))
+        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+            return max(0.0, float(headers["x-ratelimit-reset"]) - time.time()) + 1.0
+    except ValueError:
+        pass
+    return SECONDARY_WAIT_S

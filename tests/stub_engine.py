@@ -1,0 +1,100 @@
+"""A tiny engine repository for harness tests: a Python script, no torch, effects set per commit.
+
+Each commit carries `speed.json` (rate per metric, multiplied by a seeded noise factor) and may
+break the build, crash, hang or lie about its speed, so every failure path of the harness can be
+driven through the real harness code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ENGINE = r'''
+import json, random, sys, time
+args = sys.argv[1:]
+cfg = json.load(open(__file__.replace("engine.py", "speed.json")))
+if cfg.get("crash"):
+    sys.exit(3)
+if cfg.get("hang"):
+    time.sleep(3600)
+ctxs = [int(c) for c in args[args.index("--ctxs") + 1].split(",")]
+rng = random.Random()
+out = {}
+for ctx in ctxs:
+    work = cfg.get("work_s", 0.002)
+    time.sleep(work)
+    noise = 1 + rng.gauss(0, cfg.get("noise", 0.002))
+    out[str(ctx)] = {"decode_tps": cfg["decode"] * noise * cfg.get("lie", 1),
+                     "prefill_tps": cfg["prefill"] * noise * cfg.get("lie", 1)}
+print("BENCH_JSON " + json.dumps(out))
+'''
+BUILD = r'''
+import json, shutil, sys
+from pathlib import Path
+if json.load(open("speed.json")).get("build_fails"):
+    print("error: does not compile", file=sys.stderr)
+    sys.exit(2)
+Path("build").mkdir(exist_ok=True)
+shutil.copy("engine.py", "build/engine.py")
+shutil.copy("speed.json", "build/speed.json")
+'''
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t.invalid", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_repo(root: Path, variants: dict[str, dict[str, object]],
+              main: dict[str, object] | None = None) -> tuple[Path, str, dict[str, str]]:
+    """A repo with a main commit and one commit per variant on top of main; returns the SHAs."""
+    repo = root / "engine-repo"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "engine.py").write_text(ENGINE)
+    (repo / "build.py").write_text(BUILD)
+    base_cfg = {"decode": 1000.0, "prefill": 1e6, **(main or {})}
+    (repo / "speed.json").write_text(json.dumps(base_cfg))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "main")
+    main_sha = _git(repo, "rev-parse", "HEAD")
+    shas = {}
+    for name, change in variants.items():
+        _git(repo, "checkout", "-q", "--detach", main_sha)
+        (repo / "speed.json").write_text(json.dumps({**base_cfg, **change}))
+        _git(repo, "commit", "-q", "--allow-empty", "-am", name)
+        shas[name] = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    return repo, main_sha, shas
+
+
+def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
+            critical: list[float] | None = None, cells: list[tuple[str, int]] | None = None,
+            timeout_s: float = 60.0, sd_floor: float = 0.001) -> dict[str, object]:
+    """A job description for the stub engine, in the contract's JSON form."""
+    looks = looks or [3, 5]
+    cells = cells or [("decode", 128), ("prefill", 4096)]
+    return {
+        "schema": "evalbot.job/1", "job_id": "stubjob", "profile": "stub", "repo": str(repo),
+        "base_sha": base, "head_sha": head, "build_argv": ["{python}", "build.py"],
+        "build_timeout_s": 60.0, "artifacts": ["build/engine.py", "build/speed.json"],
+        "models": [{"name": "m", "path": "/dev/null", "sha256": "0" * 64, "role": "primary",
+                    "namespace": "eval-m"}],
+        "runs": [{"model": "m", "argv": ["{python}", "{build}/build/engine.py", "--ctxs", "{ctxs}"],
+                  "parse": {"kind": "json_line", "prefix": "BENCH_JSON ",
+                            "fields": {"decode": "{ctx}.decode_tps",
+                                       "prefill": "{ctx}.prefill_tps"}},
+                  "cells": [{"model": "m", "metric": m, "ctx": c} for m, c in cells],
+                  "timeout_s": timeout_s, "tokens_per_sample": {"decode": 1}}],
+        "rule": {"looks": looks, "critical": critical or [12.0] * len(looks),
+                 "sd_floor": sd_floor, "significance": 0.02, "tolerance": 0.02, "warmup": 1,
+                 "budget_s": 600.0, "alpha": 0.05},
+        "correctness": None,
+    }

@@ -1,0 +1,94 @@
+"""The harness end to end on a stub engine: results contract, decisions, failure attribution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.harness import run_job
+from engine.job import parse_job
+from engine.results import validate
+from tests.stub_engine import job_doc, make_repo
+
+VARIANTS = {
+    "faster": {"decode": 1300.0, "prefill": 1.3e6},
+    "same": {},
+    "build_fails": {"build_fails": True},
+    "crash": {"crash": True},
+    "hang": {"hang": True},
+}
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
+    return make_repo(tmp_path_factory.mktemp("stub"), VARIANTS)
+
+
+def _run(stub: tuple[Path, str, dict[str, str]], tmp_path: Path, head: str,
+         base: str | None = None, **kw: object) -> dict:
+    repo, main, shas = stub
+    doc = job_doc(repo, base or main, shas.get(head, head), **kw)  # type: ignore[arg-type]
+    results = run_job(parse_job(doc), tmp_path)
+    assert json.loads((tmp_path / "results.json").read_text()) == results
+    return validate(results)
+
+
+def test_faster_head_is_measured_in_pairs_and_decided(stub, tmp_path):
+    results = _run(stub, tmp_path, "faster")
+    assert results["failures"] == []
+    for cell in results["cells"]:
+        sides = [s["side"] for s in cell["samples"]]
+        assert sides[:4] == ["base", "head", "head", "base"]  # alternating order, ABBA
+        assert cell["looks"][-1]["decision"] == "improved"
+        assert 0.25 < cell["looks"][-1]["estimate"] < 0.35
+    assert json.loads((tmp_path / "status.json").read_text())["step"] == "done"
+
+
+def test_artifacts_are_hashed_and_build_facts_recorded(stub, tmp_path):
+    results = _run(stub, tmp_path, "same")
+    assert set(results["head"]["artifacts"]) == {"build/engine.py", "build/speed.json"}
+    assert results["base"]["ok"] and results["head"]["ok"]
+
+
+@pytest.mark.parametrize(
+    ("head", "stage", "kind"),
+    [("build_fails", "build", "build-failed"), ("crash", "speed", "crashed")],
+)
+def test_head_failures_are_the_prs(stub, tmp_path, head, stage, kind):
+    failure = _run(stub, tmp_path, head)["failures"][0]
+    assert (failure["stage"], failure["side"], failure["attribution"], failure["kind"]) == \
+        (stage, "head", "pr", kind)
+
+
+def test_head_timeout_is_the_prs(stub, tmp_path):
+    failure = _run(stub, tmp_path, "hang", timeout_s=2.0)["failures"][0]
+    assert (failure["attribution"], failure["kind"]) == ("pr", "timeout")
+
+
+def test_base_failure_is_infra_even_when_head_fails_too(stub, tmp_path):
+    _, _, shas = stub
+    failure = _run(stub, tmp_path, "crash", base=shas["build_fails"])["failures"][0]
+    assert (failure["side"], failure["attribution"], failure["kind"]) == \
+        ("base", "infra", "infra-error")
+
+
+def test_unknown_commit_is_an_infra_checkout_failure(stub, tmp_path):
+    failure = _run(stub, tmp_path, "f" * 40)["failures"][0]
+    assert (failure["stage"], failure["attribution"]) == ("checkout", "infra")
+
+
+def test_build_cache_reuses_a_verified_build(stub, tmp_path):
+    repo, main, shas = stub
+    doc = job_doc(repo, main, shas["same"])
+    doc["cache_dir"] = str(tmp_path / "cache")
+    first = run_job(parse_job(doc), tmp_path / "one")
+    second = run_job(parse_job(doc), tmp_path / "two")
+    assert not first["base"]["cached"] and second["base"]["cached"]
+    assert first["base"]["artifacts"] == second["base"]["artifacts"]
+    # A tampered cache entry is not reused.
+    for f in (tmp_path / "cache" / "builds").rglob("engine.py"):
+        f.write_text("print('tampered')")
+    third = run_job(parse_job(doc), tmp_path / "three")
+    assert not third["base"]["cached"]
