@@ -77,11 +77,15 @@ def window_tokens(text: bytes, index: int, size: int) -> list[int]:
 def plan(spec: Correctness, text: bytes) -> list[Window]:
     """Every window the last look could need, in scoring order (long ones first)."""
     short = spec.looks[-1] - spec.long_windows
-    out = [Window(i, "long", window_tokens(text, i, spec.long_window_tokens))
-           for i in pick_windows(grid(len(text), spec.long_window_tokens or 1),
-                                 spec.long_windows, spec.seed, "long")]
-    out += [Window(i, "short", window_tokens(text, i, spec.window_tokens))
-            for i in pick_windows(grid(len(text), spec.window_tokens), short, spec.seed)]
+    try:
+        out = ([Window(i, "long", window_tokens(text, i, spec.long_window_tokens))
+                for i in pick_windows(grid(len(text), spec.long_window_tokens),
+                                      spec.long_windows, spec.seed, "long")]
+               if spec.long_windows else [])
+        out += [Window(i, "short", window_tokens(text, i, spec.window_tokens))
+                for i in pick_windows(grid(len(text), spec.window_tokens), short, spec.seed)]
+    except ValueError as exc:  # the profile asks for more text than the corpus has
+        raise ScoreFailure("reference", "config", f"correctness plan: {exc}") from exc
     return out
 
 
@@ -104,8 +108,9 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     for j, count in enumerate(spec.looks):
         batch = windows[len(chunks) : count]
         extra = [c["tokens"] for c in checks] if j == 0 else []
-        outs = {side: _score_side(spec, side, j, [w.tokens for w in batch] + extra, model.path,
-                                  jobdir, harness, built[side], job.env) for side in ("base", "head")}
+        asked = [w.tokens for w in batch] + extra
+        outs = {side: _score_side(spec, side, j, asked, model.path, jobdir, harness, built[side],
+                                  job.env) for side in ("base", "head")}
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
         chunks += [chunk(w.index, w.kind, refs[w.kind][w.index], outs["base"][k], outs["head"][k])
                    for k, w in enumerate(batch)]
@@ -174,8 +179,13 @@ def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[in
     tokens_file = jobdir / "score" / f"tokens-{round_}.json"
     tokens_file.parent.mkdir(parents=True, exist_ok=True)
     tokens_file.write_text(json.dumps(windows))
-    return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model, jobdir,
-                      harness, built.artifact_dir, env)
+    out = _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model, jobdir,
+                     harness, built.artifact_dir, env)
+    lengths = [len(w) - 1 for w in windows]  # position i predicts token i + 1
+    if [len(o) for o in out] != lengths:
+        raise ScoreFailure(side, "unparsable", f"score output has {len(out)} windows or wrong "
+                           f"lengths for {len(windows)} windows asked")
+    return out
 
 
 def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, text: bytes,

@@ -21,6 +21,7 @@ Rule at look j, over the first K_j chunks (windows) with N positions in all:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,27 +81,29 @@ def interval(sums: np.ndarray, sq_sums: np.ndarray, n: np.ndarray, critical: flo
     return {"mean": est, "lo": est - critical * se, "hi": est + critical * se, "se": se}
 
 
-def _col(chunks: Sequence[dict[str, Any]], key: str) -> np.ndarray:
-    return np.array([float(c.get(key, 0.0)) for c in chunks])
+COLUMNS = ("positions", "base_top1", "head_top1", "head_only_right", "base_only_right",
+           "base_kl_sum", "base_kl_sq_sum", "head_kl_sum", "head_kl_sq_sum", "kl_diff_sum",
+           "kl_diff_sq_sum")
+_ROW = operator.itemgetter(*COLUMNS)
 
 
 def summary(chunks: Sequence[dict[str, Any]], critical: float) -> dict[str, Any]:
-    """Intervals of base, head and head-minus-base for top-1 agreement and mean KL."""
-    n = _col(chunks, "positions")
-    b1, h1 = _col(chunks, "base_top1"), _col(chunks, "head_top1")
-    hor, bor = _col(chunks, "head_only_right"), _col(chunks, "base_only_right")
+    """Intervals of base, head and head-minus-base for top-1 agreement and mean KL.
+
+    Sums of squares missing from older results count as 0 (no per-token floor)."""
+    try:
+        m = np.array([_ROW(c) for c in chunks], dtype=float).reshape(-1, len(COLUMNS))
+    except KeyError:
+        m = np.array([[c.get(k, 0.0) for k in COLUMNS] for c in chunks], dtype=float)
+    n, b1, h1, hor, bor, bk, bk2, hk, hk2, dk, dk2 = m.T
     return {
         "chunks": len(chunks),
         "tokens": int(n.sum()),
-        "base": {"top1": interval(b1, b1, n, critical),  # 0/1 per token: sum of squares = sum
-                 "kl": interval(_col(chunks, "base_kl_sum"), _col(chunks, "base_kl_sq_sum"),
-                                n, critical)},
-        "head": {"top1": interval(h1, h1, n, critical),
-                 "kl": interval(_col(chunks, "head_kl_sum"), _col(chunks, "head_kl_sq_sum"),
-                                n, critical)},
+        # top-1 is 0/1 per token, so its sum of squares is its sum
+        "base": {"top1": interval(b1, b1, n, critical), "kl": interval(bk, bk2, n, critical)},
+        "head": {"top1": interval(h1, h1, n, critical), "kl": interval(hk, hk2, n, critical)},
         "diff_top1": interval(hor - bor, hor + bor, n, critical),
-        "diff_kl": interval(_col(chunks, "kl_diff_sum"), _col(chunks, "kl_diff_sq_sum"),
-                            n, critical),
+        "diff_kl": interval(dk, dk2, n, critical),
         "discordant": {"head_only_right": int(hor.sum()), "base_only_right": int(bor.sum())},
     }
 
@@ -110,10 +113,23 @@ def mcnemar_worse(head_only: int, base_only: int) -> float:
     d = head_only + base_only
     if d == 0:
         return 1.0
-    log_terms = [math.lgamma(d + 1) - math.lgamma(i + 1) - math.lgamma(d - i + 1)
-                 for i in range(base_only, d + 1)]
-    top = max(log_terms)
-    return min(1.0, math.exp(top - d * math.log(2)) * sum(math.exp(t - top) for t in log_terms))
+    if 2 * base_only > d:
+        return _upper_tail(d, base_only)
+    return max(0.0, 1.0 - _upper_tail(d, d - base_only + 1))  # symmetry of Bin(d, 1/2)
+
+
+def _upper_tail(d: int, b: int) -> float:
+    """P(X >= b) for X ~ Bin(d, 1/2) and b above the mode: the terms only fall from there."""
+    if b > d:
+        return 0.0
+    log_first = math.lgamma(d + 1) - math.lgamma(b + 1) - math.lgamma(d - b + 1) - d * math.log(2)
+    total, term = 0.0, 1.0
+    for i in range(b, d + 1):
+        total += term
+        term *= (d - i) / (i + 1)
+        if term < 1e-17 * total:
+            break
+    return min(1.0, math.exp(log_first) * total)
 
 
 def look(chunks: Sequence[dict[str, Any]], critical: float, margin: float, kl_margin: float,

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from engine import __version__, gpu
+from engine import __version__, gpu, sandbox
 from engine.build import Built, build_side
 from engine.correctness import ScoreFailure, score, speed_tokens
 from engine.job import Job
@@ -50,6 +50,7 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
 
 def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
     failures: list[dict[str, Any]] = doc["failures"]
+    job = sandbox.enter(job, jobdir)  # fetch with network, then every engine process sandboxed
     built: dict[str, Built] = {}
     for side, sha in (("base", job.base_sha), ("head", job.head_sha)):
         status.set(f"build-{side}")
@@ -70,7 +71,7 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
     if job.correctness is not None and not failures:
         status.set("score")
         try:
-            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT)
+            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"])
         except ScoreFailure as exc:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
@@ -85,6 +86,7 @@ def _header(job: Job) -> dict[str, Any]:
         "harness_version": __version__,
         "merge_base": job.merge_base,
         "box": {
+            "name": job.box,
             "gpu_start": gpu.gpu_state(),
             "machine": platform.machine(),
             "python": platform.python_version(),

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.checks import ContractError, one_of, sha
 from engine.checks import field as get
+from engine.sandbox import check_spec as check_sandbox
 
 JOB_SCHEMA = "evalbot.job/1"
 METRICS = ("decode", "prefill")
@@ -120,6 +121,8 @@ class Job:
     merge_base: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str | None = None
+    sandbox: dict[str, Any] | None = None  # engine.sandbox's settings; None: a trusted box
+    box: str = ""  # the box's name in the bot's config: the only box identifier ever published
 
     @property
     def cells(self) -> list[Cell]:
@@ -285,6 +288,8 @@ def parse_job(doc: Any) -> Job:
         correctness=_correctness(doc.get("correctness")),
         env={str(k): str(v) for k, v in (doc.get("env") or {}).items()},
         cache_dir=doc.get("cache_dir"),
+        sandbox=check_sandbox(doc.get("sandbox")),
+        box=str(doc.get("box") or ""),
     )
     names = {m.name for m in job.models}
     for cell in job.cells:

@@ -15,13 +15,14 @@ class ParseError(ValueError):
 
 def read_rates(output: str, parse: dict[str, Any], cells: list[Cell]) -> dict[str, float]:
     """Map each cell key to the rate the engine printed for it."""
+    _refuse_failures(output, parse)
     kind = parse["kind"]
     if kind == "json_line":
         return _json_line(output, parse, cells)
     if kind == "regex":
         return _regex(output, parse, cells)
     if kind == "llama_bench":
-        return _llama_bench(output, cells)
+        return _llama_bench(output, cells, parse.get("reduce", "mean"))
     raise ParseError(f"unknown parse kind {kind!r}")
 
 
@@ -73,13 +74,21 @@ def _regex(output: str, parse: dict[str, Any], cells: list[Cell]) -> dict[str, f
     return out
 
 
-def _llama_bench(output: str, cells: list[Cell]) -> dict[str, float]:
-    """llama-bench -o json: one entry per test; prefill is n_prompt>0, decode n_gen>0."""
-    try:
-        start = output.index("[")
-        entries = json.loads(output[start : output.rindex("]") + 1])
-    except ValueError as exc:
-        raise ParseError(f"no llama-bench JSON array in the output: {exc}") from exc
+def _refuse_failures(output: str, parse: dict[str, Any]) -> None:
+    """A line the engine marks as a failure (sparkinfer: `[FAIL] load`, `[SKIP] no GPU`)."""
+    for prefix in parse.get("fail_prefixes", []):
+        bad = [ln for ln in output.splitlines() if ln.startswith(prefix)]
+        if bad:
+            raise ParseError(f"the engine reported {bad[0].strip()[:200]!r}")
+
+
+def _llama_bench(output: str, cells: list[Cell], reduce: str = "mean") -> dict[str, float]:
+    """llama-bench -o json: one entry per test; prefill is n_prompt>0, decode n_gen>0.
+
+    One process runs -r repetitions per test; `reduce` is how they become this process's sample:
+    `mean` (llama-bench's avg_ts) or `median` of its per-repetition `samples_ts`.
+    """
+    entries = _bench_entries(output)
     out = {}
     for cell in cells:
         wanted = [
@@ -90,8 +99,103 @@ def _llama_bench(output: str, cells: list[Cell]) -> dict[str, float]:
         ]
         if len(wanted) != 1:
             raise ParseError(f"{cell.key}: {len(wanted)} llama-bench entries match")
-        out[cell.key] = _positive(wanted[0].get("avg_ts"), cell)
+        out[cell.key] = _positive(_bench_value(wanted[0], reduce, cell), cell)
     return out
+
+
+def _bench_entries(output: str) -> list[dict[str, Any]]:
+    """The JSON array llama-bench prints from a line `[` to a line `]`; the harness merges
+    stderr into the same stream, so log lines (which start with a letter) are dropped from it."""
+    lines = output.splitlines()
+    try:
+        start = lines.index("[")
+        end = len(lines) - 1 - lines[::-1].index("]")
+    except ValueError:
+        start = end = -1
+    if start < 0 or end <= start:
+        raise ParseError("no llama-bench JSON array (a line '[' ... a line ']') in the output")
+    body = [ln for ln in lines[start : end + 1] if not ln[:1].isalpha()]
+    try:
+        entries = json.loads("\n".join(body))
+    except ValueError as exc:
+        raise ParseError(f"llama-bench JSON array unreadable: {exc}") from exc
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ParseError("llama-bench JSON is not a list of test entries")
+    return entries
+
+
+def _bench_value(entry: dict[str, Any], reduce: str, cell: Cell) -> Any:
+    if reduce == "mean":
+        return entry.get("avg_ts")
+    if reduce != "median":
+        raise ParseError(f"llama_bench reduce must be mean or median, not {reduce!r}")
+    samples = entry.get("samples_ts")
+    if not isinstance(samples, list) or not samples:
+        raise ParseError(f"{cell.key}: llama-bench entry has no samples_ts")
+    ordered = sorted(float(_positive(v, cell)) for v in samples)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+# One scored position, as sparkinfer's qwen3_gguf_score and engine/llamacpp/topk.cpp print it.
+_SCORE = re.compile(r"^S i=(\d+) tgt=(-?\d+) am=(\d+) lp=(\S+) top=(\S+)$")
+
+
+def read_score_lines(output: str, topk: int) -> list[dict[str, Any]]:
+    """Windows of `S` lines: `W n` ... `END` blocks, or one bare block (sparkinfer's score tool).
+
+    Returns per window {"top": [[[id, lp], ...] per position], "argmax": [...]}, the score
+    contract of engine/correctness.py. A window with a missing, repeated or short position is an
+    error: a position is never filled in.
+    """
+    lines = output.splitlines()
+    if any(ln.startswith("W ") for ln in lines):
+        return [_score_window(block, topk, expect) for expect, block in _blocks(lines)]
+    return [_score_window([ln for ln in lines if ln.startswith("S ")], topk, None)]
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
+    out: list[tuple[int, list[str]]] = []
+    current: list[str] | None = None
+    for ln in lines:
+        if ln.startswith("W "):
+            if current is not None:
+                raise ParseError("score output: window without END")
+            current, size = [], int(ln.split()[1])
+        elif ln == "END":
+            if current is None:
+                raise ParseError("score output: END without W")
+            out.append((size - 1, current))
+            current = None
+        elif ln.startswith("S ") and current is not None:
+            current.append(ln)
+    if current is not None:
+        raise ParseError("score output ends inside a window (no END): truncated")
+    return out
+
+
+def _score_window(lines: list[str], topk: int, expect: int | None) -> dict[str, Any]:
+    if not lines:
+        raise ParseError("score output has no S lines")
+    top, argmax = [], []
+    for k, ln in enumerate(lines):
+        m = _SCORE.match(ln.strip())
+        if not m:
+            raise ParseError(f"score line not in the documented format: {ln[:120]!r}")
+        if int(m.group(1)) != k:
+            raise ParseError(f"score positions out of order: expected i={k}, got i={m.group(1)}")
+        try:
+            entries = [[int(i), float(lp)] for i, lp in (p.split(":") for p in m.group(5).split(","))]
+        except ValueError as exc:
+            raise ParseError(f"position {k}: top list is not id:logprob pairs: {exc}") from exc
+        if len(entries) < topk or any(not lp <= 0.0 for _, lp in entries):
+            raise ParseError(f"position {k}: {len(entries)} top entries (want {topk}) "
+                             "or a log-probability above 0")
+        top.append(sorted(entries[:topk], key=lambda e: -e[1]))
+        argmax.append(int(m.group(3)))
+    if expect is not None and len(lines) != expect:
+        raise ParseError(f"score window has {len(lines)} positions, expected {expect}")
+    return {"top": top, "argmax": argmax}
 
 
 def _positive(value: Any, cell: Cell) -> float:

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import sandbox
+
 LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
 
 
@@ -33,19 +35,24 @@ def run(
     log: Path,
     env: Mapping[str, str] | None = None,
 ) -> Finished:
-    """Run argv (never through a shell), write its output to `log`, kill its group at the end."""
+    """Run argv (never through a shell), write its output to `log`, kill its group at the end.
+
+    Inside an active sandbox (engine.sandbox.enter) argv runs as the sandbox user with the
+    stage's limits, and afterwards every process of that user is killed."""
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **(env or {})}
+    argv, full_env, preexec = sandbox.wrap(list(argv), cwd, full_env)
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "wb") as sink:
         proc = subprocess.Popen(
-            list(argv),
+            argv,
             cwd=cwd,
             env=full_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=preexec,
         )
         timed_out = False
         try:
@@ -86,11 +93,17 @@ def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float) -> None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill everything the sample started, so nothing lingers into the next sample."""
+    """Kill everything the sample started, so nothing lingers into the next sample.
+
+    The process group catches ordinary children; the sandbox's kill reaches the ones that left
+    the group (setsid, double fork), since it kills by user, not by group."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+        pass  # a sudo launcher is root's: the sandbox's kill below ends it through its child
+    try:
+        sandbox.after_run()
+    finally:
+        proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()

@@ -48,11 +48,7 @@ def validate(doc: Any) -> dict[str, Any]:
         field(cell, where, "looks", list)
     corr = field(doc, "", "correctness", dict, optional=True)
     if corr is not None:
-        field(corr, "correctness", "seed", int)
-        field(corr, "correctness", "identical", bool)
-        for i, chunk in enumerate(field(corr, "correctness", "chunks", list)):
-            for key in ("positions", "base_top1", "head_top1", "head_only_right", "base_only_right"):
-                field(chunk, f"correctness.chunks[{i}]", key, int)
+        _correctness(corr)
     for i, failure in enumerate(field(doc, "", "failures", list)):
         where = f"failures[{i}]"
         one_of(field(failure, where, "side", str), SIDES, f"{where}.side")
@@ -61,6 +57,40 @@ def validate(doc: Any) -> dict[str, Any]:
         one_of(field(failure, where, "kind", str), FAILURE_KINDS, f"{where}.kind")
         field(failure, where, "message", str)
     return doc
+
+
+def _correctness(corr: dict[str, Any]) -> None:
+    """The correctness section: chunk sums, looks, the rule and the consistency check."""
+    w = "correctness"
+    field(corr, w, "seed", int)
+    field(corr, w, "identical", bool)
+    field(corr, w, "path", str)
+    chunks = field(corr, w, "chunks", list)
+    if not chunks:
+        raise ContractError(f"{w}.chunks: empty")
+    for i, chunk in enumerate(chunks):
+        for key in ("positions", "base_top1", "head_top1", "head_only_right", "base_only_right"):
+            field(chunk, f"{w}.chunks[{i}]", key, int)
+        for key in ("base_kl_sum", "head_kl_sum", "kl_diff_sum"):
+            field(chunk, f"{w}.chunks[{i}]", key, float)
+        if chunk["positions"] < 1 or not 0 <= chunk["base_top1"] <= chunk["positions"]:
+            raise ContractError(f"{w}.chunks[{i}]: counts out of range")
+    rule = field(corr, w, "rule", dict, optional=True)
+    if rule is not None:
+        looks, critical = field(rule, f"{w}.rule", "looks", list), field(rule, f"{w}.rule",
+                                                                       "critical", list)
+        if len(looks) != len(critical) or len(chunks) not in looks:
+            raise ContractError(f"{w}.rule: {len(chunks)} chunks, looks {looks}, "
+                                f"{len(critical)} critical values")
+        for i, lk in enumerate(field(corr, w, "looks", list)):
+            one_of(field(lk, f"{w}.looks[{i}]", "decision", str), ("undecided", "pass", "reject"),
+                   f"{w}.looks[{i}].decision")
+    consistency = field(corr, w, "consistency", dict, optional=True) or {}
+    for i, cell in enumerate(consistency.get("cells", [])):
+        one_of(field(cell, f"{w}.consistency.cells[{i}]", "side", str), ("base", "head"), "side")
+        gaps = field(cell, f"{w}.consistency.cells[{i}]", "gaps", list)
+        if not all(g is None or isinstance(g, (int, float)) for g in gaps):
+            raise ContractError(f"{w}.consistency.cells[{i}].gaps: numbers or null only")
 
 
 def load(path: Path) -> dict[str, Any]:

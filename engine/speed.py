@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from engine import gpu, proc, stats
 from engine.build import Built, verify
 from engine.job import Cell, Job, SpeedRun

@@ -122,6 +122,36 @@ def doctor(config_file: Path) -> None:
                + ", ".join(_box_line(b) for b in config.boxes))
 
 
+@cli.command()
+@click.option("--store", "store_file", type=click.Path(path_type=Path), required=True,
+              help="the SQLite store")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="to list the boxes too")
+@click.option("--last", default=10, show_default=True, help="how many recent verdicts")
+@click.option("--json", "as_json", is_flag=True)
+def status(store_file: Path, config_file: Path | None, last: int, as_json: bool) -> None:
+    """Show the queue, the boxes and the last verdicts."""
+    from evalbot.status import render_status, snapshot
+    from evalbot.store import Store
+
+    if not store_file.is_file():
+        raise EvalbotError(f"{store_file}: no such store")
+    config = load_config(config_file) if config_file else None
+    snap = snapshot(Store(store_file), config.boxes if config else (), last)
+    if as_json:
+        click.echo(json.dumps(snap, indent=2, sort_keys=True))
+    else:
+        Console().print(*render_status(snap))
+
+cli.add_command(__import__("evalbot.boxinit").boxinit.box_group)
+cli.add_command(__import__("evalbot.calibrate").calibrate.calibrate_cmd)
+cli.add_command(__import__("evalbot.dashboard").dashboard.dashboard)
+cli.add_command(__import__("evalbot.signing_cli").signing_cli.verify)
+cli.add_command(__import__("evalbot.signing_cli").signing_cli.keys_group)
+cli.add_command(__import__("evalbot.reproduce").reproduce.reproduce)
+[cli.add_command(c) for c in __import__("evalbot.github.cli").github.cli.COMMANDS]
+
+
 def _box_line(box: BoxConfig) -> str:
     return f"{box.name} ({box.kind}{', trusted' if box.trusted else ''})"
 

@@ -32,6 +32,8 @@ class BoxConfig:
     lock_clocks: bool = False
     sd_floor: float | None = None  # calibrated noise of the per-pair log-ratio on this box
     python: str = "python3"  # the box's interpreter for the harness (Python 3.10+ with numpy)
+    sandbox_user: str = ""  # PR code runs as this user (docs/box.md); "" only on a trusted box
+    sandbox_launcher: tuple[str, ...] = ()  # how a non-root harness enters it (sudo rule)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class GitHubConfig:
     bot_login: str = "evalbot[bot]"
     approval_label: str = "evalbot-approved"
     evaluate_drafts: bool = False
+    author_may_command: bool = True  # the PR author may /evalbot rerun|cancel|help on own PR
+    quota_per_author_per_day: int = 20  # evaluations admitted per author per 24 h (0: no limit)
+    quota_per_pr_per_day: int = 10  # ... per PR per 24 h (maintainers' reruns are exempt)
+    status_context: str = "evalbot"
 
 
 @dataclass(frozen=True)
@@ -65,9 +71,11 @@ class Config:
 
 _TOP = {"profile", "policy", "store", "boxes", "github", "labels_file"}
 _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user", "key_file", "known_hosts",
-        "labels", "trusted", "lock_clocks", "sd_floor", "python"}
+        "labels", "trusted", "lock_clocks", "sd_floor", "python", "sandbox_user",
+        "sandbox_launcher"}
 _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
-           "evaluate_drafts"}
+           "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
+           "quota_per_pr_per_day", "status_context"}
 
 
 def load_config(path: Path) -> Config:
@@ -125,6 +133,9 @@ def _box(s: Section, base: Path) -> BoxConfig:
         lock_clocks=s.get("lock_clocks", bool, False),
         sd_floor=s.get("sd_floor", float, None),
         python=s.get("python", str, "python3"),
+        sandbox_user=s.get("sandbox_user", str, "" if kind == "local" else "evalbot-sandbox"),
+        sandbox_launcher=tuple(s.get("sandbox_launcher", list, [] if kind == "local" else
+                                     ["sudo", "-n", "/usr/local/lib/evalbot/sandbox-exec"])),
     )
 
 
@@ -140,4 +151,8 @@ def _github(s: Section) -> GitHubConfig:
         bot_login=s.get("bot_login", str, GitHubConfig.bot_login),
         approval_label=s.get("approval_label", str, GitHubConfig.approval_label),
         evaluate_drafts=s.get("evaluate_drafts", bool, False),
+        author_may_command=s.get("author_may_command", bool, True),
+        quota_per_author_per_day=s.get("quota_per_author_per_day", int, 20),
+        quota_per_pr_per_day=s.get("quota_per_pr_per_day", int, 10),
+        status_context=s.get("status_context", str, "evalbot"),
     )

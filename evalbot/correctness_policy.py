@@ -1,101 +1,192 @@
-"""The correctness decision (pure): head against base, chunk by chunk, then absolute floors.
+"""The correctness decision (pure): head against base, chunk by chunk, then floors and consistency.
 
-Chunks (windows) are the unit of the interval because errors cluster within a window.
+Order of the rules (docs/correctness.md):
+1. A head whose timed decode disagrees with its own score run (beyond near-ties) is REJECT.
+2. Bit-identical log-probabilities: inert, pass.
+3. The paired look of engine/correctness_stats.py, replayed from the recorded chunks (it must
+   agree with the looks the harness recorded): reject / pass / inconclusive (cap reached).
+4. Absolute floors, calibrated per model and configuration from main, with their intervals, only
+   when main clears them; main below a floor is reference drift, not the PR's REJECT.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
-import numpy as np
 from scipy import stats as sps
 
+from engine.correctness_stats import inconsistent, look, mcnemar_worse, sequential, summary
+from engine.job import Correctness
+from evalbot.errors import ResultsError
 from evalbot.policy import CorrectnessPolicy
 
-Z_ALPHA = 0.01  # two-sided level of the paired chunk interval
+ALPHA = 0.01  # two-sided level of the paired interval, split over the looks (Bonferroni)
+DIGITS = 6  # critical values travel in JSON: rounded so the replay compares equal numbers
+
+
+def critical_values(looks: Sequence[int], alpha: float = ALPHA) -> list[float]:
+    """Student t quantile per look (K chunks -> K - 1 df), two-sided, Bonferroni over looks."""
+    if not looks or looks[0] < 2 or list(looks) != sorted(set(looks)):
+        raise ValueError(f"looks {list(looks)}: increasing chunk counts, the first >= 2")
+    return list(_critical(tuple(looks), alpha))
+
+
+@lru_cache(maxsize=256)
+def _critical(looks: tuple[int, ...], alpha: float) -> tuple[float, ...]:
+    tail = alpha / (2 * len(looks))
+    return tuple(round(float(sps.t.isf(tail, df=k - 1)), DIGITS) for k in looks)
+
+
+def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Correctness:
+    """The job's correctness section from the profile's settings and the policy's margins."""
+    first = settings.windows + settings.long_windows
+    looks = sorted({first, *(k for k in settings.looks if k > first)})
+    return Correctness(
+        score_argv=list(settings.score_argv), reference_argv=list(settings.reference_argv),
+        seed=seed, windows=settings.windows, window_tokens=settings.window_tokens,
+        topk=settings.topk, model=settings.model, timeout_s=settings.timeout_s,
+        looks=looks, critical=critical_values(looks), alpha=ALPHA, margin=policy.margin,
+        kl_margin=policy.kl_margin, long_windows=settings.long_windows,
+        long_window_tokens=settings.long_window_tokens, floors=dict(settings.floors or {}),
+        tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path)
 
 
 def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[str, Any]:
     if section is None:
         return {"decision": "not-scored", "reasons": ["the profile scores no correctness"]}
-    chunks = section["chunks"]
-    n = np.array([c["positions"] for c in chunks], dtype=float)
-    base_top1 = np.array([c["base_top1"] for c in chunks]) / n
-    head_top1 = np.array([c["head_top1"] for c in chunks]) / n
-    base_kl = np.array([c["base_kl_sum"] for c in chunks]) / n
-    head_kl = np.array([c["head_kl_sum"] for c in chunks]) / n
+    rule = section.get("rule") or _legacy_rule(section)
+    replay = _replay(section, rule, policy)
+    looks, final = replay["looks"], replay["final"]
     out: dict[str, Any] = {
-        "tokens": int(n.sum()),
-        "chunks": len(chunks),
-        "seed": section["seed"],
-        "path": section["path"],
-        "tail": section.get("tail", ""),
-        "base": {"top1": _mean_ci(base_top1), "kl": _mean_ci(base_kl)},
-        "head": {"top1": _mean_ci(head_top1), "kl": _mean_ci(head_kl)},
-        "diff_top1": _mean_ci(head_top1 - base_top1),
-        "diff_kl": _mean_ci(head_kl - base_kl),
-        "discordant": {"head_only_right": sum(c["head_only_right"] for c in chunks),
-                       "base_only_right": sum(c["base_only_right"] for c in chunks)},
-        "reasons": [],
+        **summary(section["chunks"], final["critical"]),
+        "seed": section["seed"], "path": section["path"], "tail": section.get("tail", ""),
+        "corpus_version": section.get("corpus_version"), "model": section.get("model"),
+        "looks": [{"chunks": lk["chunks"], "tokens": lk["tokens"], "decision": lk["decision"]}
+                  for lk in looks],
+        "margin": policy.margin, "kl_margin": policy.kl_margin, "reasons": [],
     }
-    out["mcnemar_p"] = _mcnemar(out["discordant"]["head_only_right"],
-                                out["discordant"]["base_only_right"])
-    if section["identical"]:
+    out["mcnemar_p"] = mcnemar_worse(out["discordant"]["head_only_right"],
+                                     out["discordant"]["base_only_right"])
+    out["consistency"] = _consistency(section.get("consistency") or {}, out["reasons"])
+    if out["consistency"]["head_mismatch"]:
+        out["decision"] = "reject"
+    elif section["identical"]:
         out["decision"] = "inert"
         out["reasons"].append("head's log-probabilities equal base's bit for bit")
-        return out
-    out["decision"] = _paired(out, policy)
-    _floors(out, policy)
+    else:
+        out["decision"] = _paired(out, final["decision"], policy)
+    _floors(out, section.get("floors") or {}, policy)
     return out
 
 
-def _mean_ci(values: np.ndarray) -> dict[str, float]:
-    """Mean with a t interval across chunks (a cluster interval)."""
-    m = float(np.mean(values))
-    if values.size < 2:
-        return {"mean": m, "lo": -math.inf, "hi": math.inf}
-    half = float(sps.t.ppf(1 - Z_ALPHA / 2, values.size - 1) * np.std(values, ddof=1)
-                 / math.sqrt(values.size))
-    return {"mean": m, "lo": m - half, "hi": m + half}
+def _legacy_rule(section: dict[str, Any]) -> dict[str, Any]:
+    """Results written before the growth rule: one look over every chunk."""
+    k = len(section["chunks"])
+    return {"looks": [k], "critical": critical_values([k]), "alpha": ALPHA}
 
 
-def _paired(out: dict[str, Any], policy: CorrectnessPolicy) -> str:
+def _replay(section: dict[str, Any], rule: dict[str, Any],
+            policy: CorrectnessPolicy) -> dict[str, Any]:
+    """Recompute the harness's looks from the chunks (they must agree), then the final look
+    over every scored chunk under this policy's margins (a re-grade may change them)."""
+    expected = critical_values(rule["looks"], ALPHA)
+    if any(abs(a - b) > 1e-6 for a, b in zip(expected, rule["critical"], strict=True)):
+        raise ResultsError("correctness: recorded critical values do not match the rule")
+    chunks = section["chunks"]
+    if len(chunks) not in rule["looks"]:
+        raise ResultsError(f"correctness: {len(chunks)} chunks is not a look of {rule['looks']}")
+    margin = rule.get("margin", policy.margin)
+    kl_margin = rule.get("kl_margin", policy.kl_margin)
+    replayed = sequential(chunks, rule["looks"], rule["critical"], margin, kl_margin, ALPHA)
+    if replayed[-1]["chunks"] != len(chunks):
+        raise ResultsError("correctness: chunks scored past the look that decided")
+    recorded = section.get("looks")
+    if recorded is not None and \
+            [lk["decision"] for lk in recorded] != [lk["decision"] for lk in replayed]:
+        raise ResultsError(f"correctness: recorded looks {[lk['decision'] for lk in recorded]} "
+                           f"disagree with the replay {[lk['decision'] for lk in replayed]}")
+    final = look(chunks, rule["critical"][len(replayed) - 1], policy.margin, policy.kl_margin,
+                 ALPHA)
+    return {"looks": replayed, "final": final}
+
+
+def _paired(out: dict[str, Any], decision: str, policy: CorrectnessPolicy) -> str:
     top1, kl = out["diff_top1"], out["diff_kl"]
-    if top1["hi"] < -policy.margin:
-        out["reasons"].append(
-            f"top-1 agreement fell {-100 * top1['mean']:.1f} points against main "
-            f"(interval {100 * top1['lo']:+.1f} to {100 * top1['hi']:+.1f}), beyond the "
-            f"{100 * policy.margin:.0f}-point margin")
+    if decision == "reject":
+        if top1["hi"] < -policy.margin:
+            out["reasons"].append(
+                f"top-1 agreement fell {-100 * top1['mean']:.2f} points against main (interval "
+                f"{100 * top1['lo']:+.2f} to {100 * top1['hi']:+.2f}), beyond the "
+                f"{100 * policy.margin:g}-point margin (McNemar p = {out['mcnemar_p']:.2g})")
+        if kl["lo"] > policy.kl_margin:
+            out["reasons"].append(f"mean KL rose by {kl['mean']:.4f} against main (interval "
+                                  f"{kl['lo']:+.4f} to {kl['hi']:+.4f}), beyond {policy.kl_margin}")
         return "reject"
-    if kl["lo"] > policy.kl_margin:
-        out["reasons"].append(f"mean KL rose by {kl['mean']:.3f} against main, beyond "
-                              f"{policy.kl_margin}")
-        return "reject"
-    if top1["lo"] > -policy.margin and kl["hi"] < policy.kl_margin:
+    if decision == "pass":
         return "pass"
-    out["reasons"].append("head against main is undecided at this token count")
+    out["reasons"].append(f"head against main still undecided after {out['tokens']} tokens "
+                          "(the cap): not a REJECT")
     return "inconclusive"
 
 
-def _floors(out: dict[str, Any], policy: CorrectnessPolicy) -> None:
-    """Absolute floors judge the PR only when main itself clears them."""
-    base_ok = out["base"]["top1"]["lo"] >= policy.top1_floor and \
-        out["base"]["kl"]["hi"] <= policy.kl_ceiling
-    if not base_ok:
+def _floors(out: dict[str, Any], floors: dict[str, float], policy: CorrectnessPolicy) -> None:
+    """Floors judge the PR only when main clears them, and only where head is worse than main."""
+    top1_floor = floors.get("top1", policy.top1_floor)
+    kl_ceiling = floors.get("kl", policy.kl_ceiling)
+    out["floors"] = {"top1": top1_floor, "kl": kl_ceiling,
+                     "calibrated": bool(floors)}
+    base, head = out["base"], out["head"]
+    if base["top1"]["hi"] < top1_floor or base["kl"]["lo"] > kl_ceiling:
         out["drift"] = True
-        out["reasons"].append("main itself is below the absolute floors (reference drift); "
-                              "floors not applied to the PR")
+        out["reasons"].append(
+            f"main itself is below the floors (top-1 {base['top1']['mean']:.4f} vs "
+            f"{top1_floor}, KL {base['kl']['mean']:.4f} vs {kl_ceiling}): reference drift, "
+            "floors not applied to the PR")
         return
     out["drift"] = False
-    if out["head"]["top1"]["hi"] < policy.top1_floor or out["head"]["kl"]["lo"] > policy.kl_ceiling:
+    below = head["top1"]["hi"] < top1_floor and out["diff_top1"]["hi"] < 0
+    above = head["kl"]["lo"] > kl_ceiling and out["diff_kl"]["lo"] > 0
+    if out["decision"] != "reject" and (below or above):
         out["decision"] = "reject"
-        out["reasons"].append("head is below the absolute floors while main clears them")
+        out["reasons"].append(
+            f"head is below the absolute floors (top-1 {head['top1']['mean']:.4f} vs "
+            f"{top1_floor}, KL {head['kl']['mean']:.4f} vs {kl_ceiling}) while main clears them")
 
 
-def _mcnemar(head_only: int, base_only: int) -> float | None:
-    """Exact McNemar p-value on discordant tokens: a per-token cross-check, not the decision."""
-    total = head_only + base_only
-    if total == 0:
-        return None
-    return float(sps.binomtest(head_only, total, 0.5).pvalue)
+def _consistency(section: dict[str, Any], reasons: list[str]) -> dict[str, Any]:
+    """Greedy tokens of the timed decode against the score run's argmax, per cell and side."""
+    tie, allowed = section.get("tie_nats", 0.0), section.get("max_mismatch", 0.0)
+    rows = []
+    for cell in section.get("cells", []):
+        gaps = cell["gaps"]
+        bad = sum(1 for g in gaps if g is None or g > tie)
+        rows.append({"key": cell["key"], "side": cell["side"], "compared": len(gaps),
+                     "mismatches": bad, "failed": bool(inconsistent(gaps, tie, allowed))})
+    failed = {(r["side"], r["key"]) for r in rows if r["failed"]}
+    head_bad = sorted(k for s, k in failed if s == "head")
+    if head_bad:
+        also = " (main mismatches too: the score command does not run the benchmarked path)" \
+            if any(s == "base" for s, _ in failed) else ""
+        reasons.append(f"speed/score mismatch: the greedy tokens of the timed decode in "
+                       f"{', '.join(head_bad)} differ from what the score run predicts{also}")
+    return {"checked": bool(section.get("checked")), "note": section.get("note", ""),
+            "cells": rows, "head_mismatch": bool(head_bad),
+            "base_mismatch": any(s == "base" for s, _ in failed)}
+
+
+def calibrate_floors(sections: Sequence[dict[str, Any]], policy: CorrectnessPolicy,
+                     ) -> dict[str, float]:
+    """Floors for one model and configuration from main's own scores (base side of A/A or
+    ordinary evaluations): main's lowest top-1 lower bound minus the margin, main's highest KL
+    upper bound plus the KL margin. Put the result in the profile's correctness.floors."""
+    if not sections:
+        raise ValueError("calibrating floors needs at least one scored evaluation of main")
+    tops, kls = [], []
+    for section in sections:
+        s = summary(section["chunks"], critical_values([len(section["chunks"])])[0])
+        tops.append(s["base"]["top1"]["lo"])
+        kls.append(s["base"]["kl"]["hi"])
+    return {"top1": round(max(min(tops) - policy.margin, 0.0), 4),
+            "kl": round(max(kls) + policy.kl_margin, 4)}

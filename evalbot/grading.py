@@ -1,7 +1,11 @@
 """Grading: a pure function of (results, policy) -> verdict. No I/O; table-tested.
 
 The statistical decisions are replayed from the recorded samples with the recorded rule and must
-agree with the looks the harness recorded; the policy then turns decisions into labels.
+agree with the looks the harness recorded; the policy then turns decisions into labels:
+  default            tier of the best improved primary cell by its interval's lower bound
+  sparkinfer-compat  the existing bot's label function on the geometric means (evalbot.compat)
+Order of the verdict kinds: a PR failure, an infra failure (or a cell never measured), a wrong
+answer, a regression anywhere (guards included), an improvement, inconclusive, neutral.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from statistics import median
 from typing import Any
 
 from engine import speed, stats
-from evalbot import correctness_policy
+from evalbot import compat, correctness_policy
 from evalbot.errors import ResultsError
 from evalbot.policy import TIER_ORDER, Policy
-from evalbot.sequential import critical_values
+from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
 
 VERDICT_SCHEMA = "evalbot.verdict/1"
+RANK = {**{t: len(TIER_ORDER) - i for i, t in enumerate(TIER_ORDER)}, "none": 0}
 
 
 def ctx_name(ctx: int) -> str:
@@ -28,7 +33,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     _check_rule(results)
     roles = {m["name"]: m.get("role", "primary") for m in results["models"]}
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
-    cells = [_cell(c, results["rule"]) for c in results["cells"]]
+    cells = [_cell(c, results["rule"], roles, policy) for c in results["cells"]]
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,
@@ -38,13 +43,13 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "provenance": _provenance(results, policy),
         "reasons": [],
     }
-    kind, best = _kind(results, cells, corr, roles, policy, verdict["reasons"])
-    tier = _tier(best, policy) if best else None
+    kind, best = _kind(results, cells, corr, policy, verdict["reasons"])
+    tier = best["tier"] if best else None
     headline = _headline(kind, tier)
     regressions = sorted({_regression_label(c) for c in cells if c["decision"] == "regressed"})
     models = [
         {"name": name, "role": roles[name], "namespace": spaces[name],
-         "label": f"{spaces[name]}:{_model_label(name, cells, kind, policy)}"}
+         "label": f"{spaces[name]}:{_model_label(name, cells, kind)}"}
         for name in roles
     ]
     verdict.update(
@@ -64,21 +69,35 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
 def _check_rule(results: dict[str, Any]) -> None:
     """The recorded critical values must be what the policy arithmetic gives for this family."""
     rule = results["rule"]
-    if not results["cells"]:
-        return
-    alpha = rule.get("alpha")
-    if alpha is None:
-        return
-    expected = critical_values(rule["looks"], len(results["cells"]), alpha)
-    if any(abs(a - b) > 1e-6 for a, b in zip(expected, rule["critical"], strict=True)):
-        raise ResultsError("results: recorded critical values do not match the stopping rule")
-
-
-def _cell(record: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
-    key = f"{record['model']}/{record['metric']}@{record['ctx']}"
+    if not results["cells"] or rule.get("alpha") is None:
+        return  # a hand-written rule without alpha: nothing to recompute it from
+    family = rule.get("family") or len(results["cells"])
+    if family < len(results["cells"]):
+        raise ResultsError(f"results: the rule's family of {family} cells is smaller than the "
+                           f"{len(results['cells'])} cells measured")
     try:
-        looks = speed.replay(record, rule["looks"], rule["critical"], rule["sd_floor"],
-                             rule["significance"], rule["tolerance"])
+        expected = schedule(rule["looks"], family, rule["alpha"],
+                            rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA)
+    except ValueError as exc:
+        raise ResultsError(f"results: rule: {exc}") from exc
+    recorded = speed.bounds_of(rule)
+    lists = {"critical": ("directional",), "critical_floor": ("directional_floor",),
+             "equivalence": ("equivalence",), "equivalence_floor": ("equivalence_floor",)}
+    for key, (attr,) in lists.items():
+        if key != "critical" and not rule.get(key):
+            continue  # the first rule version carried only `critical`
+        if any(abs(getattr(a, attr) - getattr(b, attr)) > 1e-6
+               for a, b in zip(expected, recorded, strict=True)):
+            raise ResultsError(f"results: recorded rule.{key} does not match the stopping rule")
+
+
+def _cell(record: dict[str, Any], rule: dict[str, Any], roles: dict[str, str],
+          policy: Policy) -> dict[str, Any]:
+    key = speed.cell_key(record)
+    if record["model"] not in roles:
+        raise ResultsError(f"{key}: model {record['model']!r} is not among the results' models")
+    try:
+        looks = speed.replay(record, rule)
     except ValueError as exc:
         raise ResultsError(f"{key}: {exc}") from exc
     recorded = [lk["decision"] for lk in record["looks"]]
@@ -89,51 +108,58 @@ def _cell(record: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
     kept = [s for s in record["samples"] if not s["dropped"]]
     base = [s["value"] for s in kept if s["side"] == "base"]
     head = [s["value"] for s in kept if s["side"] == "head"]
-    return {
+    n = last.pairs if last else 0
+    decision = stats.final_decision(looks)
+    # The interval shown is the one that decided: the equivalence interval for a neutral cell
+    # (it lies inside (-t, +s)), the simultaneous one otherwise; both stay in the verdict.
+    neutral = decision == "neutral" and last is not None
+    cell = {
         "key": key,
         "model": record["model"],
+        "role": roles[record["model"]],
         "metric": record["metric"],
         "ctx": record["ctx"],
         "unit": record["unit"],
-        "decision": stats.final_decision(looks),
+        "decision": decision,
         "speedup": last.estimate if last else None,
-        "lo": last.lo if last else None,
-        "hi": last.hi if last else None,
-        "pairs": last.pairs if last else 0,
+        "lo": (last.eq_lo if neutral else last.lo) if last else None,
+        "hi": (last.eq_hi if neutral else last.hi) if last else None,
+        "interval": "equivalence" if neutral else "simultaneous",
+        "sim_lo": last.lo if last else None,
+        "sim_hi": last.hi if last else None,
+        "eq_lo": last.eq_lo if last else None,
+        "eq_hi": last.eq_hi if last else None,
+        "pairs": n,
         "looks": len(looks),
         "dropped_pairs": len({s["pair"] for s in record["samples"] if s["dropped"]}),
         "base_median": median(base) if base else None,
         "head_median": median(head) if head else None,
+        # geometric means over the pairs the decision used: their ratio is exp(mean log-ratio)
+        "base_gmean": _gmean(base[:n]),
+        "head_gmean": _gmean(head[:n]),
+        "anchor": float(record.get("anchor") or 0.0),
+        "tier": None,
+        "compat": None,
     }
+    if cell["decision"] == "improved":
+        _tier_cell(cell, policy)
+    return cell
 
 
-def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, Any],
-          roles: dict[str, str], policy: Policy, reasons: list[str]) -> tuple[str, dict | None]:
-    failures = results["failures"]
-    pr = [f for f in failures if f["attribution"] == "pr"]
-    if pr:
-        reasons.append(f"{pr[0]['stage']} of the PR: {pr[0]['message']}")
-        return pr[0]["kind"], None
-    if failures:
-        reasons.append(f"{failures[0]['stage']} failed ({failures[0]['side']}): "
-                       f"{failures[0]['message']}")
-        return "infra-error", None
-    if corr["decision"] == "reject":
-        reasons.extend(corr["reasons"])
-        return "incorrect", None
-    regressed = [c for c in cells if c["decision"] == "regressed"]
-    if regressed and policy.regression_rejects:
-        reasons.extend(f"{c['key']} regressed by {-100 * c['speedup']:.1f}%" for c in regressed)
-        return "regressed", None
-    improved = [c for c in cells if c["decision"] == "improved" and roles[c["model"]] == "primary"]
-    if improved:
-        best = max(improved, key=lambda c: _gain(c, policy))
-        reasons.append(f"best cell {best['key']}: {100 * best['speedup']:+.1f}%")
-        return "improved", best
-    if any(c["decision"] == "inconclusive" for c in cells):
-        reasons.append("some cells stayed undecided within the pair budget")
-        return "inconclusive", None
-    return "neutral", None
+def _gmean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _tier_cell(cell: dict[str, Any], policy: Policy) -> None:
+    """The tier an improved cell earns under the policy (compat may say none)."""
+    if policy.tier_by == "compat":
+        label = compat.cell_label(cell, policy)
+        cell["compat"] = label.to_dict()
+        cell["tier"] = label.tier
+        return
+    gain = _gain(cell, policy)
+    # an improved cell cleared s already: below the smallest threshold it floors at XS
+    cell["tier"] = next((t for t in TIER_ORDER if gain >= policy.tiers[t]), TIER_ORDER[-1])
 
 
 def _gain(cell: dict[str, Any], policy: Policy) -> float:
@@ -144,12 +170,60 @@ def _gain(cell: dict[str, Any], policy: Policy) -> float:
     return float(value)
 
 
-def _tier(best: dict[str, Any], policy: Policy) -> str:
-    gain = _gain(best, policy)
-    for name in TIER_ORDER:
-        if gain >= policy.tiers[name]:
-            return name
-    return TIER_ORDER[-1]  # improved cells cleared s already: the floor is the smallest tier
+def _best(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The best tiered cell: highest tier, then decode over prefill (a prefill tier replaces
+    decode only when strictly higher, as the existing bot does), then the larger gain."""
+    compat_cells = [c for c in cells if c["compat"]]
+    if compat_cells:  # label.py tiers, per model and metric, the context of largest raw gain
+        picked: dict[tuple[str, str], dict[str, Any]] = {}
+        for c in compat_cells:
+            key = (c["model"], c["metric"])
+            if key not in picked or c["compat"]["gain"] > picked[key]["compat"]["gain"]:
+                picked[key] = c
+        cells = list(picked.values())
+    tiered = [c for c in cells if c["tier"] not in (None, "none")]
+    if not tiered:
+        return None
+    return max(tiered, key=lambda c: (RANK[c["tier"]], c["metric"] == "decode",
+                                      (c["compat"] or {}).get("effective", c["speedup"])))
+
+
+def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, Any],
+          policy: Policy, reasons: list[str]) -> tuple[str, dict[str, Any] | None]:
+    failures = results["failures"]
+    pr = [f for f in failures if f["attribution"] == "pr"]
+    if pr:
+        reasons.append(f"{pr[0]['stage']} of the PR: {pr[0]['message']}")
+        return pr[0]["kind"], None
+    if failures:
+        reasons.append(f"{failures[0]['stage']} failed ({failures[0]['side']}): "
+                       f"{failures[0]['message']}")
+        return "infra-error", None
+    unmeasured = [c["key"] for c in cells if c["pairs"] == 0]
+    if unmeasured:  # a cell without a single look cannot pass silently, guard or not
+        reasons.append(f"no measurement for {', '.join(unmeasured)}")
+        return "infra-error", None
+    if corr["decision"] == "reject":
+        reasons.extend(corr["reasons"])
+        return "incorrect", None
+    regressed = [c for c in cells if c["decision"] == "regressed"]
+    if regressed and policy.regression_rejects:
+        reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
+                       f"[{100 * c['lo']:+.1f}%, {100 * c['hi']:+.1f}%]" for c in regressed)
+        return "regressed", None
+    best = _best([c for c in cells if c["role"] == "primary"])
+    if best:
+        reasons.append(f"best cell {best['key']}: {100 * best['speedup']:+.1f}% "
+                       f"[{100 * best['lo']:+.1f}%, {100 * best['hi']:+.1f}%]")
+        return "improved", best
+    untiered = [c for c in cells if c["tier"] == "none"]
+    reasons.extend(f"{c['key']}: {100 * c['compat']['gain']:+.1f}% is within the "
+                   f"{100 * policy.significance:.1f}% gate" for c in untiered if c["compat"])
+    if any(c["decision"] == "inconclusive" for c in cells):
+        reasons.append("some cells stayed undecided within the pair budget: "
+                       + ", ".join(c["key"] for c in cells if c["decision"] == "inconclusive"))
+        return "inconclusive", None
+    return "neutral", None
 
 
 def _headline(kind: str, tier: str | None) -> str:
@@ -162,15 +236,15 @@ def _headline(kind: str, tier: str | None) -> str:
     return "eval:REJECT"
 
 
-def _model_label(name: str, cells: list[dict[str, Any]], kind: str, policy: Policy) -> str:
+def _model_label(name: str, cells: list[dict[str, Any]], kind: str) -> str:
     if kind not in ("improved", "neutral", "inconclusive", "regressed"):
         return "infra-error" if kind == "infra-error" else "REJECT"
     mine = [c for c in cells if c["model"] == name]
     if any(c["decision"] == "regressed" for c in mine):
         return "REJECT"
-    improved = [c for c in mine if c["decision"] == "improved"]
-    if improved:
-        return _tier(max(improved, key=lambda c: _gain(c, policy)), policy)
+    best = _best(mine)
+    if best:
+        return str(best["tier"])
     return "inconclusive" if any(c["decision"] == "inconclusive" for c in mine) else "none"
 
 

@@ -26,6 +26,7 @@ class ProfileModel:
 class ProfileCell:
     metric: str
     ctx: int
+    anchor: float = 0.0  # llama.cpp's tok/s for this (model, metric, ctx); sparkinfer-compat
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,13 @@ class CorrectnessSettings:
     window_tokens: int
     topk: int
     timeout_s: float
+    looks: tuple[int, ...] = ()  # growth: cumulative windows per look (long ones included)
+    long_windows: int = 0  # windows of long_window_tokens, for models scored at long context
+    long_window_tokens: int = 0
+    floors: dict[str, float] | None = None  # calibrated from main: {top1, kl}
+    tie_nats: float = 0.01  # speed/score consistency tolerance (docs/correctness.md)
+    max_mismatch: float = 0.02
+    path: str = ""  # the numeric path the score command runs, when not the benchmarked one
 
 
 @dataclass(frozen=True)
@@ -152,21 +160,36 @@ def _run(s: Section, models: set[str]) -> ProfileRun:
     if parse.get("kind") not in PARSE_KINDS:
         raise s.doc.error(s.path("parse"), f"kind must be one of {', '.join(PARSE_KINDS)}")
     cells = []
-    for c in s.items("cells", {"metric", "ctx"}):
+    for c in s.items("cells", {"metric", "ctx", "anchor"}):
         metric = c.get("metric", str)
         if metric not in METRICS:
             raise c.doc.error(c.path("metric"), f"{metric!r} is not one of {', '.join(METRICS)}")
-        cells.append(ProfileCell(metric, c.get("ctx", int)))
+        anchor = c.get("anchor", float, 0.0)
+        if anchor < 0:
+            raise c.doc.error(c.path("anchor"), f"{anchor} is not a rate >= 0")
+        cells.append(ProfileCell(metric, c.get("ctx", int), anchor))
     return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
                       s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0))
 
 
 def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
     s = top.section("correctness", {"model", "score_argv", "reference_argv", "windows",
-                                    "window_tokens", "topk", "timeout_s"})
+                                    "window_tokens", "topk", "timeout_s", "looks",
+                                    "long_windows", "long_window_tokens", "floors", "tie_nats",
+                                    "max_mismatch", "path"})
     model = s.get("model", str)
     if model not in models:
         raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
+    looks = tuple(s.get("looks", list, []))
+    if looks != tuple(sorted(set(looks))) or not all(isinstance(k, int) for k in looks):
+        raise s.doc.error(s.path("looks"), "must be increasing window counts")
+    floors = {str(k): float(v) for k, v in s.get("floors", dict, {}).items()}
+    if set(floors) - {"top1", "kl"}:
+        raise s.doc.error(s.path("floors"), "only the keys top1 and kl")
     return CorrectnessSettings(model, _argv(s, "score_argv"), _argv(s, "reference_argv"),
                                s.get("windows", int), s.get("window_tokens", int),
-                               s.get("topk", int, 8), s.get("timeout_s", float, 600.0))
+                               s.get("topk", int, 8), s.get("timeout_s", float, 600.0),
+                               looks, s.get("long_windows", int, 0),
+                               s.get("long_window_tokens", int, 0), floors or None,
+                               s.get("tie_nats", float, 0.01), s.get("max_mismatch", float, 0.02),
+                               s.get("path", str, ""))

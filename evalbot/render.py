@@ -96,16 +96,38 @@ def _corr(verdict: dict[str, Any]) -> dict[str, Any] | None:
     if c["decision"] == "not-scored":
         return None
 
-    def ci(d: dict[str, float], scale: float, digits: int) -> str:
-        return f"{scale * d['mean']:.{digits}f} ({scale * d['lo']:.{digits}f} … {scale * d['hi']:.{digits}f})"
+    def ci(d: dict[str, float], kl: bool = False) -> str:
+        """top-1 as a fraction; KL with 3 significant digits (an exact engine reads ~1e-12)."""
+        lo, mid, hi = (f"{d[k]:.3g}" if kl else f"{d[k]:.4f}" for k in ("lo", "mean", "hi"))
+        return f"{mid} ({lo} … {hi})"
 
+    floors = c.get("floors") or {}
+    cons = c.get("consistency") or {}
     return {
-        "decision": c["decision"], "tokens": c["tokens"], "seed": c["seed"], "path": c["path"],
-        "chunks": c.get("chunks", "?"),
-        "base_top1": ci(c["base"]["top1"], 1, 4), "head_top1": ci(c["head"]["top1"], 1, 4),
-        "base_kl": ci(c["base"]["kl"], 1, 4), "head_kl": ci(c["head"]["kl"], 1, 4),
-        "diff_top1": ci(c["diff_top1"], 1, 4), "diff_kl": ci(c["diff_kl"], 1, 4),
+        "decision": c["decision"], "tokens": c["tokens"], "seed": c["seed"],
+        "path": _neutral(str(c["path"])), "chunks": c.get("chunks", "?"),
+        "base_top1": ci(c["base"]["top1"]), "head_top1": ci(c["head"]["top1"]),
+        "base_kl": ci(c["base"]["kl"], kl=True), "head_kl": ci(c["head"]["kl"], kl=True),
+        "diff_top1": ci(c["diff_top1"]), "diff_kl": ci(c["diff_kl"], kl=True),
+        "growth": " → ".join(f"{lk['tokens']} ({lk['decision']})" for lk in c.get("looks", [])),
+        "margins": f"top-1 −{100 * c.get('margin', 0):g} pt, KL +{c.get('kl_margin', 0):g}",
+        "mcnemar": "n/a" if c.get("mcnemar_p") is None else f"{c['mcnemar_p']:.2g}",
+        "discordant": c.get("discordant") or {"head_only_right": 0, "base_only_right": 0},
+        "floors": (f"top-1 ≥ {floors['top1']:g}, KL ≤ {floors['kl']:g} "
+                   f"({'calibrated from main' if floors.get('calibrated') else 'policy default'})"
+                   + ("; main is below them: reference drift, not applied" if c.get("drift")
+                      else "")) if floors else "n/a",
+        "consistency": _consistency_text(cons),
     }
+
+
+def _consistency_text(cons: dict[str, Any]) -> str:
+    if not cons.get("checked"):
+        return f"not checked ({cons.get('note') or 'no greedy tokens recorded'})"
+    parts = [f"{r['key']} {'main' if r['side'] == 'base' else 'PR'}: "
+             f"{r['mismatches']}/{r['compared']} mismatches" for r in cons.get("cells", [])]
+    verdict = "MISMATCH" if cons.get("head_mismatch") else "consistent"
+    return f"{verdict} ({'; '.join(parts)})"
 
 
 def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:

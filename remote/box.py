@@ -16,6 +16,10 @@ class BoxError(Exception):
     """The box could not do what was asked (connection, timeout, missing file): infra's fault."""
 
 
+class ConnectionLost(BoxError):
+    """The connection dropped or the box is unreachable: reconnecting may fix it."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     returncode: int

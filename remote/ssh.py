@@ -10,7 +10,6 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-import socket
 import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,10 +18,12 @@ from pathlib import Path
 
 import paramiko
 
-from remote.box import BoxError, Detached, RunResult
+from remote.box import BoxError, ConnectionLost, Detached, RunResult
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SKIP = ("__pycache__",)
+# A process's start time (field 22 of /proc/PID/stat; the fields after the ")" of its name).
+_STARTTIME = "sed 's/.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20"
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,10 @@ class SSHBox:
                 raise BoxError(f"box {self.name}: host key is not in the pinned known_hosts "
                                "file; refusing to connect (keys are never added "
                                "automatically)") from exc
-            raise BoxError(f"box {self.name}: SSH failed: {exc}") from exc
+            raise ConnectionLost(f"box {self.name}: SSH failed: {exc}") from exc
         except (OSError, EOFError) as exc:
             client.close()
-            raise BoxError(f"box {self.name}: unreachable ({_reason(exc)})") from exc
+            raise ConnectionLost(f"box {self.name}: unreachable ({_reason(exc)})") from exc
         transport = client.get_transport()
         assert transport is not None
         transport.set_keepalive(t.keepalive_s)  # a dead peer is noticed, not waited on forever
@@ -91,8 +92,12 @@ class SSHBox:
         self.connect()
 
     def _live(self) -> paramiko.SSHClient:
-        if self._client is None or not self._transport_ok():
+        """The open connection; a dropped one is reported, not silently replaced, so the
+        caller decides when to reconnect (with backoff) and can count the drops."""
+        if self._client is None:
             self.connect()
+        elif not self._transport_ok():
+            raise ConnectionLost(f"box {self.name}: connection lost")
         assert self._client is not None
         return self._client
 
@@ -136,7 +141,7 @@ class SSHBox:
             channel.exec_command(command)
             return self._collect(channel, time.monotonic() + remote_limit + 15, on_output)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise BoxError(f"box {self.name}: connection lost ({_reason(exc)})") from exc
+            raise ConnectionLost(f"box {self.name}: connection lost ({_reason(exc)})") from exc
 
     def _collect(self, channel: paramiko.Channel, deadline: float,
                  on_output: Callable[[str], None] | None) -> RunResult:
@@ -146,12 +151,12 @@ class SSHBox:
         while True:
             if time.monotonic() > deadline:
                 channel.close()
-                raise BoxError(f"box {self.name}: command timed out")
+                raise ConnectionLost(f"box {self.name}: no answer within the command's limit")
             try:
                 data = channel.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 if not self._transport_ok():
-                    raise BoxError(f"box {self.name}: connection lost") from None
+                    raise ConnectionLost(f"box {self.name}: connection lost") from None
                 continue
             if not data:
                 break
@@ -166,7 +171,7 @@ class SSHBox:
         status = channel.recv_exit_status()
         channel.close()
         if status == -1:  # the session ended without an exit status: the connection dropped
-            raise BoxError(f"box {self.name}: connection lost during the command")
+            raise ConnectionLost(f"box {self.name}: connection lost during the command")
         if status == 124:
             raise BoxError(f"box {self.name}: command timed out")
         return RunResult(status, b"".join(chunks).decode("utf-8", errors="replace"))
@@ -183,7 +188,8 @@ class SSHBox:
                 sftp.put(str(local), remote)
                 sftp.chmod(remote, stat.S_IMODE(local.stat().st_mode))
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise BoxError(f"box {self.name}: cannot copy to the box ({_reason(exc)})") from exc
+            raise ConnectionLost(f"box {self.name}: cannot copy to the box ({_reason(exc)})") \
+                from exc
 
     def _put_tree(self, sftp: paramiko.SFTPClient, local: Path, remote: str) -> None:
         self._mkdirs(sftp, remote)
@@ -219,16 +225,20 @@ class SSHBox:
             raise BoxError(f"no such file on box {self.name}: {posixpath.basename(remote)}") \
                 from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise BoxError(f"box {self.name}: cannot copy from the box ({_reason(exc)})") from exc
+            raise ConnectionLost(f"box {self.name}: cannot copy from the box ({_reason(exc)})") \
+                from exc
 
     # -- detached runs ----------------------------------------------------------------------
 
     def start_detached(self, argv: Sequence[str], *, jobdir: str) -> Detached:
-        """setsid + nohup: the run has its own session and survives this connection's end."""
+        """setsid + nohup: the run has its own session and survives this connection's end.
+
+        The process's start time goes next to its pid, so a reused pid is never taken for it."""
         q = shlex.quote
         script = (f"mkdir -p -- {q(jobdir)} && cd -- {q(jobdir)} && "
                   f"{{ nohup setsid {join(argv)} >>harness.log 2>&1 </dev/null & }} && "
-                  f"echo $! >harness.pid && cat harness.pid")
+                  f"echo $! >harness.pid && {_STARTTIME.format(pid='$!')} >harness.start "
+                  f"&& cat harness.pid")
         got = self.run(["sh", "-c", script], timeout_s=60)
         pid = got.output.strip().splitlines()[-1] if got.output.strip() else ""
         if got.returncode != 0 or not pid.isdigit():
@@ -236,11 +246,12 @@ class SSHBox:
         return Detached(jobdir, int(pid))
 
     def is_running(self, detached: Detached) -> bool:
-        """Alive and still ours: the process's command line names the job directory."""
-        script = (f"tr '\\000' ' ' </proc/{int(detached.pid)}/cmdline 2>/dev/null "
-                  f"| grep -qF -- {shlex.quote(detached.jobdir)}")
+        """Alive (not a zombie), and the same process: its start time matches the recorded one."""
+        start = shlex.quote(posixpath.join(detached.jobdir, "harness.start"))
+        now = _STARTTIME.format(pid=int(detached.pid))
+        state = f"sed 's/.*) //' /proc/{int(detached.pid)}/stat 2>/dev/null | cut -c1"
+        script = f'test "$({state})" != Z && test "$({now})" = "$(cat {start})"'
         return self.run(["sh", "-c", script], timeout_s=30).returncode == 0
-
 
 def join(argv: Sequence[str]) -> str:
     if not argv:
@@ -265,7 +276,7 @@ def command_line(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | 
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, socket.timeout):
+    if isinstance(exc, TimeoutError):
         return "timed out"
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return str(text)

@@ -34,8 +34,9 @@ print("BENCH_JSON " + json.dumps(out))
 BUILD = r'''
 import json, shutil, sys
 from pathlib import Path
-if json.load(open("speed.json")).get("build_fails"):
-    print("error: does not compile", file=sys.stderr)
+cfg = json.load(open("speed.json"))
+if cfg.get("build_fails"):
+    print(cfg.get("message", "error: does not compile"), file=sys.stderr)
     sys.exit(2)
 Path("build").mkdir(exist_ok=True)
 shutil.copy("engine.py", "build/engine.py")
@@ -79,8 +80,11 @@ def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
             critical: list[float] | None = None, cells: list[tuple[str, int]] | None = None,
             timeout_s: float = 60.0, sd_floor: float = 0.001) -> dict[str, object]:
     """A job description for the stub engine, in the contract's JSON form."""
+    from evalbot.sequential import critical_values
+
     looks = looks or [3, 5]
     cells = cells or [("decode", 128), ("prefill", 4096)]
+    critical = critical or critical_values(looks, len(cells), 0.05)
     return {
         "schema": "evalbot.job/1", "job_id": "stubjob", "profile": "stub", "repo": str(repo),
         "base_sha": base, "head_sha": head, "build_argv": ["{python}", "build.py"],
@@ -93,7 +97,7 @@ def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
                                        "prefill": "{ctx}.prefill_tps"}},
                   "cells": [{"model": "m", "metric": m, "ctx": c} for m, c in cells],
                   "timeout_s": timeout_s, "tokens_per_sample": {"decode": 1}}],
-        "rule": {"looks": looks, "critical": critical or [12.0] * len(looks),
+        "rule": {"looks": looks, "critical": critical,
                  "sd_floor": sd_floor, "significance": 0.02, "tolerance": 0.02, "warmup": 1,
                  "budget_s": 600.0, "alpha": 0.05},
         "correctness": None,

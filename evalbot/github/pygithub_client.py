@@ -28,7 +28,7 @@ class PyGithubPort:
                           timeout=timeout_s, per_page=100, lazy=True,
                           seconds_between_requests=0.25 if throttle else None,
                           seconds_between_writes=1.0 if throttle else None)
-        self._repo = self._gh.get_repo(repo, lazy=True)
+        self._repo = self._gh.get_repo(repo)
         self.full_name = repo
 
     def permission(self, login: str) -> str:

@@ -1,0 +1,100 @@
+"""The score command of the llamacpp profile: the contract of engine/correctness.py on top of
+`evalbot-topk score` (engine/llamacpp/topk.cpp).
+
+    python engine/llamacpp/score.py (--bin TOOL | --reference KEY | --per-window TOOL) --model GGUF
+                                    --tokens WINDOWS.json --topk K --out OUT.json
+
+`--bin` is the engine side: the tool built with the side's own tree. `--reference KEY` is the
+pinned llama.cpp: the build engine/reference_build.py left beside the model files
+(MODELS_DIR/llamacpp-reference/KEY), whose manifest is checked by sha256 before use.
+`--per-window` drives sparkinfer's qwen3_gguf_score, which takes one window per process.
+Runs as a script from the harness copy (score_argv: `{harness}/engine/llamacpp/score.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the harness copy importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from engine.llamacpp.manifest import ManifestError, verified_tool  # noqa: E402
+from engine.parsing import ParseError, read_score_lines  # noqa: E402
+
+
+def write_windows(windows: list[list[int]], path: Path) -> None:
+    if not isinstance(windows, list) or not all(isinstance(w, list) and len(w) >= 2
+                                                for w in windows):
+        raise ValueError("tokens file must hold a list of windows of at least 2 token ids")
+    path.write_text("".join(" ".join(str(int(t)) for t in w) + "\n" for w in windows))
+
+
+def score(tool: Path, model: str, windows: list[list[int]], topk: int,
+          scratch: Path) -> list[dict[str, object]]:
+    txt = scratch.with_suffix(".windows.txt")
+    write_windows(windows, txt)
+    done = subprocess.run([str(tool), "score", model, str(topk), str(txt)],
+                          capture_output=True, text=True, check=False)
+    sys.stderr.write(done.stderr[-4000:])
+    if done.returncode != 0:
+        raise RuntimeError(f"{tool.name} exited {done.returncode}")
+    out = read_score_lines(done.stdout, topk)
+    if len(out) != len(windows):
+        raise ParseError(f"{len(out)} windows scored, {len(windows)} asked")
+    return out
+
+
+def score_per_window(tool: Path, model: str, windows: list[list[int]],
+                     topk: int) -> list[dict[str, object]]:
+    """sparkinfer's `qwen3_gguf_score MODEL TOPK ID0 ID1 ...`: one process per window; its
+    summary lines (PPL, ARGMATCH) must be there too, or the output is taken as truncated."""
+    out = []
+    for k, window in enumerate(windows):
+        done = subprocess.run([str(tool), model, str(topk), *(str(int(t)) for t in window)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr[-4000:])
+            raise RuntimeError(f"{tool.name} exited {done.returncode} on window {k}")
+        summary = {ln.split()[0] for ln in done.stdout.splitlines() if ln.strip()}
+        if not {"PPL", "ARGMATCH"} <= summary:
+            raise ParseError(f"window {k}: no PPL/ARGMATCH summary line (truncated output)")
+        got = read_score_lines(done.stdout, topk)[0]
+        if len(got["top"]) != len(window) - 1:
+            raise ParseError(f"window {k}: {len(got['top'])} positions, {len(window) - 1} asked")
+        out.append(got)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="engine/llamacpp/score.py")
+    side = ap.add_mutually_exclusive_group(required=True)
+    side.add_argument("--bin", type=Path)
+    side.add_argument("--reference")
+    side.add_argument("--per-window", type=Path)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tokens", type=Path, required=True)
+    ap.add_argument("--topk", type=int, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    try:
+        windows = json.loads(a.tokens.read_text())
+        if a.per_window:
+            write_windows(windows, a.out.with_suffix(".windows.txt"))  # validates the windows
+            result = score_per_window(a.per_window, a.model, windows, a.topk)
+        else:
+            tool = a.bin or verified_tool(Path(a.model).parent / "llamacpp-reference" /
+                                          a.reference)
+            result = score(tool, a.model, windows, a.topk, a.out)
+    except (ManifestError, ParseError, RuntimeError, ValueError, OSError) as exc:
+        print(f"score failed: {exc}", file=sys.stderr)
+        return 1
+    a.out.write_text(json.dumps({"windows": result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+// evalbot-topk: teacher-forced top-k log-probabilities and tokenization through libllama.
+//
+// Built by engine/llamacpp/build.py against the tree under test (its own libllama), so the
+// engine side scores exactly the code of the side being evaluated; the reference build runs the
+// same source against the pinned llama.cpp.
+//
+//   evalbot-topk score MODEL TOPK WINDOWS.txt   one window per line, token ids separated by spaces
+//   evalbot-topk tokenize MODEL TEXT.txt        prints the token ids of the whole file, one line
+//
+// score prints, per window, `W <n tokens>`, then one line per scored position in the format of
+// sparkinfer's qwen3_gguf_score (so one parser reads both), then `END`:
+//   S i=<pos> tgt=<next id> am=<argmax id> lp=<logprob of target> top=<id>:<lp>,<id>:<lp>,...
+// Log-probabilities are relative to the full softmax over the vocabulary, computed in double.
+#include "llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+static void quiet(ggml_log_level level, const char * text, void *) {
+    if (level >= GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+static llama_model * load(const char * path) {
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 999;  // everything on the GPU when there is one; ignored on a CPU build
+    llama_model * model = llama_model_load_from_file(path, mp);
+    if (!model) { fprintf(stderr, "[FAIL] load %s\n", path); exit(2); }
+    return model;
+}
+
+static std::vector<std::vector<llama_token>> read_windows(const char * path) {
+    std::ifstream in(path);
+    if (!in) { fprintf(stderr, "[FAIL] cannot read %s\n", path); exit(2); }
+    std::vector<std::vector<llama_token>> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ids(line);
+        std::vector<llama_token> w;
+        long id;
+        while (ids >> id) w.push_back((llama_token) id);
+        if (!w.empty()) out.push_back(w);
+    }
+    return out;
+}
+
+static void print_position(const float * logits, int n_vocab, int pos, llama_token target, int topk) {
+    double mx = *std::max_element(logits, logits + n_vocab);
+    double sum = 0.0;
+    for (int v = 0; v < n_vocab; v++) sum += std::exp((double) logits[v] - mx);
+    const double lse = mx + std::log(sum);
+    std::vector<int> idx(n_vocab);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + topk, idx.end(), [&](int a, int b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    printf("S i=%d tgt=%d am=%d lp=%.6f top=", pos, target, idx[0], logits[target] - lse);
+    for (int k = 0; k < topk; k++) printf("%s%d:%.6f", k ? "," : "", idx[k], logits[idx[k]] - lse);
+    printf("\n");
+}
+
+static int score(const char * model_path, int topk, const char * windows_path) {
+    auto windows = read_windows(windows_path);
+    size_t longest = 0;
+    for (auto & w : windows) longest = std::max(longest, w.size());
+    llama_model * model = load(model_path);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    if (topk < 1 || topk > n_vocab) { fprintf(stderr, "[FAIL] topk %d\n", topk); return 2; }
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) std::max<size_t>(longest, 16);
+    cp.n_batch = cp.n_ctx;
+    cp.n_ubatch = std::min<uint32_t>(cp.n_ctx, 512);
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
+    for (auto & w : windows) {
+        for (llama_token t : w) {
+            if (t < 0 || t >= n_vocab) { fprintf(stderr, "[FAIL] token %d out of vocab\n", t); return 2; }
+        }
+        llama_memory_clear(llama_get_memory(ctx), true);
+        llama_batch batch = llama_batch_init((int32_t) w.size(), 0, 1);
+        for (size_t i = 0; i < w.size(); i++) {
+            batch.token[i] = w[i];
+            batch.pos[i] = (llama_pos) i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = 1;
+        }
+        batch.n_tokens = (int32_t) w.size();
+        if (llama_decode(ctx, batch) != 0) { fprintf(stderr, "[FAIL] decode\n"); return 3; }
+        printf("W %zu\n", w.size());
+        for (size_t i = 0; i + 1 < w.size(); i++) {
+            print_position(llama_get_logits_ith(ctx, (int32_t) i), n_vocab, (int) i, w[i + 1], topk);
+        }
+        printf("END\n");
+        llama_batch_free(batch);
+    }
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}
+
+static int tokenize(const char * model_path, const char * text_path) {
+    std::ifstream in(text_path, std::ios::binary);
+    if (!in) { fprintf(stderr, "[FAIL] cannot read %s\n", text_path); return 2; }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model * model = llama_model_load_from_file(model_path, mp);
+    if (!model) { fprintf(stderr, "[FAIL] load %s\n", model_path); return 2; }
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    std::vector<llama_token> ids(text.size() + 16);
+    int n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), ids.data(), (int32_t) ids.size(), false, false);
+    if (n < 0) { fprintf(stderr, "[FAIL] tokenize\n"); return 3; }
+    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+    printf("\n");
+    llama_model_free(model);
+    return 0;
+}
+
+int main(int argc, char ** argv) {
+    std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "score" && argc == 5) {
+        llama_log_set(quiet, nullptr);
+        llama_backend_init();
+        int rc = score(argv[2], atoi(argv[3]), argv[4]);
+        llama_backend_free();
+        return rc;
+    }
+    if (cmd == "tokenize" && argc == 4) {
+        llama_log_set(quiet, nullptr);
+        return tokenize(argv[2], argv[3]);
+    }
+    fprintf(stderr, "usage: evalbot-topk score MODEL TOPK WINDOWS.txt | tokenize MODEL TEXT.txt\n");
+    return 64;
+}

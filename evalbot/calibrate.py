@@ -1,0 +1,152 @@
+"""`evalbot calibrate`: an A/A run (base = head) that measures a box's noise per cell.
+
+The job is the profile's own, with base and head the same SHA and one look at a fixed pair
+count, so every pair is measured (no early stop). The sd of the per-pair log-ratio of each cell
+is stored in the SQLite store (table `box_noise`, kept by this module) and becomes that cell's
+sd floor in later jobs on the same box (`NoiseStore.floors` -> jobspec.make_job(sd_floors=...)).
+An A/A that does not come out neutral everywhere is reported: the box is sick or the engine is
+not deterministic in speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine import speed, stats
+from engine.job import Job
+from evalbot.config import BoxConfig
+from evalbot.errors import EvalbotError
+from evalbot.jobspec import make_job
+from evalbot.policy import Policy
+from evalbot.profile import Profile
+from evalbot.sequential import schedule
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS box_noise (
+  box TEXT NOT NULL, profile TEXT NOT NULL, cell TEXT NOT NULL,
+  sd REAL NOT NULL, pairs INTEGER NOT NULL, sha TEXT NOT NULL, created REAL NOT NULL,
+  PRIMARY KEY (box, profile, cell)
+);
+"""
+MIN_PAIRS = 6  # fewer pairs give an sd too uncertain to floor anything on
+
+
+class NoiseStore:
+    """The box_noise table in the bot's SQLite store file (a connection of its own)."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_DDL)
+
+    def record(self, box: str, profile: str, sha: str, noise: dict[str, tuple[float, int]]) -> None:
+        now = time.time()
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO box_noise VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(box, profile, cell, sd, pairs, sha, now) for cell, (sd, pairs) in noise.items()])
+
+    def floors(self, box: str, profile: str) -> dict[str, float]:
+        """Cell key -> calibrated sd of the per-pair log-ratio, for make_job(sd_floors=...)."""
+        rows = self.db.execute("SELECT cell, sd FROM box_noise WHERE box = ? AND profile = ?",
+                               (box, profile))
+        return {cell: sd for cell, sd in rows}
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
+                    pairs: int) -> Job:
+    """The profile's job with base = head and a single look after `pairs` pairs."""
+    if pairs < MIN_PAIRS:
+        raise EvalbotError(f"calibrate: {pairs} pairs is too few (at least {MIN_PAIRS})")
+    job = make_job(profile, policy, box, sha, sha)
+    (only,) = schedule([pairs], profile.cell_count, policy.alpha)
+    rule = dataclasses.replace(
+        job.rule, looks=[pairs], critical=[only.directional],
+        critical_floor=[only.directional_floor], equivalence=[only.equivalence],
+        equivalence_floor=[only.equivalence_floor], sd_floors={},
+        sd_floor=1e-6,  # measure the noise, do not assume it
+        budget_s=max(job.rule.budget_s, 1.0) * 4)
+    return dataclasses.replace(job, rule=rule, job_id=f"aa-{job.job_id}")
+
+
+def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """Cell key -> (sd of the per-pair log-ratio, pairs) from an A/A results document."""
+    if results["failures"]:
+        first = results["failures"][0]
+        raise EvalbotError(f"calibrate: the A/A run failed at {first['stage']}: "
+                           f"{first['message']}")
+    out = {}
+    for record in results["cells"]:
+        kept = [s for s in record["samples"] if not s["dropped"]]
+        base = [s["value"] for s in kept if s["side"] == "base"]
+        head = [s["value"] for s in kept if s["side"] == "head"]
+        n = min(len(base), len(head))
+        if n < 2:
+            raise EvalbotError(f"calibrate: {speed.cell_key(record)} has {n} pairs")
+        r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
+        out[speed.cell_key(record)] = (float(r.std(ddof=1)), n)
+    return out
+
+
+def sick_cells(results: dict[str, Any]) -> list[str]:
+    """Cells whose A/A came out improved or regressed: the box (or the engine) is not steady."""
+    return [speed.cell_key(c) for c in results["cells"]
+            if c["looks"] and c["looks"][-1]["decision"] in ("improved", "regressed")]
+
+
+@click.command("calibrate")
+@click.option("--repo", "repo_path", required=True, help="the engine repository (path or URL)")
+@click.option("--sha", required=True, help="full SHA to measure against itself (main)")
+@click.option("--profile", "profile_name", default="demo", show_default=True)
+@click.option("--policy", "policy_name", default="default", show_default=True)
+@click.option("--pairs", type=int, default=12, show_default=True, help="A/A pairs per run")
+@click.option("--models-dir", default="", help="where the profile's model files are")
+@click.option("--workdir", type=click.Path(path_type=Path), default=Path(".evalbot-box"),
+              show_default=True, help="job directories and caches of the local box")
+@click.option("--box-name", default="local", show_default=True,
+              help="the name the noise is stored under (the box's name in the config)")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), required=True,
+              help="the bot's SQLite store file")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("evalbot-calibrate"),
+              show_default=True, help="where the A/A results.json goes")
+def calibrate_cmd(repo_path: str, sha: str, profile_name: str, policy_name: str, pairs: int,
+                  models_dir: str, workdir: Path, box_name: str, store_path: Path,
+                  out: Path) -> None:
+    """A/A on the local box: store each cell's noise as its sd floor."""
+    import sys
+
+    from evalbot import pipeline
+    from evalbot.config import REPO_ROOT
+    from evalbot.policy import load_labels
+    from evalbot.profile import load_profile
+    from remote.local import LocalBox
+
+    profile = load_profile(profile_name)
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy(policy_name)
+    box_config = BoxConfig(name=box_name, kind="local", workdir=str(workdir.resolve()),
+                           repo=repo_path, models_dir=models_dir, trusted=True,
+                           python=sys.executable)
+    job = calibration_job(profile, policy, box_config, sha, pairs)
+    out.mkdir(parents=True, exist_ok=True)
+    results = pipeline.evaluate(LocalBox(box_name, box_config.workdir), box_config, job, out)
+    noise = aa_noise(results)
+    store = NoiseStore(store_path)
+    store.record(box_name, profile.name, sha, noise)
+    store.close()
+    for cell, (sd, n) in noise.items():
+        click.echo(f"{cell:<32} sd of ln(head/base) {100 * sd:6.3f}%  over {n} pairs  "
+                   f"(per run about {100 * sd / math.sqrt(2):.3f}%)")
+    sick = sick_cells(results)
+    if sick:
+        raise EvalbotError(f"A/A not neutral in {', '.join(sick)}: the box is not steady")
+    click.echo(f"stored {len(noise)} cell floors for box {box_name!r}, profile {profile.name!r}")

@@ -1,0 +1,134 @@
+"""PR comment commands: a closed set, a parser returning a command or a typed error, help.
+
+Only lines that start with `/evalbot` count; fenced code blocks, inline code and `>` quotes are
+removed first, so quoting someone's command never runs it again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+PREFIX = "/evalbot"
+
+
+class Verb(Enum):
+    RERUN = "rerun"
+    CANCEL = "cancel"
+    HELP = "help"
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: Verb
+
+
+@dataclass(frozen=True)
+class CommandHelp:
+    verb: Verb
+    usage: str
+    description: str
+    who: str
+    examples: tuple[str, ...]
+
+
+REGISTRY: tuple[CommandHelp, ...] = (
+    CommandHelp(Verb.RERUN, f"{PREFIX} rerun",
+                "Evaluate the PR's head again (a new attempt when the head is unchanged).",
+                "users with write access; the PR author for a head not evaluated yet",
+                (f"{PREFIX} rerun",)),
+    CommandHelp(Verb.CANCEL, f"{PREFIX} cancel", "Cancel the PR's queued or running evaluation.",
+                "users with write access, and the PR author", (f"{PREFIX} cancel",)),
+    CommandHelp(Verb.HELP, f"{PREFIX} help", "Show this list of commands.",
+                "users with write access, and the PR author", (f"{PREFIX} help",)),
+)
+
+
+@dataclass(frozen=True)
+class MissingCommand:
+    def sentence(self) -> str:
+        return f"`{PREFIX}` needs a command: one of {_verbs()}."
+
+
+@dataclass(frozen=True)
+class UnknownCommand:
+    word: str
+    suggestion: str | None
+
+    def sentence(self) -> str:
+        hint = f" Did you mean `{PREFIX} {self.suggestion}`?" if self.suggestion else ""
+        return f"`{self.word}` is not an evalbot command (commands: {_verbs()}).{hint}"
+
+
+@dataclass(frozen=True)
+class UnexpectedArgument:
+    verb: Verb
+    argument: str
+
+    def sentence(self) -> str:
+        return f"`{PREFIX} {self.verb.value}` takes no arguments; remove `{self.argument}`."
+
+
+@dataclass(frozen=True)
+class ConflictingCommands:
+    verbs: tuple[Verb, ...]
+
+    def sentence(self) -> str:
+        names = " and ".join(f"`{v.value}`" for v in self.verbs)
+        return f"One command per comment, please: this one asks for {names}."
+
+
+ParseError = MissingCommand | UnknownCommand | UnexpectedArgument | ConflictingCommands
+
+_INLINE = re.compile(r"`[^`\n]*`")
+_LINE = re.compile(rf"^\s*{re.escape(PREFIX)}(?![\w-])(?P<rest>.*)$", re.I)
+
+
+def parse(body: str) -> Command | ParseError | None:
+    """None when the comment holds no command line (the usual case: ordinary discussion)."""
+    found: list[Command | ParseError] = []
+    for line in _visible_lines(body):
+        m = _LINE.match(line)
+        if m:
+            found.append(_parse_line(m.group("rest").split()))
+    if not found:
+        return None
+    errors = [f for f in found if not isinstance(f, Command)]
+    if errors:
+        return errors[0]
+    verbs = tuple(dict.fromkeys(c.verb for c in found if isinstance(c, Command)))
+    return Command(verbs[0]) if len(verbs) == 1 else ConflictingCommands(verbs)
+
+
+def _parse_line(words: list[str]) -> Command | ParseError:
+    if not words:
+        return MissingCommand()
+    word = words[0].lower()
+    try:
+        verb = Verb(word)
+    except ValueError:
+        close = difflib.get_close_matches(word, [v.value for v in Verb], n=1, cutoff=0.6)
+        return UnknownCommand(words[0], close[0] if close else None)
+    if len(words) > 1:
+        return UnexpectedArgument(verb, words[1])
+    return Command(verb)
+
+
+def _visible_lines(body: str) -> list[str]:
+    """Lines outside code fences (an unclosed fence runs to the end, as GitHub renders it)."""
+    lines, fence = [], ""
+    for line in body.replace("\r\n", "\n").split("\n"):
+        stripped = line.lstrip()
+        if fence:
+            fence = "" if stripped.startswith(fence) else fence
+        elif stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        elif not stripped.startswith(">"):
+            lines.append(_INLINE.sub("", line))
+    return lines
+
+
+def _verbs() -> str:
+    return ", ".join(f"`{v.value}`" for v in Verb)

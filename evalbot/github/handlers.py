@@ -1,0 +1,172 @@
+"""Routing typed events to store actions: create, supersede or cancel jobs; run commands.
+
+Runs in the dispatcher (never inside the webhook request), because admission asks GitHub for
+the author's permission. Returns one line saying what it did, for the log and the tests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from evalbot.config import GitHubConfig
+from evalbot.github import admission, texts
+from evalbot.github.commands import Command, Verb, parse
+from evalbot.github.events import CommentEvent, Event, PullRequestEvent
+from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
+from evalbot.github.publish import Publisher
+from evalbot.store import ACTIVE, Store
+
+REFUSAL_EVERY_S = 3600.0  # at most one refusal per user and PR per hour
+EVALUATE = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one admission decision is about, from an event or from a fresh PR read."""
+
+    number: int
+    head_sha: str
+    base_sha: str
+    author: str
+    draft: bool
+    labels: tuple[str, ...]
+
+
+class Handlers:
+    def __init__(self, config: GitHubConfig, store: Store, port: GitHubPort,
+                 publisher: Publisher, policy: str) -> None:
+        self.config, self.store, self.port = config, store, port
+        self.publisher, self.policy = publisher, policy
+        self.quotas = admission.Quotas(config.quota_per_author_per_day,
+                                       config.quota_per_pr_per_day)
+        store.github_tables()
+
+    def handle(self, event: Event) -> str:
+        if event.repo != self.config.repo:
+            return f"ignored: {event.repo} is not {self.config.repo}"
+        if isinstance(event, PullRequestEvent):
+            return self._pull_request(event)
+        return self._comment(event)
+
+    # ---- pull_request ----------------------------------------------------------------------
+    def _pull_request(self, ev: PullRequestEvent) -> str:
+        if ev.action == "closed":
+            return f"cancelled {self.store.cancel(ev.repo, ev.number)} job(s)"
+        target = Target(ev.number, ev.head_sha, ev.base_sha, ev.author, ev.draft, ev.labels)
+        if ev.action == "labeled":
+            if ev.label != self.config.approval_label:
+                return f"ignored: label {ev.label}"
+            if not self.can_write(ev.sender):
+                return f"ignored: {ev.sender} cannot approve (no write access)"
+        if target.draft and not self.config.evaluate_drafts:
+            return "waiting: draft"
+        return self.admit(target)
+
+    def admit(self, t: Target, attempt: int = 1, maintainer_rerun: bool = False) -> str:
+        """Admission, then a job (superseding older heads) and the pending comment and status."""
+        for old in self.store.pr_jobs(self.config.repo, t.number):
+            if (old.head_sha, old.policy, old.attempt) == (t.head_sha, self.policy, attempt):
+                # A repeated event (poll, reopen): keep the queued job or the verdict as it is.
+                return f"already {'queued' if old.state in ACTIVE else old.state}: job {old.id}"
+        if not maintainer_rerun:
+            since = time.time() - admission.DAY_S
+            facts = admission.Facts(
+                author_can_write=self.can_write(t.author),
+                approved=self.config.approval_label in t.labels,
+                author_today=self.store.admissions_since(self.config.repo, since, author=t.author),
+                pr_today=self.store.admissions_since(self.config.repo, since, pr=t.number))
+            decision = admission.decide(facts, self.quotas, self.config.approval_label)
+            if not decision.admit:
+                self.publisher.status(t.head_sha, "pending", decision.reason)
+                return f"waiting: {decision.reason}"
+        job = self.store.enqueue(self.config.repo, t.number, t.head_sha, self.policy,
+                                 base_sha=t.base_sha, attempt=attempt)
+        self.store.record_admission(job.id, self.config.repo, t.number, t.author)
+        note = f"Queued for evaluation (attempt {attempt})." if attempt > 1 \
+            else "Queued for evaluation."
+        body = texts.pending_comment(t.head_sha, "queued", note, self.config.status_context)
+        self.publisher.publish(t.number, t.head_sha, body, ["eval:pending"], "pending",
+                               f"queued: {t.head_sha[:10]}")
+        return f"queued job {job.id} for {t.head_sha[:10]} (attempt {job.attempt})"
+
+    def poll(self) -> list[str]:
+        """The webhook's job creation from a listing of open PRs (every page)."""
+        pulls = self.publisher.backoff.call(self.port.open_pulls)
+        return [f"#{p.number}: " + self._pull_request(_as_event(p, self.config.repo))
+                for p in pulls]
+
+    def rerun_sha(self, sha: str, who: str) -> str:
+        """`evalbot rerun SHA`: the open PR whose head is SHA, rerun as a maintainer."""
+        if len(sha) < 7:
+            raise ValueError(f"{sha!r} is too short: give at least 7 hex digits of the head SHA")
+        pulls = [p for p in self.publisher.backoff.call(self.port.open_pulls)
+                 if p.head_sha.startswith(sha.lower())]
+        if len(pulls) != 1:
+            raise ValueError(f"{len(pulls)} open PRs have head {sha} (need exactly one)")
+        return f"#{pulls[0].number}: " + self._rerun(pulls[0], who, can_write=True)
+
+    def can_write(self, login: str) -> bool:
+        """The collaborator permission endpoint; author_association misses private members."""
+        return self.publisher.backoff.call(lambda: self.port.permission(login)) \
+            in WRITE_PERMISSIONS
+
+    # ---- issue_comment ---------------------------------------------------------------------
+    def _comment(self, ev: CommentEvent) -> str:
+        if ev.author == self.config.bot_login:
+            return "ignored: own comment"
+        parsed = parse(ev.body)
+        if parsed is None:
+            return "no command"
+        can_write = self.can_write(ev.author)
+        if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
+            if self.store.note_once(f"refusal:{ev.repo}#{ev.number}:{ev.author}",
+                                    REFUSAL_EVERY_S):
+                self.publisher.reply(ev.number, texts.refusal(ev.author,
+                                                              self.config.author_may_command))
+                return f"refused {ev.author}"
+            return f"refused {ev.author} (already told)"
+        if not isinstance(parsed, Command):
+            self.publisher.reply(ev.number, f"@{ev.author} {parsed.sentence()}")
+            return f"parse error: {type(parsed).__name__}"
+        return self._run(parsed, ev, can_write)
+
+    def _run(self, command: Command, ev: CommentEvent, can_write: bool) -> str:
+        if command.verb is Verb.HELP:
+            self.publisher.reply(ev.number, texts.help_comment(self.config.approval_label))
+            return "help"
+        pull = self.publisher.backoff.call(lambda: self.port.pull(ev.number))
+        if command.verb is Verb.CANCEL:
+            return self._cancel(pull, ev.author)
+        return self._rerun(pull, ev.author, can_write)
+
+    def _cancel(self, pull: PullInfo, who: str) -> str:
+        n = self.store.cancel(self.config.repo, pull.number)
+        if n:
+            body = texts.pending_comment(pull.head_sha, "cancelled",
+                                         f"Cancelled by @{who}; `/evalbot rerun` queues it again.",
+                                         self.config.status_context)
+            self.publisher.publish(pull.number, pull.head_sha, body, [], "error",
+                                   f"cancelled by {who}")
+        return f"cancelled {n} job(s)"
+
+    def _rerun(self, pull: PullInfo, who: str, can_write: bool) -> str:
+        same = [j for j in self.store.pr_jobs(self.config.repo, pull.number)
+                if j.head_sha == pull.head_sha and j.policy == self.policy]
+        if any(j.state in ACTIVE for j in same):
+            return "rerun: already queued"
+        evaluated = any(j.state in ("done", "failed") for j in same)
+        if not admission.rerun_allowed(can_write, evaluated):
+            self.publisher.reply(pull.number, f"@{who} this head was already evaluated; "
+                                              "reruns of an unchanged head are for maintainers.")
+            return "rerun refused: unchanged head"
+        attempt = max((j.attempt for j in same), default=0) + 1
+        target = Target(pull.number, pull.head_sha, pull.base_sha, pull.author, pull.draft,
+                        pull.labels)
+        return self.admit(target, attempt=attempt, maintainer_rerun=can_write)
+
+
+def _as_event(p: PullInfo, repo: str) -> PullRequestEvent:
+    return PullRequestEvent(action="synchronize", repo=repo, number=p.number, head_sha=p.head_sha,
+                            base_sha=p.base_sha, author=p.author, sender=p.author, draft=p.draft,
+                            fork=p.fork, labels=p.labels, label=None)

@@ -1,0 +1,149 @@
+"""Composition: build the port, publisher and handlers from the config; run the dispatcher and
+the waitress server; publish a finished job's verdict."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from waitress.server import create_server
+
+from evalbot.config import Config, GitHubConfig
+from evalbot.errors import ConfigError, EvalbotError
+from evalbot.github.events import PayloadError, parse_event
+from evalbot.github.handlers import Handlers
+from evalbot.github.labels_sync import LabelFamily
+from evalbot.github.port import GitHubPort, RateLimited, Transient
+from evalbot.github.publish import Backoff, Publisher
+from evalbot.github.webhook import MAX_BODY, WebhookApp
+from evalbot.policy import load_labels
+from evalbot.redact import Redactor
+from evalbot.render import MARKER_PREFIX, marker, render_comment
+from evalbot.store import Store
+
+log = logging.getLogger("evalbot.github")
+
+
+def github_config(config: Config) -> GitHubConfig:
+    if config.github is None:
+        raise ConfigError(f"{config.source}: a `github:` section is required for this command")
+    return config.github
+
+
+def make_port(gh: GitHubConfig, token: str, throttle: bool = True) -> GitHubPort:
+    from evalbot.github.pygithub_client import PyGithubPort
+
+    return PyGithubPort(gh.repo, token, gh.api_url, throttle=throttle)
+
+
+def make_publisher(config: Config, port: GitHubPort, backoff: Backoff | None = None) -> Publisher:
+    gh = github_config(config)
+    return Publisher(port, gh.bot_login, LabelFamily(load_labels(config.labels_file)),
+                     gh.status_context, backoff)
+
+
+def make_handlers(config: Config, store: Store, port: GitHubPort,
+                  backoff: Backoff | None = None) -> Handlers:
+    policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
+    return Handlers(github_config(config), store, port, make_publisher(config, port, backoff),
+                    policy.ident)
+
+
+class Dispatcher:
+    """Drains the inbox in order on one thread; GitHub outages leave deliveries for later."""
+
+    def __init__(self, make: Callable[[Store], Handlers], store_path: Path,
+                 wake: threading.Event, retry_s: float = 5.0) -> None:
+        self._make = make  # called on the dispatcher's own thread: SQLite is per thread
+        self.store_path, self.wake, self.retry_s = store_path, wake, retry_s
+        self.stopping = threading.Event()
+        self.done: list[str] = []  # one line per handled delivery, newest last
+
+    def run(self) -> None:
+        store = Store(self.store_path)
+        handlers = self._make(store)
+        while not self.stopping.is_set():
+            if not self.drain_once(store, handlers):
+                self.wake.wait(1.0)
+                self.wake.clear()
+        store.close()
+
+    def drain_once(self, store: Store, handlers: Handlers) -> bool:
+        item = store.inbox_next()
+        if item is None:
+            return False
+        delivery, name, body = item
+        try:
+            event = parse_event(name, json.loads(body))
+            line = handlers.handle(event) if event is not None else "ignored"
+        except (Transient, RateLimited) as exc:
+            log.warning("delivery %s: GitHub unavailable (%s); retrying", delivery, exc)
+            self.stopping.wait(self.retry_s)
+            return True
+        except (EvalbotError, PayloadError) as exc:
+            line = f"failed: {exc}"
+        log.info("delivery %s (%s): %s", delivery, name, line)
+        self.done.append(f"{delivery}: {line}")
+        store.inbox_done(delivery)
+        return True
+
+
+@dataclass
+class Running:
+    server: object
+    dispatcher: Dispatcher
+    threads: tuple[threading.Thread, ...]
+    port: int
+
+    def stop(self) -> None:
+        self.dispatcher.stopping.set()
+        self.dispatcher.wake.set()
+        self.server.close()  # type: ignore[attr-defined]
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+def start(config: Config, secret: bytes, port: GitHubPort, host: str = "127.0.0.1",
+          listen_port: int = 0, backoff: Backoff | None = None) -> Running:
+    """The waitress server and the dispatcher, each on a thread; returns the bound port."""
+    wake = threading.Event()
+    store = Store(config.store)
+    store.github_tables()
+    store.close()
+    app = WebhookApp(secret, str(config.store), wake)
+    server = create_server(app, host=host, port=listen_port, threads=4,
+                           max_request_body_size=MAX_BODY + 1)
+    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake)
+    threads = (threading.Thread(target=server.run, daemon=True, name="webhook"),
+               threading.Thread(target=dispatcher.run, daemon=True, name="dispatcher"))
+    for t in threads:
+        t.start()
+    return Running(server, dispatcher, threads, int(server.effective_port))
+
+
+def publish_finished(store: Store, publisher: Publisher, job_id: str, redact: Redactor) -> bool:
+    """After the worker stored a verdict: publish it unless a newer head superseded the job."""
+    job = store.get(job_id)
+    if job.pr is None or job.state != "done":
+        return False
+    newer = [j for j in store.pr_jobs(job.repo, job.pr)
+             if j.id != job.id and j.state in ("queued", "running")]
+    if newer:
+        return False  # the newer head's pending comment stays; its verdict will replace it
+    verdict = next(h["verdict"] for h in store.history(job.repo, job.pr, job.head_sha)
+                   if h["job_id"] == job.id)
+    publisher.publish_verdict(job.pr, verdict, _with_marker(render_comment(verdict, redact),
+                                                            verdict))
+    return True
+
+
+def _with_marker(comment: str, verdict: dict[str, Any]) -> str:
+    """The redactor runs over the whole text; a box literal such as a user named `evalbot` must
+    not break the marker line, or the next verdict would not find this comment."""
+    first, _, rest = comment.partition("\n")
+    return comment if first.startswith(MARKER_PREFIX) else f"{marker(verdict)}\n{rest}"

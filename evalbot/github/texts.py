@@ -1,0 +1,25 @@
+"""Every message evalbot posts on GitHub besides the verdict: rendered from templates/."""
+
+from __future__ import annotations
+
+import json
+
+from evalbot.github.commands import REGISTRY
+from evalbot.render import MARKER_PREFIX, environment
+
+
+def pending_comment(head_sha: str, state: str, note: str, context: str) -> str:
+    marker = f"{MARKER_PREFIX}{json.dumps({'head': head_sha, 'kind': state}, sort_keys=True)} -->"
+    return environment().get_template("pending.md.j2").render(
+        marker=marker, head_sha=head_sha, state=state, note=note, context=context)
+
+
+def help_comment(approval_label: str) -> str:
+    return environment().get_template("help.md.j2").render(commands=REGISTRY,
+                                                           approval_label=approval_label)
+
+
+def refusal(login: str, author_may_command: bool) -> str:
+    who = "people with write access to this repository" + \
+        (" and the PR's author" if author_may_command else "")
+    return f"@{login} sorry, evalbot takes commands only from {who}."

@@ -1,0 +1,84 @@
+"""The webhook endpoint: verify, de-duplicate, record, answer. Nothing slow happens here.
+
+A WSGI app served by waitress (a production server). A delivery is checked (size, HMAC over the
+raw body, JSON, a handled event) and stored in the SQLite inbox together with its delivery id in
+one transaction; the dispatcher thread does everything that talks to GitHub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from evalbot.github.events import PayloadError, parse_event
+from evalbot.store import Store
+
+MAX_BODY = 5 * 1024 * 1024  # GitHub caps payloads at 25 MB; ours are far smaller
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+def signature(secret: bytes, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: bytes, body: bytes, header: str | None) -> bool:
+    """Constant-time compare of X-Hub-Signature-256 over the raw bytes (GitHub's docs)."""
+    return bool(header) and hmac.compare_digest(signature(secret, body), str(header))
+
+
+class WebhookApp:
+    def __init__(self, secret: bytes, store_path: str, wake: threading.Event | None = None,
+                 max_body: int = MAX_BODY) -> None:
+        if not secret:
+            raise ValueError("a webhook secret is required: unsigned deliveries are refused")
+        self.secret, self.store_path, self.max_body = secret, store_path, max_body
+        self.wake = wake or threading.Event()
+        self._local = threading.local()  # one SQLite connection per server thread
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        status, text = self.respond(environ)
+        body = (text + "\n").encode()
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                                ("Content-Length", str(len(body)))])
+        return [body]
+
+    def respond(self, environ: dict[str, Any]) -> tuple[str, str]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return "405 Method Not Allowed", "POST webhook deliveries here"
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return "400 Bad Request", "invalid Content-Length"
+        if length > self.max_body:
+            return "413 Payload Too Large", f"body over {self.max_body} bytes"
+        body = environ["wsgi.input"].read(length) if length else b""
+        if not verify(self.secret, body, environ.get("HTTP_X_HUB_SIGNATURE_256")):
+            return "401 Unauthorized", "missing or wrong X-Hub-Signature-256"
+        event = environ.get("HTTP_X_GITHUB_EVENT", "")
+        delivery = environ.get("HTTP_X_GITHUB_DELIVERY", "")
+        if not event or not delivery:
+            return "400 Bad Request", "X-GitHub-Event and X-GitHub-Delivery are required"
+        try:
+            parsed = parse_event(event, json.loads(body))
+        except (ValueError, UnicodeDecodeError):
+            return "400 Bad Request", "body is not valid JSON"
+        except PayloadError as exc:
+            return "400 Bad Request", str(exc)
+        if parsed is None:
+            return "204 No Content", ""
+        if not self._store().inbox_put(delivery, event, body):
+            return "200 OK", f"delivery {delivery} already received"
+        self.wake.set()
+        return "202 Accepted", f"delivery {delivery} queued"
+
+    def _store(self) -> Store:
+        store = getattr(self._local, "store", None)
+        if store is None:
+            store = Store(self.store_path)  # type: ignore[arg-type]
+            store.github_tables()
+            self._local.store = store
+        return store

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The GPU end-to-end run of docs/gpu-e2e.md: evalbot's own pipeline (local box) on llama.cpp from
+# llama-cpp-python 0.3.36, three evaluations (A/A, a decode slowdown, a numerically broken head).
+#
+#   scripts/gpu_e2e.sh cuda|cpu [STAGE ...]     stages: setup model reference aa slow broken
+#
+# Everything it needs comes from shared/ (carried offline): wheels/, llama.cpp-pruned.tar.gz,
+# ggml-vocab-qwen2.gguf, synth_gguf.py. State lives in build/gpu-e2e-<backend>/ so a second call
+# on the same machine resumes (finished stages are skipped); results go to $OUT as they appear.
+# E2E_BUDGET_S bounds the whole call (default 570 s): a stage that cannot finish is cut, logged.
+set -uo pipefail
+BACKEND=${1:-cuda}; shift || true
+STAGES=${*:-setup model reference aa slow broken}
+ROOT=$(pwd)
+W=${E2E_WORK:-$ROOT/build/gpu-e2e-$BACKEND}
+OUT=${OUT:-$W/out}
+JOBS=${E2E_JOBS:-$(nproc)}
+BUDGET=${E2E_BUDGET_S:-570}
+START=$(date +%s)
+SRC_SHA=4915be86431592de836ed5a73ae5670ae91bbba740e66cc26ebc81e92a2d84e9
+mkdir -p "$W/done" "$W/models" "$OUT"
+export ROOT W OUT JOBS BUDGET START SRC_SHA BACKEND
+log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/timeline.txt"; }
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+
+if [ "$BACKEND" = cuda ]; then
+  MODEL_ARGS="--layers 28 --embd 1024 --ff 3072 --heads 16 --kv 8 --hd 128"
+  MODEL=qwen3-0p6b-synth-f16.gguf
+else
+  MODEL_ARGS="--layers 2 --embd 256 --ff 512 --heads 4 --kv 2 --hd 64"
+  MODEL=qwen3-tiny-synth-f16.gguf
+fi
+BUILD_FLAGS="--backend $BACKEND --jobs $JOBS --shared-build $W/shared-build --cmake-flag=-DGGML_CUDA_FA=OFF"
+export MODEL MODEL_ARGS BUILD_FLAGS
+
+stage_setup() {
+  python -c "import scipy, rich, github, paramiko, gguf, evalbot" 2>/dev/null ||
+    python -m pip install -q --no-index --find-links shared/wheels -e . || return 1
+  rm -rf "$W/repo" && mkdir -p "$W/repo" && tar xzf shared/llama.cpp-pruned.tar.gz -C "$W/repo" || return 1
+  cd "$W/repo" || return 1
+  local g="git -c user.name=evalbot-e2e -c user.email=e2e@localhost"
+  git init -q -b main && git add -Af && $g commit -qm "llama.cpp (llama-cpp-python 0.3.36 vendor tree)"
+  # (2) a real code change that slows decode: CUDA graphs never used (one file, ggml-cuda.cu).
+  git checkout -qb slow
+  sed -i 's/^    bool use_cuda_graph = true;$/    bool use_cuda_graph = false; \/\/ graphs off: launch every kernel/' \
+    ggml/src/ggml-cuda/ggml-cuda.cu
+  grep -q "use_cuda_graph = false; // graphs off" ggml/src/ggml-cuda/ggml-cuda.cu || return 1
+  $g commit -qam "cuda: do not capture CUDA graphs"
+  # (3) a numerically breaking change: qwen3 attention scaled by 1/d instead of 1/sqrt(d).
+  git checkout -q main && git checkout -qb broken
+  sed -i 's|1.0f/sqrtf(float(n_embd_head))|1.0f/float(n_embd_head)|' src/models/qwen3.cpp
+  grep -q "1.0f/float(n_embd_head)" src/models/qwen3.cpp || return 1
+  $g commit -qam "qwen3: attention scale 1/d"
+  git checkout -q main
+  for b in main slow broken; do echo "${b^^}=$(git rev-parse $b)"; done > "$W/shas.env"
+  cd "$ROOT" && cp "$W/shas.env" "$OUT/"
+}
+
+stage_model() {
+  python shared/synth_gguf.py shared/ggml-vocab-qwen2.gguf "$W/models/$MODEL" $MODEL_ARGS || return 1
+  local sha; sha=$(sha256sum "$W/models/$MODEL" | cut -d' ' -f1)
+  echo "$sha  $MODEL" | tee "$OUT/model.sha256"
+  python - "$BACKEND" "$W" "$MODEL" "$sha" "$BUILD_FLAGS" <<'PY' || return 1
+import sys, yaml
+backend, w, model, sha, flags = sys.argv[1:]
+p = yaml.safe_load(open("evalbot/profiles/llamacpp.yaml"))
+p["name"] = f"llamacpp-e2e-{backend}"
+p["build"]["argv"] = ["{python}", "-m", "engine.llamacpp.build", "--tree", "{tree}", *flags.split()]
+p["models"][0].update(file=model, sha256=sha)
+run = p["speed"]["runs"][0]
+if backend == "cpu":  # the rehearsal: a tiny model on 2 busy cores, short tests
+    run["argv"] = [a.replace("0,4096", "0,256").replace("512", "64") for a in run["argv"]]
+    run["argv"][run["argv"].index("-n") + 1] = "32"
+    run["cells"] = [{"metric": m, "ctx": c} for m in ("decode", "prefill") for c in (0, 256)]
+    run["decode_tokens"] = 96
+    p["speed"].update(sd_floor=0.03, significance=0.2, tolerance=0.2, budget_s=200)
+    run.pop("timeout_s", None)
+else:  # the GPU run: 3 evaluations within the device's 10-minute command limit
+    p["speed"]["budget_s"] = 150
+yaml.safe_dump(p, open(f"{w}/llamacpp-e2e.yaml", "w"), sort_keys=False)
+PY
+  cp "$W/llamacpp-e2e.yaml" "$OUT/"
+}
+
+stage_reference() {
+  python -m engine.reference_build --models-dir "$W/models" --key src-${SRC_SHA:0:16} \
+    --tarball shared/llama.cpp-pruned.tar.gz --sha256 $SRC_SHA $BUILD_FLAGS > "$OUT/reference-build.log" 2>&1
+  local rc=$?; tail -3 "$OUT/reference-build.log"; return $rc
+}
+
+evaluation() {  # name, head branch
+  . "$W/shas.env"
+  local head; head=$(eval echo \$${2^^})
+  python -m evalbot eval --repo "$W/repo" --base "$MAIN" --head "$head" \
+    --profile "$W/llamacpp-e2e.yaml" --models-dir "$W/models" --workdir "$W/box" \
+    --out "$OUT/eval-$1" --dry-run --json > "$OUT/eval-$1.verdict.json" 2> "$OUT/eval-$1.stderr"
+  local rc=$?
+  python - "$OUT/eval-$1.verdict.json" <<'PY'
+import json, sys
+try:
+    v = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit("no verdict JSON")
+print("verdict:", v.get("kind"), v.get("headline"), "correctness:", (v.get("correctness") or {}).get("decision"))
+for c in v.get("cells", []):
+    print(f"  {c['key']:28s} {c['decision']:12s} {100*c['speedup']:+6.2f}% [{100*c['lo']:+.2f}, {100*c['hi']:+.2f}] pairs={c['pairs']}")
+PY
+  find "$W/box" -name results.json -newer "$W/shas.env" -exec cp {} "$OUT/eval-$1.results.json" \; 2>/dev/null
+  return $rc
+}
+stage_aa() { evaluation aa main; }
+stage_slow() { evaluation slow slow; }
+stage_broken() { evaluation broken broken; }
+
+log "start: backend $BACKEND, stages: $STAGES, budget ${BUDGET}s, $(nproc) cores"
+[ "$BACKEND" = cuda ] && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$OUT/timeline.txt"
+for s in $STAGES; do
+  if [ -e "$W/done/$s" ]; then log "$s: done earlier, skipped"; continue; fi
+  if [ "$(left)" -lt 20 ]; then log "$s: not started, budget spent"; continue; fi
+  t0=$(date +%s); log "$s: start"
+  export -f stage_$s evaluation log left 2>/dev/null
+  case $s in aa|slow|broken) strict= ;; *) strict="set -e;" ;; esac
+  timeout "$(left)" bash -c "$strict stage_$s" 2>&1 | tail -40 | tee "$OUT/stage-$s.log"
+  rc=${PIPESTATUS[0]}
+  log "$s: rc=$rc in $(( $(date +%s) - t0 ))s"
+  [ "$rc" = 0 ] && touch "$W/done/$s"
+  [ "$rc" != 0 ] && [ "$s" != aa ] && [ "$s" != slow ] && [ "$s" != broken ] && break
+done
+log "end"

@@ -1,0 +1,152 @@
+"""The dashboard from a real history (stub engine -> harness -> grading -> Store), rendered by
+headless Chromium (Debian's `chromium`, installed by .ci/setup-chromium)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from evalbot.dashboard import build_site, dashboard
+from evalbot.history import main_series, merges, noise_points, record_merge
+from evalbot.store import Store
+from tests.graded_history import measure, record
+from tests.stub_engine import make_repo
+
+# Planted in fields that reach the page: a model name (chart titles, tables) and a repository.
+EVIL_MODEL = "m<script>document.body.dataset.pwned=1</script>"
+EVIL_REPO = "evil/<img src=x onerror=document.body.dataset.pwned=2>"
+DAY = 86400.0
+T0 = 1_750_000_000.0
+VARIANTS = {
+    "pr1": {"decode": 1200.0, "prefill": 1.1e6},
+    "pr2": {"decode": 1300.0, "prefill": 1.15e6},
+    "pr2_squashed": {"decode": 1300.0, "prefill": 1.15e6},  # what main became when #2 merged
+    "pr3": {"decode": 1100.0, "prefill": 1.15e6},
+}
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, dict[str, str]]:
+    """Main's journey: main0 -(#1, fast-forward)-> pr1 -(#2, squashed)-> pr2_squashed."""
+    root = tmp_path_factory.mktemp("history")
+    repo, main0, shas = make_repo(root, VARIANTS)
+    shas["main0"] = main0
+    store = Store(root / "evalbot.sqlite3")
+    plan = [("acme/engine", 1, "main0", "pr1", 1), ("acme/engine", 1, "main0", "pr1", 2),
+            ("acme/engine", 2, "pr1", "pr2", 1), ("acme/engine", 3, "pr2_squashed", "pr3", 1),
+            (EVIL_REPO, None, "pr2_squashed", "pr3", 1)]
+    for day, (name, pr, base, head, attempt) in enumerate(plan):
+        results, verdict = measure(repo, shas[base], shas[head], root / f"job{day}", EVIL_MODEL)
+        job = record(store, name, pr, shas[base], shas[head], results, verdict, attempt)
+        # Spread the history over days, as a real one is (the store stamps "now").
+        store.db.execute("UPDATE verdicts SET created=? WHERE job_id=?", (T0 + day * DAY, job))
+    record_merge(store.db, "acme/engine", 2, shas["pr2"], shas["pr2_squashed"], T0 + 2.5 * DAY)
+    return store, shas
+
+
+def test_main_levels_and_steps_credit_the_merged_prs(history):
+    store, shas = history
+    series = [s for s in main_series(store.history(), merges(store.db)) if s.repo == "acme/engine"]
+    assert {(s.metric, s.ctx) for s in series} == {("decode", 128), ("prefill", 4096)}
+    decode = next(s for s in series if s.metric == "decode")
+    assert [lv.sha for lv in decode.levels] == [shas["main0"], shas["pr1"], shas["pr2_squashed"]]
+    assert [lv.observations for lv in decode.levels] == [2, 1, 1]
+    assert [round(lv.value, -1) for lv in decode.levels] == [1000, 1200, 1300]
+    # #1 by its head becoming main (fast-forward); #2 only through the merges table (squash).
+    assert [st.pr for st in decode.steps] == [1, 2]
+    assert decode.steps[0].change == pytest.approx(0.20, abs=0.02)
+    assert decode.steps[1].change == pytest.approx(1300 / 1200 - 1, abs=0.02)
+    speedup, lo, hi = decode.steps[1].pr_estimate
+    assert lo < speedup < hi and speedup == pytest.approx(0.083, abs=0.02)
+
+
+def test_noise_is_the_spread_of_the_pair_log_ratios(history):
+    store, _ = history
+    points = noise_points(store.history())
+    assert len(points) == 5 * 2  # every verdict, both cells
+    assert {p.source for p in points} == {"verdict"}
+    # the stub draws each sample's noise with sd 0.2%: a log-ratio of two has sd about 0.28%
+    assert all(0.0003 < p.sd < 0.012 and p.pairs >= 3 for p in points)
+
+
+def test_page_escapes_planted_markup_and_loads_nothing(history, tmp_path):
+    store, _ = history
+    html = build_site(store, tmp_path / "site").read_text()
+    assert "m&lt;script&gt;document.body.dataset.pwned=1&lt;/script&gt;" in html
+    assert "evil/&lt;img src=x onerror" in html
+    assert "<script" not in html and "<img" not in html
+    # offline: no resource reference at all; the only URLs are links to PRs
+    assert not re.search(r'<[^<>]*\s(src|srcset|poster)=|<link\b|@import|url\((?!#)', html)
+    assert set(re.findall(r'href="(https?://[^"]+)"', html)) == {
+        f"https://github.com/acme/engine/pull/{n}" for n in (1, 2, 3)}
+
+
+def _chromium(args: list[str], page: Path, profile: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("chromium")
+    assert exe, "chromium is missing: .ci/setup-chromium installs it"
+    return subprocess.run(
+        [exe, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+         "--enable-logging=stderr", "--v=0", f"--user-data-dir={profile}", *args,
+         page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+
+
+def _console(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_chromium_would_run_planted_script_if_unescaped(tmp_path):
+    """The control for the escaping test: the same check does catch an executed plant."""
+    page = tmp_path / "raw.html"
+    page.write_text(f"<html><body><p>{EVIL_MODEL}</p><script>console.error('x')</script></body>"
+                    "</html>")
+    done = _chromium(["--dump-dom"], page, tmp_path / "profile")
+    assert 'data-pwned="1"' in done.stdout
+    assert _console(done.stderr)
+
+
+def test_chromium_renders_the_charts_without_errors(history, tmp_path):
+    store, _ = history
+    page = build_site(store, tmp_path / "site")
+    done = _chromium(["--dump-dom"], page, tmp_path / "profile")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _console(done.stderr) == []
+    dom = done.stdout
+    assert "data-pwned" not in dom
+    charts = re.findall(r'<svg class="chart" data-chart="(c\d+)"', dom)
+    assert len(charts) == 2 * 2 + 1  # 2 repos x 2 cells, and one box's noise chart
+    frontier = dom.split('id="frontier"')[1].split('id="verdicts"')[0]
+    assert frontier.count('<svg class="chart"') == 4
+    assert "#1 +" in frontier and "#2 +" in frontier  # the step markers, as SVG text
+    assert re.search(r'<a href="https://github.com/acme/engine/pull/2">#2</a>', dom)
+    verdicts = dom.split('id="verdicts"')[1].split('id="noise"')[0]
+    assert verdicts.count("<tr>") == 1 + 5
+    shot = tmp_path / "shot.png"
+    done = _chromium([f"--screenshot={shot}", "--window-size=1280,2000"], page,
+                     tmp_path / "profile")
+    assert done.returncode == 0 and shot.is_file()
+    colors = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20) or []
+    painted = {rgb: n for n, rgb in colors}
+    assert painted.get((0x1F, 0x77, 0xB4), 0) > 500  # main's step line is drawn
+    assert painted.get((0x2C, 0xA0, 0x2C), 0) > 50  # a green step marker: #1 made main faster
+
+
+def test_cli_writes_the_site_and_names_a_missing_store(history, tmp_path):
+    store, _ = history
+    runner = CliRunner()
+    done = runner.invoke(dashboard, ["--out", str(tmp_path / "site"), "--store", str(store.path)])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "site" / "index.html").is_file()
+    done = runner.invoke(dashboard, ["--out", str(tmp_path / "x"), "--store",
+                                     str(tmp_path / "none.sqlite3")])
+    assert done.exit_code != 0 and "none.sqlite3: no such store" in str(done.exception)
+
+
+def test_empty_history_renders_a_page_that_says_so(tmp_path):
+    html = build_site(Store(tmp_path / "empty.sqlite3"), tmp_path / "site").read_text()
+    assert "No measurement of main yet." in html and "No verdict yet." in html

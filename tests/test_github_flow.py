@@ -1,0 +1,155 @@
+"""Signed deliveries through the running server and dispatcher to jobs and the fake GitHub."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from evalbot.config import Config
+from evalbot.github.port import GitHubPort
+from evalbot.github.service import Running, start
+from evalbot.store import Store
+from tests.github import payloads
+from tests.github.accounts import MAINTAINER, OUTSIDER, fast_backoff
+from tests.github.fake_github import FakeGitHub, Pull
+from tests.github.sender import Sender, settle
+
+A, B, C = "a" * 40, "b1" * 20, "c" * 40
+
+pytest_plugins = ["tests.github.fixtures"]
+
+
+@pytest.fixture
+def bot(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
+    secret = secrets.token_bytes(32)
+    running = start(config, secret, port, backoff=fast_backoff())
+    store = Store(config.store)
+    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
+    store.close()
+    running.stop()
+
+
+def jobs(store: Store) -> list[tuple[int | None, str, str, int]]:
+    return [(j.pr, j.head_sha, j.state, j.attempt) for j in store.jobs()]
+
+
+def test_second_push_supersedes_and_comment_follows_newer_head(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, store = bot
+    send.post("pull_request", payloads.pull_request("opened", number=2, head_sha=A,
+                                                    author=MAINTAINER))
+    send.post("pull_request", payloads.pull_request("synchronize", number=2, head_sha=C,
+                                                    author=MAINTAINER))
+    settle(running, 2)
+    assert jobs(store) == [(2, A, "superseded", 1), (2, C, "queued", 1)]
+    [comment] = fake.comments_on(2)
+    assert C[:10] in comment["body"] and A[:10] not in comment["body"]
+    assert fake.state.statuses[A][-1]["state"] == "pending"
+    assert fake.state.statuses[C][-1]["state"] == "pending"
+
+
+def test_fork_pr_by_outsider_waits_for_the_approval_label(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, store = bot
+    send.post("pull_request", payloads.pull_request("opened", number=3, head_sha=A,
+                                                    author=OUTSIDER, fork=True))
+    # The outsider labels their own PR: they lack write access, so it is no approval.
+    send.post("pull_request", payloads.pull_request(
+        "labeled", number=3, head_sha=A, author=OUTSIDER, sender=OUTSIDER, fork=True,
+        labels=("evalbot-approved",), label="evalbot-approved"))
+    settle(running, 2)
+    assert jobs(store) == [] and fake.comments_on(3) == []
+    assert fake.state.statuses[A][-1]["description"].startswith("waiting for a maintainer")
+    send.post("pull_request", payloads.pull_request(
+        "labeled", number=3, head_sha=A, author=OUTSIDER, sender=MAINTAINER, fork=True,
+        labels=("evalbot-approved",), label="evalbot-approved"))
+    settle(running, 3)
+    assert jobs(store) == [(3, A, "queued", 1)]
+    assert len(fake.comments_on(3)) == 1 and fake.labels_on(3) == {"eval:pending"}
+
+
+def test_drafts_wait_and_closed_cancels(bot: tuple[Running, Sender, Store],
+                                        fake: FakeGitHub) -> None:
+    running, send, store = bot
+    send.post("pull_request", payloads.pull_request("opened", number=4, head_sha=A,
+                                                    author=MAINTAINER, draft=True))
+    send.post("pull_request", payloads.pull_request("ready_for_review", number=4, head_sha=A,
+                                                    author=MAINTAINER))
+    send.post("pull_request", payloads.pull_request("closed", number=4, head_sha=A,
+                                                    author=MAINTAINER))
+    lines = settle(running, 3)
+    assert lines[0].endswith("waiting: draft")
+    assert jobs(store) == [(4, A, "cancelled", 1)]
+
+
+def test_quota_per_pr_per_day(bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, store = bot
+    for i, sha in enumerate((A, B, C)):  # config: 2 evaluations per PR per day
+        send.post("pull_request", payloads.pull_request("synchronize", number=5, head_sha=sha,
+                                                        author=MAINTAINER))
+        settle(running, i + 1)
+    assert [j[1] for j in jobs(store)] == [A, B]
+    assert "PR quota reached" in fake.state.statuses[C][-1]["description"]
+
+
+def test_commands_permissions_and_refusals(bot: tuple[Running, Sender, Store],
+                                           fake: FakeGitHub) -> None:
+    running, send, store = bot
+    fake.add_pull(Pull(6, A, "b" * 40, MAINTAINER))
+    fake.add_user("Octocat", "read")  # a private org member shows up as CONTRIBUTOR: not enough
+    for i, (who, text) in enumerate([("Octocat", "/evalbot rerun"),
+                                     ("Octocat", "/evalbot cancel"),  # refused once per hour
+                                     (MAINTAINER, "> /evalbot rerun\nquoting, not asking"),
+                                     (MAINTAINER, "/evalbot rerun"),
+                                     (MAINTAINER, "/evalbot rerunn"),
+                                     (MAINTAINER, "/evalbot help")]):
+        send.post("issue_comment", payloads.pr_comment(number=6, body=text, author=who,
+                                                       pr_author=MAINTAINER, comment_id=900 + i))
+        settle(running, i + 1)
+    bodies = [c["body"] for c in fake.comments_on(6)]
+    assert len(bodies) == 4, bodies  # refusal, sticky pending, parse error, help
+    assert bodies[0] == ("@Octocat sorry, evalbot takes commands only from people with write "
+                         "access to this repository and the PR's author.")
+    assert bodies[1].startswith("<!-- evalbot:v1 ") and A[:10] in bodies[1]
+    assert "Did you mean `/evalbot rerun`?" in bodies[2]
+    assert bodies[3].startswith("### evalbot commands")
+    assert jobs(store) == [(6, A, "queued", 1)]
+
+
+def test_rerun_of_evaluated_head_is_a_new_attempt_for_maintainers_only(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, store = bot
+    fake.add_pull(Pull(7, A, "b" * 40, OUTSIDER, fork=True), ["evalbot-approved"])
+    job = store.enqueue(fake_repo(), 7, A, _policy(running), attempt=1)
+    store.db.execute("UPDATE jobs SET state='done' WHERE id=?", (job.id,))
+    send.post("issue_comment", payloads.pr_comment(number=7, body="/evalbot rerun",
+                                                   author=OUTSIDER, pr_author=OUTSIDER))
+    settle(running, 1)
+    assert "reruns of an unchanged head are for maintainers" in fake.comments_on(7)[0]["body"]
+    send.post("issue_comment", payloads.pr_comment(number=7, body="/evalbot rerun",
+                                                   author=MAINTAINER, pr_author=OUTSIDER,
+                                                   comment_id=5002))
+    settle(running, 2)
+    assert jobs(store) == [(7, A, "done", 1), (7, A, "queued", 2)]
+    send.post("issue_comment", payloads.pr_comment(number=7, body="/evalbot cancel",
+                                                   author=OUTSIDER, pr_author=OUTSIDER,
+                                                   comment_id=5003))
+    settle(running, 3)
+    assert jobs(store)[-1] == (7, A, "cancelled", 2)
+    assert fake.state.statuses[A][-1]["state"] == "error"
+    assert fake.labels_on(7) == {"evalbot-approved"}
+
+
+def fake_repo() -> str:
+    from tests.github.fake_github import REPO
+
+    return REPO
+
+
+def _policy(running: Running) -> str:
+    from evalbot.config import REPO_ROOT
+    from evalbot.policy import load_labels
+
+    return load_labels(REPO_ROOT / "labels.yaml").policy("default").ident

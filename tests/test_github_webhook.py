@@ -1,0 +1,86 @@
+"""The webhook over real HTTP (waitress), with GitHub's example payloads signed by the test."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+
+from evalbot.config import Config
+from evalbot.github.port import GitHubPort
+from evalbot.github.service import Running, start
+from evalbot.github.webhook import MAX_BODY, signature
+from evalbot.store import Store
+from tests.github import payloads
+from tests.github.accounts import MAINTAINER, fast_backoff
+from tests.github.fake_github import FakeGitHub
+from tests.github.sender import Sender, settle
+
+SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+
+pytest_plugins = ["tests.github.fixtures"]
+
+
+@pytest.fixture
+def service(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender]]:
+    secret = secrets.token_bytes(32)
+    running = start(config, secret, port, backoff=fast_backoff())
+    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret)
+    running.stop()
+
+
+def test_signature_matches_githubs_published_test_vector() -> None:
+    assert signature(b"It's a Secret to Everybody", b"Hello, World!") == \
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+
+
+def _inbox(config: Config) -> int:
+    return sqlite3.connect(config.store).execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]
+
+
+def test_refuses_unsigned_and_badly_signed(service: tuple[Running, Sender],
+                                           config: Config) -> None:
+    _running, send = service
+    body = payloads.pull_request("synchronize", number=2, head_sha=SHA)
+    assert send.post("pull_request", body, sign=False).status_code == 401
+    assert send.post("pull_request", body, secret=b"not the secret").status_code == 401
+    signed_then_changed = json.dumps(body).encode()
+    good = signature(send.secret, signed_then_changed)
+    tampered = signed_then_changed.replace(SHA.encode(), b"f" * 40)
+    r = send.http.post(send.url, data=tampered, timeout=10, headers={
+        "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "d-1",
+        "X-Hub-Signature-256": good})
+    assert r.status_code == 401
+    assert _inbox(config) == 0
+
+
+def test_size_json_and_unhandled_events(service: tuple[Running, Sender],
+                                        config: Config) -> None:
+    _running, send = service
+    assert send.post("pull_request", None, raw=b"x" * (MAX_BODY + 1)).status_code == 413
+    assert send.post("pull_request", None, raw=b"{not json").status_code == 400
+    assert send.post("ping", payloads.example("ping", None)).status_code == 204
+    assigned = payloads.example("pull_request", "assigned")
+    assert send.post("pull_request", assigned).status_code == 204
+    comment_on_issue = payloads.example("issue_comment", "created", 1)  # an issue, not a PR
+    assert send.post("issue_comment", comment_on_issue).status_code == 204
+    assert send.http.get(send.url, timeout=10).status_code == 405
+    assert _inbox(config) == 0
+
+
+def test_redelivery_creates_no_second_job(service: tuple[Running, Sender], config: Config,
+                                          fake: FakeGitHub) -> None:
+    running, send = service
+    body = payloads.pull_request("synchronize", number=2, head_sha=SHA, author=MAINTAINER)
+    first = send.post("pull_request", body, delivery="72d3162e-cc78-11e3-81ab-4c9367dc0958")
+    again = send.post("pull_request", body, delivery="72d3162e-cc78-11e3-81ab-4c9367dc0958")
+    assert (first.status_code, again.status_code) == (202, 200)
+    settle(running, 1)
+    store = Store(config.store)
+    assert [(j.pr, j.head_sha, j.state) for j in store.jobs()] == [(2, SHA, "queued")]
+    assert len(running.dispatcher.done) == 1
+    assert len(fake.comments_on(2)) == 1 and fake.labels_on(2) == {"eval:pending"}
+    assert [s["state"] for s in fake.state.statuses[SHA]] == ["pending"]

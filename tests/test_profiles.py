@@ -1,0 +1,111 @@
+"""The shipped engine profiles load, say what the issue asks, and their parsers read the fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.job import Cell
+from engine.parsing import ParseError, read_rates
+from evalbot.errors import ConfigError
+from evalbot.profile import load_profile
+
+FIXTURES = Path(__file__).parent / "data" / "fixtures"
+PROFILES = Path(__file__).parents[1] / "evalbot" / "profiles"
+
+
+def cells(profile_name: str, model: str) -> dict[tuple[str, int], float]:
+    p = load_profile(profile_name)
+    return {(c.metric, c.ctx): c.anchor for r in p.runs if r.model == model for c in r.cells}
+
+
+def test_sparkinfer_cells_contexts_and_anchors() -> None:
+    qwythos = cells("sparkinfer", "qwythos-9b")
+    assert sorted(k for k in qwythos if k[0] == "decode") == [
+        ("decode", 128), ("decode", 4096), ("decode", 32768), ("decode", 65536)]
+    assert sorted(k for k in qwythos if k[0] == "prefill") == [
+        ("prefill", 4096), ("prefill", 32768), ("prefill", 65536), ("prefill", 131072)]
+    assert qwythos[("decode", 4096)] == 221.8 and qwythos[("prefill", 131072)] == 6000
+    qwen36 = cells("sparkinfer", "qwen3.6-35b-a3b")
+    assert set(qwen36) == {("decode", 128)} | {(m, c) for m in ("decode", "prefill")
+                                               for c in (512, 4096, 16384, 32768)}
+    assert qwen36[("decode", 16384)] == 280.7 and qwen36[("prefill", 4096)] == 0.0
+
+
+def test_sparkinfer_models_guard_each_other_under_their_namespaces() -> None:
+    p = load_profile("sparkinfer")
+    assert {m.name: (m.role, m.namespace) for m in p.models} == {
+        "qwythos-9b": ("primary", "eval-qwen35"),
+        "qwen3.6-35b-a3b": ("primary", "eval-qwen36")}
+    assert p.cell_count == 17
+    assert p.speed.budget_s > 0
+    assert p.correctness is not None and "git-6f4f53f" in p.correctness.reference_argv
+    assert "SPARKINFER_DOWN_REQUANT_Q4K=0" in p.correctness.path
+
+
+def test_sparkinfer_sweep_parse_reads_the_h200_fixture() -> None:
+    run = load_profile("sparkinfer").runs[0]
+    out = (FIXTURES / "sparkinfer-sweep-h200-synthetic-qwythos9b.log").read_text()
+    wanted = [Cell("qwythos-9b", "decode", 4096), Cell("qwythos-9b", "prefill", 65536)]
+    assert read_rates(out, run.parse, wanted) == {"qwythos-9b/decode@4096": 344.3795,
+                                                  "qwythos-9b/prefill@65536": 4583.0891}
+    # Every profile cell the fixture's sweep did not run (it stopped at 64k) is an error.
+    with pytest.raises(ParseError, match="131072"):
+        read_rates(out, run.parse, [Cell("qwythos-9b", "prefill", 131072)])
+
+
+@pytest.mark.parametrize("line", ["[FAIL] load", "[FAIL] empty sweep ctx list", "[SKIP] no GPU"])
+def test_sparkinfer_failure_lines_are_errors_even_with_a_sweep_line(line: str) -> None:
+    run = load_profile("sparkinfer").runs[0]
+    out = f'{line}\nSWEEP_JSON {{"4096": {{"decode_tps": 1.0, "prefill_pp": 2.0}}}}\n'
+    with pytest.raises(ParseError, match="reported"):
+        read_rates(out, run.parse, [Cell("qwythos-9b", "decode", 4096)])
+
+
+def test_sparkinfer_sweep_ctxs_come_from_the_cells() -> None:
+    run = load_profile("sparkinfer").runs[0]
+    assert run.argv[:2] == ("/usr/bin/env", "SPARKINFER_BENCH_SWEEP_CTXS={ctxs}")
+    assert run.argv[-1] == "sweep"
+
+
+def test_llamacpp_profile_reads_llama_bench_per_repetition_samples() -> None:
+    p = load_profile("llamacpp")
+    run = p.runs[0]
+    assert run.parse == {"kind": "llama_bench", "reduce": "median"}
+    out = (FIXTURES / "llama-bench-h200-qwen3-1p7b-synthetic.json").read_text()
+    # The fixture ran -d 0,4096,16384 with pp4096/tg128; the profile's cells use depths 0 and
+    # 4096 too. Median of samples_ts, not llama-bench's mean.
+    rates = read_rates(out, run.parse, [Cell("m", "prefill", 0), Cell("m", "decode", 4096)])
+    assert rates["m/prefill@0"] == 25978.9
+    assert rates["m/decode@4096"] == 520.166  # the mean (avg_ts) would be 521.738181
+
+
+def test_llamacpp_reference_is_pinned_by_source_hash() -> None:
+    p = load_profile("llamacpp")
+    assert p.correctness is not None
+    argv = p.correctness.reference_argv
+    assert argv[argv.index("--reference") + 1] == "src-4915be86431592de"
+    assert "evalbot-out/evalbot-topk" in p.artifacts[1]
+
+
+def _broken_copy(tmp_path: Path, edit: str) -> Path:
+    doc = yaml.safe_load((PROFILES / "sparkinfer.yaml").read_text())
+    if edit == "sha":
+        doc["models"][0]["sha256"] = "abc"
+    elif edit == "placeholder":
+        doc["speed"]["runs"][0]["argv"].append("{branch}")
+    elif edit == "metric":
+        doc["speed"]["runs"][0]["cells"][0]["metric"] = "ttft"
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(("edit", "message"), [("sha", "64 lowercase hex"),
+                                               ("placeholder", "unknown placeholder"),
+                                               ("metric", "not one of")])
+def test_bad_profiles_are_refused_naming_the_key(tmp_path: Path, edit: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_profile(str(_broken_copy(tmp_path, edit)))

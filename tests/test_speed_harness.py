@@ -1,0 +1,206 @@
+"""The harness's on-box decisions agree with `evalbot grade`'s recomputation, on real runs.
+
+A tiny engine (a Python script in a temporary git repository, no torch) prints a BENCH_JSON
+line with rates drawn from a seeded distribution; the job comes from a real profile file through
+evalbot.jobspec.make_job, runs through engine.harness.run_job (checkout, build, ABBA pairs, the
+on-box stopping rule), and is graded by evalbot.grading.grade, whose replay must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import speed
+from engine.harness import run_job
+from engine.job import Job, parse_job
+from engine.results import validate
+from evalbot.calibrate import NoiseStore, aa_noise, calibration_job, sick_cells
+from evalbot.config import BoxConfig
+from evalbot.errors import ResultsError
+from evalbot.grading import grade
+from evalbot.jobspec import make_job
+from evalbot.policy import load_labels
+from evalbot.profile import Profile, load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = load_labels(ROOT / "labels.yaml").policy("default")
+
+if shutil.which("git") is None:
+    pytest.skip("git is not installed", allow_module_level=True)
+
+# Each process draws its rates from a generator seeded by (the build's speed.json, how many
+# samples this build has given so far): reproducible, and different from sample to sample.
+ENGINE = r'''
+import hashlib, json, os, random, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+cfg = json.load(open(os.path.join(here, "speed.json")))
+state = os.path.join(os.environ["STUB_STATE"], hashlib.sha256(json.dumps(cfg).encode()).hexdigest())
+count = int(open(state).read()) if os.path.exists(state) else 0
+open(state, "w").write(str(count + 1))
+rng = random.Random(f"{cfg['seed']}-{count}")
+ctxs = [int(c) for c in sys.argv[sys.argv.index("--ctxs") + 1].split(",")]
+time.sleep(0.01)
+def rate(metric, ctx):
+    return cfg[metric] * cfg["effect"].get(f"{metric}@{ctx}", 1.0) * rng.lognormvariate(0, cfg["noise"])
+out = {str(c): {"decode_tps": rate("decode", c), "prefill_tps": rate("prefill", c)} for c in ctxs}
+print("BENCH_JSON " + json.dumps(out))
+'''
+BUILD = r'''
+import os, shutil
+os.makedirs("build", exist_ok=True)
+shutil.copy("engine.py", "build/engine.py")
+shutil.copy("speed.json", "build/speed.json")
+'''
+PARSE = ('{kind: json_line, prefix: "BENCH_JSON ", '
+         'fields: {decode: "{ctx}.decode_tps", prefill: "{ctx}.prefill_tps"}}')
+PROFILE = """
+name: stub
+build: {{argv: ["{{python}}", "build.py"], timeout_s: 60, artifacts: [build/engine.py, build/speed.json]}}
+env: {{STUB_STATE: "{state}"}}
+models:
+  - {{name: m, file: /dev/null, sha256: "{zeros}", role: primary, namespace: eval-m}}
+  - {{name: g, file: /dev/null, sha256: "{zeros}", role: guard, namespace: eval-g}}
+speed:
+  looks: [4, 8, 12]
+  warmup: 1
+  sd_floor: 0.01
+  significance: 0.05
+  tolerance: 0.05
+  budget_s: 300
+  runs:
+    - model: m
+      argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]
+      parse: {parse}
+      decode_tokens: 4
+      timeout_s: 30
+      cells:
+        - {{metric: decode, ctx: 128, anchor: 900.0}}
+        - {{metric: decode, ctx: 4096}}
+        - {{metric: prefill, ctx: 512}}
+    - model: g
+      argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]
+      parse: {parse}
+      decode_tokens: 4
+      timeout_s: 30
+      cells: [{{metric: decode, ctx: 128}}]
+"""
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+MAIN = {"seed": 1, "decode": 1000.0, "prefill": 100000.0, "noise": 0.01, "effect": {}}
+VARIANTS = {
+    "faster": {"seed": 2, "effect": {"decode@4096": 1.4}},
+    "neutral": {"seed": 3},
+    "slower": {"seed": 4, "effect": {"prefill@512": 0.7}},
+    "noisy": {"seed": 5, "noise": 0.15},
+}
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, text=True,
+                          capture_output=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    path = tmp_path_factory.mktemp("stub") / "engine"
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    (path / "engine.py").write_text(ENGINE)
+    (path / "build.py").write_text(BUILD)
+    (path / "speed.json").write_text(json.dumps(MAIN))
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "main")
+    shas = {"main": _git(path, "rev-parse", "HEAD")}
+    for name, change in VARIANTS.items():
+        _git(path, "checkout", "-q", "--detach", shas["main"])
+        (path / "speed.json").write_text(json.dumps({**MAIN, **change}))
+        _git(path, "commit", "-q", "-am", name)
+        shas[name] = _git(path, "rev-parse", "HEAD")
+    return path, shas
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Profile:
+    root = tmp_path_factory.mktemp("profile")
+    (root / "state").mkdir()
+    path = root / "stub.yaml"
+    path.write_text(PROFILE.format(state=root / "state", zeros="0" * 64, parse=PARSE))
+    return load_profile(str(path))
+
+
+def _box(repo: Path, tmp: Path) -> BoxConfig:
+    return BoxConfig(name="stubbox", kind="local", workdir=str(tmp / "box"), repo=str(repo),
+                     trusted=True, python=sys.executable)
+
+
+def _run(job: Job, tmp: Path) -> dict[str, Any]:
+    job = parse_job(json.loads(job.to_json()))  # through the contract, as the box reads it
+    return validate(json.loads(json.dumps(run_job(job, tmp / "jobs" / job.job_id))))
+
+
+@pytest.mark.parametrize("variant,kind", [("faster", "improved"), ("neutral", "neutral"),
+                                          ("slower", "regressed"), ("noisy", "inconclusive")])
+def test_harness_decisions_agree_with_grade(repo: tuple[Path, dict[str, str]], profile: Profile,
+                                            tmp_path: Path, variant: str, kind: str) -> None:
+    path, shas = repo
+    job = make_job(profile, POLICY, _box(path, tmp_path), shas["main"], shas[variant],
+                   job_id=variant)
+    results = _run(job, tmp_path)
+    assert results["failures"] == []
+    for record in results["cells"]:  # the replay reproduces every recorded look exactly
+        replayed = [lk.to_dict() for lk in speed.replay(record, results["rule"])]
+        assert replayed == record["looks"], speed.cell_key(record)
+        orders = [[s["side"] for s in record["samples"] if s["pair"] == p] for p in range(2)]
+        assert orders == [["base", "head"], ["head", "base"]]  # ABBA
+    verdict = grade(results, POLICY)
+    assert verdict["kind"] == kind
+    cells = {c["key"]: c for c in verdict["cells"]}
+    assert cells["m/decode@128"]["anchor"] == 900.0
+    if kind == "improved":
+        assert verdict["best_cell"] == "m/decode@4096"
+    if kind == "regressed":
+        assert verdict["regression_labels"] == ["regression-512-pp"]
+
+
+def test_a_doctored_sample_breaks_the_replay(repo: tuple[Path, dict[str, str]],
+                                             profile: Profile, tmp_path: Path) -> None:
+    path, shas = repo
+    results = _run(make_job(profile, POLICY, _box(path, tmp_path), shas["main"],
+                            shas["faster"], job_id="doctored"), tmp_path)
+    cell = next(c for c in results["cells"] if c["metric"] == "decode" and c["ctx"] == 4096)
+    for s in cell["samples"]:
+        if s["side"] == "base":
+            s["value"] *= 1.5  # the improvement vanishes, the recorded "improved" does not
+    with pytest.raises(ResultsError, match="m/decode@4096"):
+        grade(results, POLICY)
+
+
+def test_calibrate_stores_the_noise_per_cell(repo: tuple[Path, dict[str, str]],
+                                             profile: Profile, tmp_path: Path) -> None:
+    path, shas = repo
+    box = _box(path, tmp_path)
+    job = calibration_job(profile, POLICY, box, shas["noisy"], pairs=8)
+    assert job.base_sha == job.head_sha and job.rule.looks == [8]
+    results = _run(job, tmp_path)
+    noise = aa_noise(results)
+    assert set(noise) == {"m/decode@128", "m/decode@4096", "m/prefill@512", "g/decode@128"}
+    assert all(n == 8 for _, n in noise.values())
+    # the variant draws each rate with a 15% log-sd: the sd of a difference is about 21%
+    assert all(0.08 < sd < 0.45 for sd, _ in noise.values())
+    assert sick_cells(results) == []
+    store = NoiseStore(tmp_path / "evalbot.sqlite3")
+    store.record(box.name, profile.name, shas["noisy"], noise)
+    floors = store.floors(box.name, profile.name)
+    store.close()
+    assert floors == {k: sd for k, (sd, _) in noise.items()}
+    later = make_job(profile, POLICY, box, shas["main"], shas["neutral"], sd_floors=floors)
+    assert later.rule.sd_floors == floors
