@@ -149,7 +149,7 @@ cli.add_command(__import__("evalbot.dashboard").dashboard.dashboard)
 cli.add_command(__import__("evalbot.signing_cli").signing_cli.verify)
 cli.add_command(__import__("evalbot.signing_cli").signing_cli.keys_group)
 cli.add_command(__import__("evalbot.reproduce").reproduce.reproduce)
-[cli.add_command(c) for c in __import__("evalbot.github.cli").github.cli.COMMANDS]
+__import__("evalbot.github.cli").github.cli.register(cli)
 
 
 def _box_line(box: BoxConfig) -> str:

@@ -23,18 +23,23 @@ class Redactor:
         self.literals = sorted({s for s in literals if s and len(s) >= 3}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
-        for literal in self.literals:
-            text = text.replace(literal, MASK)
+        # Patterns first: `user@host:port` must go as a whole before its host part is masked.
         for pattern in _PATTERNS:
             text = pattern.sub(MASK, text)
+        for literal in self.literals:
+            text = text.replace(literal, MASK)
         return text
 
 
 def for_boxes(boxes: Iterable[object], secrets: Iterable[str] = ()) -> Redactor:
-    """A redactor that knows each box's host, user and non-default port."""
+    """A redactor that knows each box's host, paths and non-default port.
+
+    The login name alone is not redacted (it is often a word like `evalbot`); `user@host`
+    forms are, by pattern.
+    """
     literals = list(secrets)
     for box in boxes:
-        for attr in ("host", "user", "key_file", "known_hosts", "workdir", "repo", "models_dir"):
+        for attr in ("host", "key_file", "known_hosts", "workdir", "repo", "models_dir"):
             value = getattr(box, attr, None)
             if isinstance(value, str):
                 literals.append(value)

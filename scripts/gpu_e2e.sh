@@ -17,9 +17,11 @@ OUT=${OUT:-$W/out}
 JOBS=${E2E_JOBS:-$(nproc)}
 BUDGET=${E2E_BUDGET_S:-570}
 START=$(date +%s)
+PY=$(command -v python3 || command -v python)
+export PATH="$PATH:/usr/local/cuda/bin"
 SRC_SHA=4915be86431592de836ed5a73ae5670ae91bbba740e66cc26ebc81e92a2d84e9
 mkdir -p "$W/done" "$W/models" "$OUT"
-export ROOT W OUT JOBS BUDGET START SRC_SHA BACKEND
+export ROOT W OUT JOBS BUDGET START SRC_SHA BACKEND PY
 log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/timeline.txt"; }
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 
@@ -34,8 +36,8 @@ BUILD_FLAGS="--backend $BACKEND --jobs $JOBS --shared-build $W/shared-build --cm
 export MODEL MODEL_ARGS BUILD_FLAGS
 
 stage_setup() {
-  python -c "import scipy, rich, github, paramiko, gguf, evalbot" 2>/dev/null ||
-    python -m pip install -q --no-index --find-links shared/wheels -e . || return 1
+  (cd / && "$PY" -c "import scipy, rich, github, paramiko, gguf, engine.llamacpp") 2>/dev/null ||
+    "$PY" -m pip install -q --no-index --find-links shared/wheels -e . gguf || return 1
   rm -rf "$W/repo" && mkdir -p "$W/repo" && tar xzf shared/llama.cpp-pruned.tar.gz -C "$W/repo" || return 1
   cd "$W/repo" || return 1
   local g="git -c user.name=evalbot-e2e -c user.email=e2e@localhost"
@@ -57,10 +59,10 @@ stage_setup() {
 }
 
 stage_model() {
-  python shared/synth_gguf.py shared/ggml-vocab-qwen2.gguf "$W/models/$MODEL" $MODEL_ARGS || return 1
+  "$PY" shared/synth_gguf.py shared/ggml-vocab-qwen2.gguf "$W/models/$MODEL" $MODEL_ARGS || return 1
   local sha; sha=$(sha256sum "$W/models/$MODEL" | cut -d' ' -f1)
   echo "$sha  $MODEL" | tee "$OUT/model.sha256"
-  python - "$BACKEND" "$W" "$MODEL" "$sha" "$BUILD_FLAGS" <<'PY' || return 1
+  "$PY" - "$BACKEND" "$W" "$MODEL" "$sha" "$BUILD_FLAGS" <<'PY' || return 1
 import sys, yaml
 backend, w, model, sha, flags = sys.argv[1:]
 p = yaml.safe_load(open("evalbot/profiles/llamacpp.yaml"))
@@ -69,10 +71,11 @@ p["build"]["argv"] = ["{python}", "-m", "engine.llamacpp.build", "--tree", "{tre
 p["models"][0].update(file=model, sha256=sha)
 run = p["speed"]["runs"][0]
 if backend == "cpu":  # the rehearsal: a tiny model on 2 busy cores, short tests
-    run["argv"] = [a.replace("0,4096", "0,256").replace("512", "64") for a in run["argv"]]
-    run["argv"][run["argv"].index("-n") + 1] = "32"
-    run["cells"] = [{"metric": m, "ctx": c} for m in ("decode", "prefill") for c in (0, 256)]
-    run["decode_tokens"] = 96
+    run["argv"] = [a.replace("0,4096", "0,128").replace("512", "32") for a in run["argv"]]
+    run["argv"][run["argv"].index("-n") + 1] = "16"
+    run["argv"][run["argv"].index("-r") + 1] = "2"
+    run["cells"] = [{"metric": m, "ctx": c} for m in ("decode", "prefill") for c in (0, 128)]
+    run["decode_tokens"] = 32
     p["speed"].update(sd_floor=0.03, significance=0.2, tolerance=0.2, budget_s=200)
     run.pop("timeout_s", None)
 else:  # the GPU run: 3 evaluations within the device's 10-minute command limit
@@ -83,7 +86,7 @@ PY
 }
 
 stage_reference() {
-  python -m engine.reference_build --models-dir "$W/models" --key src-${SRC_SHA:0:16} \
+  "$PY" -m engine.reference_build --models-dir "$W/models" --key src-${SRC_SHA:0:16} \
     --tarball shared/llama.cpp-pruned.tar.gz --sha256 $SRC_SHA $BUILD_FLAGS > "$OUT/reference-build.log" 2>&1
   local rc=$?; tail -3 "$OUT/reference-build.log"; return $rc
 }
@@ -91,11 +94,11 @@ stage_reference() {
 evaluation() {  # name, head branch
   . "$W/shas.env"
   local head; head=$(eval echo \$${2^^})
-  python -m evalbot eval --repo "$W/repo" --base "$MAIN" --head "$head" \
+  "$PY" -m evalbot eval --repo "$W/repo" --base "$MAIN" --head "$head" \
     --profile "$W/llamacpp-e2e.yaml" --models-dir "$W/models" --workdir "$W/box" \
     --out "$OUT/eval-$1" --dry-run --json > "$OUT/eval-$1.verdict.json" 2> "$OUT/eval-$1.stderr"
   local rc=$?
-  python - "$OUT/eval-$1.verdict.json" <<'PY'
+  "$PY" - "$OUT/eval-$1.verdict.json" <<'PY'
 import json, sys
 try:
     v = json.load(open(sys.argv[1]))

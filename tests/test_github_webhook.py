@@ -84,3 +84,13 @@ def test_redelivery_creates_no_second_job(service: tuple[Running, Sender], confi
     assert len(running.dispatcher.done) == 1
     assert len(fake.comments_on(2)) == 1 and fake.labels_on(2) == {"eval:pending"}
     assert [s["state"] for s in fake.state.statuses[SHA]] == ["pending"]
+
+
+def test_payload_missing_a_needed_field_names_it(service: tuple[Running, Sender],
+                                                 config: Config) -> None:
+    _running, send = service
+    body = payloads.pull_request("synchronize", number=2, head_sha=SHA)
+    del body["pull_request"]["head"]["sha"]
+    r = send.post("pull_request", body)
+    assert (r.status_code, r.text.strip()) == (400, "payload field head.sha is missing")
+    assert _inbox(config) == 0

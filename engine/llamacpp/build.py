@@ -93,7 +93,9 @@ def build(tree: Path, out: Path, backend: str, cuda_arch: str, jobs: int,
         print(f"mirror: {mirror(tree, src)} files changed", flush=True)
     wrapper = work / "wrapper"
     wrapper.mkdir(parents=True, exist_ok=True)
-    (wrapper / "CMakeLists.txt").write_text(WRAPPER)
+    if not (wrapper / "CMakeLists.txt").is_file() or \
+            (wrapper / "CMakeLists.txt").read_text() != WRAPPER:  # an mtime change re-configures
+        (wrapper / "CMakeLists.txt").write_text(WRAPPER)
     if not (wrapper / "topk.cpp").is_file() or not filecmp.cmp(HERE / "topk.cpp",
                                                                wrapper / "topk.cpp", False):
         shutil.copyfile(HERE / "topk.cpp", wrapper / "topk.cpp")

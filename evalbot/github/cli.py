@@ -102,4 +102,6 @@ def labels_sync_cmd(config_file: Path, dry_run: bool) -> None:
     click.echo(f"{len(changes)} change(s){' (dry run)' if dry_run else ''}")
 
 
-COMMANDS = (webhook, poll, rerun, action, labels)
+def register(group: click.Group) -> None:
+    for command in (webhook, poll, rerun, action, labels):
+        group.add_command(command)

@@ -103,9 +103,19 @@ class Running:
     def stop(self) -> None:
         self.dispatcher.stopping.set()
         self.dispatcher.wake.set()
-        self.server.close()  # type: ignore[attr-defined]
+        _stop_waitress(self.server)
         for t in self.threads:
             t.join(timeout=10)
+
+
+def _stop_waitress(server: Any) -> None:
+    """Close every socket from inside waitress's own loop thread (its trigger runs thunks
+    there); the loop ends once its map is empty. Closing from another thread races select()."""
+    def close_all() -> None:
+        for channel in list(server._map.values()):
+            channel.close()
+    server.task_dispatcher.shutdown(timeout=5)
+    server.trigger.pull_trigger(close_all)
 
 
 def start(config: Config, secret: bytes, port: GitHubPort, host: str = "127.0.0.1",
