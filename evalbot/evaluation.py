@@ -56,7 +56,7 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     if signer is not None:
         verdict = sign_verdict(verdict, signer)
     store.finish(row.id, worker, verdict, results)
-    comment = render_comment(verdict, redact)
+    comment = render_comment(verdict, redact, results)
     write_outputs(out, verdict, comment)
     return Outcome(verdict, comment, out)
 

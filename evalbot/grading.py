@@ -265,6 +265,8 @@ def _provenance(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "seed": corr.get("seed"),
         "corpus_version": corr.get("corpus_version"),
         "models": results["models"],
+        "builds": {side: {k: results[side].get(k) for k in ("duration_s", "cached")}
+                   for side in ("base", "head")},
         "harness_version": results.get("harness_version"),
         "box": results["box"],
     }

@@ -11,6 +11,7 @@ import jinja2
 
 from evalbot.grading import ctx_name
 from evalbot.redact import Redactor
+from evalbot.report import DROP_ORDER, details
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 MARKER_PREFIX = "<!-- evalbot:v1 "
@@ -33,20 +34,38 @@ def marker(verdict: dict[str, Any]) -> str:
     return f"{MARKER_PREFIX}{json.dumps(meta, sort_keys=True)} -->"
 
 
-def render_comment(verdict: dict[str, Any], redact: Redactor | None = None) -> str:
+def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
+                   results: dict[str, Any] | None = None) -> str:
+    """The PR comment; details are folded, and dropped (bulkiest first) to fit GitHub's limit."""
     redact = redact or Redactor()
     env = environment()
     if verdict["failures"]:
         text = env.get_template("failure.md.j2").render(
             marker=marker(verdict), icon="❌" if verdict["kind"] != "infra-error" else "⚠️",
             verdict=verdict, failures=[_failure(f, redact) for f in verdict["failures"]])
-    else:
-        text = env.get_template("comment.md.j2").render(
-            marker=marker(verdict), icon=ICONS.get(verdict["kind"], "❌"), verdict=verdict,
-            summary=summary(verdict), models=_models(verdict), correctness=_corr(verdict),
-            reasons=verdict["reasons"], rule=verdict["provenance"]["rule"],
-            family=len(verdict["cells"]))
-    return redact(text)[:COMMENT_LIMIT]
+        return _fit(redact(text))
+    sections = details(verdict, results)
+    context = dict(marker=marker(verdict), icon=ICONS.get(verdict["kind"], "❌"), verdict=verdict,
+                   summary=summary(verdict), models=_models(verdict), correctness=_corr(verdict),
+                   reasons=verdict["reasons"], rule=verdict["provenance"]["rule"],
+                   family=len(verdict["cells"]))
+    for drop in (None, *DROP_ORDER):
+        if drop is not None:
+            sections.pop(drop, None)
+        text = redact(env.get_template("comment.md.j2").render(
+            **context, details=sections, trimmed=drop is not None))
+        if len(text) <= COMMENT_LIMIT:
+            return text
+    return _fit(text)
+
+
+def _fit(text: str) -> str:
+    """Last resort: cut at a line boundary and say so (only reachable with huge log tails)."""
+    if len(text) <= COMMENT_LIMIT:
+        return text
+    note = "\n\n*(trimmed to fit GitHub's comment size limit)*\n"
+    cut = text.rfind("\n", 0, COMMENT_LIMIT - len(note))
+    return text[:cut] + note
 
 
 def summary(verdict: dict[str, Any]) -> str:
