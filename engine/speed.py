@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import gpu, proc, stats
+from engine import gpu, proc, spoof, stats
 from engine.build import Built, verify
 from engine.job import Cell, Job, SpeedRun
 from engine.parsing import ParseError, read_argmax, read_rates
@@ -45,6 +45,10 @@ class CellRecord:
     @property
     def decided(self) -> bool:
         return bool(self.looks) and self.looks[-1]["decision"] != "undecided"
+
+    def value(self, pair: int, side: str) -> float:
+        return next(s["value"] for s in self.samples
+                    if s["pair"] == pair and s["side"] == side and not s["dropped"])
 
     def kept(self, side: str) -> list[float]:
         return [s["value"] for s in self.samples if s["side"] == side and not s["dropped"]]
@@ -87,6 +91,7 @@ class Measurement:
         try:
             for run in self.job.runs:
                 self._run(run, progress)
+            self._check_claims(run)
         finally:
             if locked:
                 gpu.reset_clocks()
@@ -185,14 +190,29 @@ class Measurement:
             tokens=str(self.tokens or ""),
         )
 
+    def _check_claims(self, run: SpeedRun) -> None:
+        """The head's claimed saving must be visible in the wall time we measured."""
+        samples = [
+            spoof.Sample(s["pair"], s["side"], s["wall_s"],
+                         sum(self._tokens(run, c) / self.records[c.key].value(s["pair"], s["side"])
+                             for c in run.cells))
+            for s in self.records[run.cells[0].key].samples if not s["dropped"]
+        ]
+        reason = spoof.unexplained_saving(samples)
+        if reason:
+            raise SampleFailure("head", "spoofed", reason)
+
+    @staticmethod
+    def _tokens(run: SpeedRun, cell: Cell) -> int:
+        return cell.ctx if cell.metric == "prefill" else run.tokens_per_sample.get("decode", 0)
+
     def _check_timing(
         self, run: SpeedRun, rates: dict[str, float], wall: float, side: str, log: Path
     ) -> None:
         """A self-reported rate faster than the process's own wall time allows is a lie."""
         claimed = 0.0
         for cell in run.cells:
-            tokens = cell.ctx if cell.metric == "prefill" else run.tokens_per_sample.get("decode", 0)
-            claimed += tokens / rates[cell.key]
+            claimed += self._tokens(run, cell) / rates[cell.key]
         if claimed > wall * 1.02 + 0.005:
             raise SampleFailure(
                 side, "spoofed",

@@ -24,8 +24,9 @@ ctxs = [int(c) for c in args[args.index("--ctxs") + 1].split(",")]
 rng = random.Random()
 out = {}
 for ctx in ctxs:
-    work = cfg.get("work_s", 0.002)
-    time.sleep(work)
+    # The work takes the time its true rates say (32 decode tokens, a ctx-token prefill); a
+    # liar reports faster rates for the same work.
+    time.sleep(cfg.get("work_s", 0.002) + 32 / cfg["decode"] + ctx / cfg["prefill"])
     noise = 1 + rng.gauss(0, cfg.get("noise", 0.002))
     out[str(ctx)] = {"decode_tps": cfg["decode"] * noise * cfg.get("lie", 1),
                      "prefill_tps": cfg["prefill"] * noise * cfg.get("lie", 1)}
@@ -96,7 +97,7 @@ def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
                             "fields": {"decode": "{ctx}.decode_tps",
                                        "prefill": "{ctx}.prefill_tps"}},
                   "cells": [{"model": "m", "metric": m, "ctx": c} for m, c in cells],
-                  "timeout_s": timeout_s, "tokens_per_sample": {"decode": 1}}],
+                  "timeout_s": timeout_s, "tokens_per_sample": {"decode": 32}}],
         "rule": {"looks": looks, "critical": critical,
                  "sd_floor": sd_floor, "significance": 0.02, "tolerance": 0.02, "warmup": 1,
                  "budget_s": 600.0, "alpha": 0.05},

@@ -18,6 +18,7 @@ VARIANTS = {
     "build_fails": {"build_fails": True},
     "crash": {"crash": True},
     "hang": {"hang": True},
+    "liar": {"lie": 10.0},
 }
 
 
@@ -54,7 +55,8 @@ def test_artifacts_are_hashed_and_build_facts_recorded(stub, tmp_path):
 
 @pytest.mark.parametrize(
     ("head", "stage", "kind"),
-    [("build_fails", "build", "build-failed"), ("crash", "speed", "crashed")],
+    [("build_fails", "build", "build-failed"), ("crash", "speed", "crashed"),
+     ("liar", "speed", "spoofed")],
 )
 def test_head_failures_are_the_prs(stub, tmp_path, head, stage, kind):
     failure = _run(stub, tmp_path, head)["failures"][0]

@@ -1,0 +1,43 @@
+"""A head's claimed saving must be visible in the wall time the harness measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.spoof import Sample, unexplained_saving
+
+
+def _pairs(base_wall: float, head_wall: float, base_claim: float, head_claim: float,
+           n: int = 6, jitter: float = 0.001) -> list[Sample]:
+    out = []
+    for p in range(n):
+        j = jitter * (1 if p % 2 else -1)
+        out.append(Sample(p, "base", base_wall + j, base_claim))
+        out.append(Sample(p, "head", head_wall - j / 2, head_claim))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("samples", "flagged"),
+    [
+        (_pairs(1.00, 0.70, 0.40, 0.10), False),  # a real 0.3 s saving, seen in the wall time
+        (_pairs(1.00, 1.00, 0.40, 0.04), True),  # claims 0.36 s, saves nothing
+        (_pairs(1.00, 0.90, 0.40, 0.04), True),  # claims 0.36 s, shows 0.1 s: under half
+        (_pairs(1.00, 0.80, 0.40, 0.04), False),  # claims 0.36 s, shows 0.2 s: over half
+        (_pairs(1.00, 1.00, 0.40, 0.40), False),  # no claim at all
+        (_pairs(1.00, 1.00, 0.0105, 0.0100, jitter=0.05), False),  # claim inside the noise
+        (_pairs(1.00, 1.00, 0.40, 0.04, n=2), False),  # too few pairs to say
+        (_pairs(1.00, 1.20, 0.40, 0.60), False),  # a slower head is not a spoof
+    ],
+)
+def test_claims_against_wall_time(samples: list[Sample], flagged: bool) -> None:
+    reason = unexplained_saving(samples)
+    assert (reason is not None) == flagged
+    if reason:
+        assert "claims to save" in reason
+
+
+def test_unpaired_samples_are_ignored() -> None:
+    samples = _pairs(1.0, 1.0, 0.4, 0.04)
+    assert unexplained_saving([s for s in samples if s.pair != 0 or s.side == "base"])
+    assert unexplained_saving(samples[:5]) is None  # pairs 0, 1 full, pair 2 half: too few
