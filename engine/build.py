@@ -23,6 +23,7 @@ class Built:
     hashes: dict[str, str] = field(default_factory=dict)
     failure: str = ""  # "", "checkout", "build", "timeout", "artifacts"
     log: Path | None = None
+    saved_s: float = 0.0  # a cache hit: how long the original build took (box time saved)
 
     def facts(self) -> dict[str, object]:
         return {
@@ -32,6 +33,7 @@ class Built:
             "cached": self.cached,
             "artifacts": self.hashes,
             "failure": self.failure,
+            "saved_s": round(self.saved_s, 3),
         }
 
 
@@ -56,7 +58,9 @@ def build_side(job: Job, side: str, sha: str, jobdir: Path) -> Built:
     log = jobdir / "logs" / f"build-{side}.log"
     cached = _from_cache(job, sha, artifact_dir)
     if cached is not None:
-        return Built(side, sha, True, 0.0, True, artifact_dir, cached, log=None)
+        hashes, original_s = cached
+        return Built(side, sha, True, 0.0, True, artifact_dir, hashes, log=None,
+                     saved_s=original_s)
     tree = jobdir / "trees" / side
     got = _checkout(job.repo, sha, tree, jobdir / "logs" / f"checkout-{side}.log")
     if not got.ok:
@@ -71,7 +75,7 @@ def build_side(job: Job, side: str, sha: str, jobdir: Path) -> Built:
     except FileNotFoundError as exc:
         log.write_text(log.read_text() + f"\nmissing artifact: {exc}\n")
         return Built(side, sha, False, done.wall_s, False, artifact_dir, failure="artifacts", log=log)
-    _to_cache(job, sha, artifact_dir, hashes)
+    _to_cache(job, sha, artifact_dir, hashes, done.wall_s)
     return Built(side, sha, True, done.wall_s, False, artifact_dir, hashes, log=log)
 
 
@@ -120,24 +124,28 @@ def _cache_key(job: Job, sha: str) -> str:
     return hashlib.sha256(recipe.encode()).hexdigest()[:32]
 
 
-def _from_cache(job: Job, sha: str, dest: Path) -> dict[str, str] | None:
-    """A build of the same SHA and recipe, reused only if every artifact still hashes right."""
+def _from_cache(job: Job, sha: str, dest: Path) -> tuple[dict[str, str], float] | None:
+    """A build of the same SHA and recipe, reused only if every artifact still hashes right;
+    returns the hashes and the original build's duration (0 for a manifest without one)."""
     if not job.cache_dir:
         return None
     entry = Path(job.cache_dir) / "builds" / _cache_key(job, sha)
     manifest = entry / "manifest.json"
     if not manifest.is_file():
         return None
-    hashes: dict[str, str] = json.loads(manifest.read_text())
+    doc = json.loads(manifest.read_text())
+    versioned = isinstance(doc.get("hashes"), dict)  # the first manifests held only hashes
+    hashes: dict[str, str] = doc["hashes"] if versioned else doc
+    original_s = float(doc.get("duration_s", 0.0)) if versioned else 0.0
     if any(sha256_file(entry / "files" / rel) != h for rel, h in hashes.items()):
         return None
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(entry / "files", dest)
-    return hashes
+    return hashes, original_s
 
 
-def _to_cache(job: Job, sha: str, src: Path, hashes: dict[str, str]) -> None:
+def _to_cache(job: Job, sha: str, src: Path, hashes: dict[str, str], duration_s: float) -> None:
     if not job.cache_dir:
         return
     entry = Path(job.cache_dir) / "builds" / _cache_key(job, sha)
@@ -145,7 +153,9 @@ def _to_cache(job: Job, sha: str, src: Path, hashes: dict[str, str]) -> None:
     if tmp.exists():
         shutil.rmtree(tmp)
     shutil.copytree(src, tmp / "files")
-    (tmp / "manifest.json").write_text(json.dumps(hashes, sort_keys=True))
+    (tmp / "manifest.json").write_text(json.dumps({"hashes": hashes,
+                                                   "duration_s": round(duration_s, 3)},
+                                                  sort_keys=True))
     if entry.exists():
         shutil.rmtree(entry)
     tmp.rename(entry)

@@ -230,3 +230,7 @@ def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_f
                 for w in doc["windows"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ScoreFailure(side, "unparsable", f"score output unreadable: {exc}", log) from exc
+    finally:
+        # The score directory is writable from the sandbox: a head that found the reference's
+        # or main's answers there could hand them in as its own. Nothing stays behind.
+        out.unlink(missing_ok=True)

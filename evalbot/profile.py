@@ -78,6 +78,7 @@ class Profile:
     runs: tuple[ProfileRun, ...]
     speed: SpeedSettings
     correctness: CorrectnessSettings | None
+    box_labels: tuple[str, ...] = ()  # a box must carry all of these to run this profile
 
     def model(self, name: str) -> ProfileModel:
         return next(m for m in self.models if m.name == name)
@@ -96,7 +97,8 @@ def load_profile(name_or_path: str) -> Profile:
             shipped = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
             raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {shipped})")
     doc = Doc(path)
-    top = Section(doc, "", doc.data, {"name", "build", "env", "models", "speed", "correctness"})
+    top = Section(doc, "", doc.data, {"name", "build", "env", "models", "speed", "correctness",
+                                      "box_labels"})
     build = top.section("build", {"argv", "timeout_s", "artifacts"})
     models = tuple(_model(s) for s in top.items("models", {"name", "file", "sha256", "role",
                                                            "namespace"}))
@@ -125,6 +127,7 @@ def load_profile(name_or_path: str) -> Profile:
             tolerance=speed.get("tolerance", float, None),
         ),
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
+        box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
     )
 
 

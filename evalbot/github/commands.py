@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 PREFIX = "/evalbot"
@@ -18,11 +18,21 @@ class Verb(Enum):
     RERUN = "rerun"
     CANCEL = "cancel"
     HELP = "help"
+    HOLD = "hold"
+    UNHOLD = "unhold"
+    WAIVE = "waive"
+    MEASURE_MORE = "measure-more"
+
+
+TAKES_TEXT = frozenset({Verb.WAIVE})  # the rest of the line is the verb's free-text argument
+MAINTAINERS = "users with write access"
 
 
 @dataclass(frozen=True)
 class Command:
     verb: Verb
+    # A command is identified by its verb; the free text (a waiver's reason) rides along.
+    argument: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,18 @@ REGISTRY: tuple[CommandHelp, ...] = (
                 "users with write access, and the PR author", (f"{PREFIX} cancel",)),
     CommandHelp(Verb.HELP, f"{PREFIX} help", "Show this list of commands.",
                 "users with write access, and the PR author", (f"{PREFIX} help",)),
+    CommandHelp(Verb.HOLD, f"{PREFIX} hold",
+                "Hold the PR: no evaluation (queued ones are cancelled) until `unhold`.",
+                MAINTAINERS, (f"{PREFIX} hold",)),
+    CommandHelp(Verb.UNHOLD, f"{PREFIX} unhold", "Lift a hold and queue the PR's head.",
+                MAINTAINERS, (f"{PREFIX} unhold",)),
+    CommandHelp(Verb.WAIVE, f"{PREFIX} waive <reason>",
+                "Accept this head despite a failed gate (regression or correctness); the "
+                "verdict stays as measured and the waiver is shown and kept with its reason.",
+                MAINTAINERS, (f"{PREFIX} waive the 4k regression is the price of the 64k fix",)),
+    CommandHelp(Verb.MEASURE_MORE, f"{PREFIX} measure-more",
+                "Measure the same SHAs again with a larger pair budget and pool the samples "
+                "with the earlier run.", MAINTAINERS, (f"{PREFIX} measure-more",)),
 )
 
 
@@ -72,6 +94,15 @@ class UnexpectedArgument:
 
 
 @dataclass(frozen=True)
+class MissingArgument:
+    verb: Verb
+
+    def sentence(self) -> str:
+        return f"`{PREFIX} {self.verb.value}` needs a reason, e.g. `{PREFIX} {self.verb.value} " \
+               "the regression is expected`."
+
+
+@dataclass(frozen=True)
 class ConflictingCommands:
     verbs: tuple[Verb, ...]
 
@@ -80,7 +111,8 @@ class ConflictingCommands:
         return f"One command per comment, please: this one asks for {names}."
 
 
-ParseError = MissingCommand | UnknownCommand | UnexpectedArgument | ConflictingCommands
+ParseError = (MissingCommand | UnknownCommand | UnexpectedArgument | MissingArgument
+              | ConflictingCommands)
 
 _INLINE = re.compile(r"`[^`\n]*`")
 _LINE = re.compile(rf"^\s*{re.escape(PREFIX)}(?![\w-])(?P<rest>.*)$", re.I)
@@ -98,8 +130,9 @@ def parse(body: str) -> Command | ParseError | None:
     errors = [f for f in found if not isinstance(f, Command)]
     if errors:
         return errors[0]
-    verbs = tuple(dict.fromkeys(c.verb for c in found if isinstance(c, Command)))
-    return Command(verbs[0]) if len(verbs) == 1 else ConflictingCommands(verbs)
+    commands = [c for c in found if isinstance(c, Command)]
+    verbs = tuple(dict.fromkeys(c.verb for c in commands))
+    return commands[0] if len(verbs) == 1 else ConflictingCommands(verbs)
 
 
 def _parse_line(words: list[str]) -> Command | ParseError:
@@ -111,6 +144,9 @@ def _parse_line(words: list[str]) -> Command | ParseError:
     except ValueError:
         close = difflib.get_close_matches(word, [v.value for v in Verb], n=1, cutoff=0.6)
         return UnknownCommand(words[0], close[0] if close else None)
+    if verb in TAKES_TEXT:
+        text = " ".join(words[1:])
+        return Command(verb, text) if text else MissingArgument(verb)
     if len(words) > 1:
         return UnexpectedArgument(verb, words[1])
     return Command(verb)
