@@ -93,6 +93,37 @@ def _correctness(corr: dict[str, Any]) -> None:
             raise ContractError(f"{w}.consistency.cells[{i}].gaps: numbers or null only")
 
 
+def upgrade(doc: Any) -> dict[str, Any]:
+    """An older results document brought to the current schema (a copy); validate() it after.
+
+    v1 gained fields after its first harness shipped; a document without them gets the value
+    that harness behaved as: `correctness.path` "" (it scored the benchmarked path), empty
+    `log_tail`, `stopped` and box name. A newer major version than ours is refused by name.
+    """
+    if not isinstance(doc, dict):
+        raise ContractError("results: not a JSON object")
+    schema = doc.get("schema")
+    if schema != RESULTS_SCHEMA:
+        prefix, _, major = str(schema).rpartition("/")
+        if prefix == RESULTS_SCHEMA.rpartition("/")[0] and major.isdigit() and \
+                int(major) > int(RESULTS_SCHEMA.rpartition("/")[2]):
+            raise ContractError(f"schema {schema!r} is newer than this evalbot reads "
+                                f"({RESULTS_SCHEMA!r}): upgrade evalbot")
+        raise ContractError(f"schema {schema!r}: no upgrade path to {RESULTS_SCHEMA!r}")
+    out: dict[str, Any] = json.loads(json.dumps(doc))  # a deep copy of plain JSON
+    if isinstance(out.get("correctness"), dict):
+        out["correctness"].setdefault("path", "")
+    if isinstance(out.get("box"), dict):
+        out["box"].setdefault("name", "")
+    for cell in out.get("cells") or []:
+        if isinstance(cell, dict):
+            cell.setdefault("stopped", "")
+    for failure in out.get("failures") or []:
+        if isinstance(failure, dict):
+            failure.setdefault("log_tail", "")
+    return out
+
+
 def load(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(Path(path).read_text())

@@ -150,6 +150,12 @@ cli.add_command(__import__("evalbot.signing_cli").signing_cli.verify)
 cli.add_command(__import__("evalbot.signing_cli").signing_cli.keys_group)
 cli.add_command(__import__("evalbot.reproduce").reproduce.reproduce)
 __import__("evalbot.github.cli").github.cli.register(cli)
+__import__("evalbot.serve").serve.register(cli)
+cli.add_command(__import__("evalbot.shadow").shadow.shadow_report)
+cli.add_command(__import__("evalbot.migrations").migrations.backup_cmd)
+cli.add_command(__import__("evalbot.migrations").migrations.migrate_cmd)
+cli.add_command(__import__("evalbot.upkeep").upkeep.housekeep)
+cli.add_command(__import__("evalbot.health").health.metrics_cmd)
 
 
 def _box_line(box: BoxConfig) -> str:

@@ -1,8 +1,14 @@
-"""One evaluation end to end on the bot side: job -> box -> results -> verdict -> files."""
+"""One evaluation end to end on the bot side: job -> box -> results -> verdict -> files.
+
+The CLI's one-shot `evaluate` and the service's worker share these pieces: the worker leases
+from the queue and retries; `evaluate` runs one job in the foreground. `regrade` re-grades
+stored results under a (new) policy without touching a box: grading is pure.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,14 +17,14 @@ from evalbot import pipeline
 from evalbot.calibrate import NoiseStore
 from evalbot.config import BoxConfig
 from evalbot.errors import PipelineError
-from evalbot.grading import grade
+from evalbot.grading import VERDICT_SCHEMA, grade
 from evalbot.jobspec import make_job
 from evalbot.policy import Policy
 from evalbot.profile import Profile
 from evalbot.redact import Redactor
 from evalbot.render import render_comment, render_labels
 from evalbot.signing import SigningKey, sign_verdict
-from evalbot.store import Store
+from evalbot.store import JobRow, Store
 from remote.box import Box
 
 
@@ -37,10 +43,11 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     """Queue, lease, run on the box, grade, record and write comment.md / verdict.json."""
     row = store.enqueue(repo, pr, head_sha, policy.ident, base_sha=base_sha)
     worker = f"cli-{box_config.name}"
-    leased = store.lease(worker, ttl_s=6 * 3600)
+    leased = store.lease(worker, ttl_s=6 * 3600, box=box_config.name)
     if leased is None or leased.id != row.id:
         raise PipelineError(f"{store.path}: another job is queued ahead of this one; "
                             "run `evalbot status` and let the service take it")
+    store.set_base(row.id, base_sha)
     noise = NoiseStore(store.path)
     floors = noise.floors(box_config.name, profile.name)  # the box's A/A calibration, if any
     noise.close()
@@ -56,12 +63,51 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     if signer is not None:
         verdict = sign_verdict(verdict, signer)
     store.finish(row.id, worker, verdict, results)
-    comment = render_comment(verdict, redact, results)
-    write_outputs(out, verdict, comment)
+    comment = record_outputs(out, verdict, lambda v: render_comment(v, redact))
     return Outcome(verdict, comment, out)
+
+
+def record_outputs(out: Path, verdict: dict[str, Any],
+                   render: Callable[[dict[str, Any]], str] | None = None) -> str:
+    """comment.md, verdict.json and labels.txt next to the results; returns the comment."""
+    comment = (render or render_comment)(verdict)
+    out.mkdir(parents=True, exist_ok=True)
+    write_outputs(out, verdict, comment)
+    return comment
 
 
 def write_outputs(out: Path, verdict: dict[str, Any], comment: str) -> None:
     (out / "verdict.json").write_text(json.dumps(verdict, indent=2, sort_keys=True) + "\n")
     (out / "comment.md").write_text(comment)
     (out / "labels.txt").write_text(render_labels(verdict))
+
+
+def failure_verdict(job: JobRow, policy: Policy, profile: str, reason: str) -> dict[str, Any]:
+    """The verdict of an evaluation that never produced results (box, connection, harness):
+    an infra-error, rendered by templates/failure.md.j2 like the harness's own failures."""
+    failure = {"stage": "harness", "side": "harness", "attribution": "infra",
+               "kind": "infra-error", "message": reason, "log_tail": ""}
+    return {
+        "schema": VERDICT_SCHEMA, "kind": "infra-error", "headline": "eval:infra-error",
+        "labels": ["eval:infra-error"], "tier": None, "best_cell": None, "context_label": None,
+        "regression_labels": [], "models": [], "cells": [], "failures": [failure],
+        "correctness": {"decision": "not-scored"}, "reasons": [reason],
+        "provenance": {"job_id": job.id, "profile": profile, "base_sha": job.base_sha,
+                       "head_sha": job.head_sha, "policy": policy.ident},
+    }
+
+
+def regrade(store: Store, policy: Policy, *, repo: str | None = None,
+            pr: int | None = None) -> list[tuple[str, str, str]]:
+    """Grade every stored results document again under `policy`; no box is involved.
+
+    Verdicts that change are replaced (the old one kept as a revision) and marked for
+    publication. Returns (job id, old headline, new headline) for each change."""
+    changed = []
+    for row in store.history(repo=repo, pr=pr):
+        if not row["results"]:  # a failure that never produced results: nothing to re-grade
+            continue
+        verdict = grade(row["results"], policy)
+        if store.regrade(row["job_id"], verdict):
+            changed.append((row["job_id"], row["headline"], verdict["headline"]))
+    return changed

@@ -252,6 +252,8 @@ NOTE_OPEN, NOTE_CLOSE = "<!-- evalbot-overrides -->", "<!-- /evalbot-overrides -
 
 def with_note(body: str, entries: list[Entry]) -> str:
     """The comment body with its overrides section replaced (or added, or removed when none)."""
+    if NOTE_OPEN not in body and not entries:
+        return body
     head, _, rest = body.partition(NOTE_OPEN)
     tail = rest.partition(NOTE_CLOSE)[2] if rest else ""
     note = comment_note(entries)

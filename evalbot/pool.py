@@ -74,8 +74,9 @@ def resolve_main(box: Box, box_config: BoxConfig) -> str:
 def stop_run(box: Box, box_config: BoxConfig, job_id: str) -> bool:
     """Kill the job's detached harness and every process under it on the box.
 
-    The harness and each engine process run in their own process groups, so each group under
-    the harness is killed, children first. True when a live run was found."""
+    The harness and each engine process run in their own process groups. The whole tree is
+    stopped first (SIGSTOP), so the harness cannot record its killed children as the PR's crash,
+    then each process and its group is killed. True when a live run was found."""
     jobdir = PurePosixPath(box_config.workdir) / "jobs" / job_id
     got = box.run(["cat", str(jobdir / "harness.pid")], timeout_s=60)
     pid = got.output.strip()
@@ -85,9 +86,10 @@ def stop_run(box: Box, box_config: BoxConfig, job_id: str) -> bool:
     if not box.is_running(run):  # checked first: never signal a reused pid
         return False
     tree = box.run(["ps", "-e", "-o", "pid=,ppid="], timeout_s=60)
-    for victim in reversed(_descendants(run.pid, tree.output)):
-        box.run(["kill", "-KILL", "--", f"-{victim}"], timeout_s=60)  # its process group
-        box.run(["kill", "-KILL", "--", str(victim)], timeout_s=60)  # in case it has none
+    victims = [str(pid) for pid in _descendants(run.pid, tree.output)]
+    box.run(["kill", "-STOP", "--", *victims], timeout_s=60)
+    box.run(["kill", "-KILL", "--", *(f"-{pid}" for pid in victims)], timeout_s=60)  # groups
+    box.run(["kill", "-KILL", "--", *victims], timeout_s=60)  # processes without their own
     return True
 
 

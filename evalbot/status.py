@@ -23,18 +23,26 @@ def snapshot(store: Store, boxes: Iterable[BoxConfig], last: int) -> dict[str, A
     ]
     verdicts = [
         {"job": h["job_id"], "repo": h["repo"], "pr": h["pr"], "head": h["head_sha"][:10],
-         "headline": h["headline"], "kind": h["verdict"]["kind"],
+         "headline": h["headline"], "kind": h["verdict"]["kind"], "stale": h["stale"],
+         "box_s": round(h["box_s"]), "saved_s": round(h["saved_s"]),
          "age_s": round(now - h["created"])}
         for h in store.history()[:last]
     ]
-    box_rows = [{"name": b.name, "kind": b.kind, "labels": list(b.labels)} for b in boxes]
-    return {"queue": queue, "boxes": box_rows, "verdicts": verdicts}
+    running = {j.box: j for j in store.jobs("running") if j.box}
+    box_rows = [{"name": b.name, "kind": b.kind, "labels": list(b.labels),
+                 "state": "busy" if b.name in running else "idle",
+                 "job": running[b.name].id if b.name in running else None}
+                for b in boxes]
+    totals = store.box_time()
+    time_row = {"verdicts": totals["verdicts"], "box_s": round(totals["box_s"]),
+                "build_s_saved": round(totals["saved_s"])}
+    return {"queue": queue, "boxes": box_rows, "verdicts": verdicts, "box_time": [time_row]}
 
 
 def render_status(snap: dict[str, Any]) -> list[Table]:
     tables = []
     for title, rows in (("queue", snap["queue"]), ("boxes", snap["boxes"]),
-                        ("last verdicts", snap["verdicts"])):
+                        ("last verdicts", snap["verdicts"]), ("box time", snap["box_time"])):
         table = Table(title=f"{title} ({len(rows)})")
         columns = list(rows[0]) if rows else ["(empty)"]
         for col in columns:

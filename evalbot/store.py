@@ -179,18 +179,20 @@ class Store:
         return self._close(job_id, worker, "done", "", verdict, results)
 
     def fail(self, job_id: str, worker: str, reason: str, retry: bool, *,
-             backoff_s: float = 0.0, verdict: dict[str, Any] | None = None) -> str:
+             backoff_s: float = 0.0, verdict: dict[str, Any] | None = None,
+             results: dict[str, Any] | None = None) -> str:
         """Back to the queue (retry, not before backoff_s from now) or failed for good, with the
-        failure verdict to publish when given. Returns the job's state afterwards."""
+        failure verdict (and results, if any) to publish. Returns the job's state afterwards."""
         if retry:
+            now = time.time()  # one clock reading: the back-off counts from the lease's end
             with self._tx() as db:
                 db.execute("UPDATE jobs SET state='queued', reason=?, lease_owner=NULL, "
                            "not_before=?, updated=? WHERE id=? AND lease_owner=? AND "
-                           "state='running'", (reason, time.time() + backoff_s, time.time(),
-                                               job_id, worker))
-                _end_lease(db, job_id, worker, "retry")
+                           "state='running'", (reason, now + backoff_s, now, job_id, worker))
+                _end_lease(db, job_id, worker, "retry", now)
         else:
-            self._close(job_id, worker, "failed", reason, verdict, {} if verdict else None)
+            self._close(job_id, worker, "failed", reason, verdict,
+                        (results or {}) if verdict else None)
         return self.get(job_id).state
 
     def _close(self, job_id: str, worker: str, state: str, reason: str,
@@ -285,6 +287,27 @@ class Store:
         rows = self.db.execute("SELECT * FROM verdict_revisions WHERE job_id=? ORDER BY rowid",
                                (job_id,))
         return [{**dict(r), "verdict": json.loads(r["verdict"])} for r in rows]
+
+    def is_merge_candidate(self, job_id: str) -> bool:
+        """An improved verdict that is still its PR's latest job: worth re-measuring on a new
+        main before someone merges it."""
+        row = self.db.execute("SELECT v.verdict, j.repo, j.pr, j.created FROM verdicts v JOIN "
+                              "jobs j ON j.id=v.job_id WHERE v.job_id=?", (job_id,)).fetchone()
+        if row is None or row["pr"] is None or json.loads(row["verdict"])["kind"] != "improved":
+            return False
+        newer = self.db.execute("SELECT COUNT(*) FROM jobs WHERE repo=? AND pr=? AND created>? "
+                                "AND state NOT IN ('superseded','cancelled')",
+                                (row["repo"], row["pr"], row["created"])).fetchone()[0]
+        return int(newer) == 0
+
+    def requeue(self, job_id: str) -> JobRow:
+        """The same head again as the next attempt (its base resolves when it starts)."""
+        old = self.get(job_id)
+        attempt = 1 + int(self.db.execute(
+            "SELECT MAX(attempt) FROM jobs WHERE repo=? AND pr IS ? AND head_sha=? AND policy=?",
+            (old.repo, old.pr, old.head_sha, old.policy)).fetchone()[0])
+        # no admission row: a re-measure is the bot's choice and spends no author's quota
+        return self.enqueue(old.repo, old.pr, old.head_sha, old.policy, attempt=attempt)
 
     def unpublished(self) -> list[JobRow]:
         """Finished PR jobs whose final state has not reached GitHub yet (a crash between
@@ -391,9 +414,10 @@ def _fairest(db: sqlite3.Connection, now: float) -> sqlite3.Row | None:
         " WHERE k.repo=j.repo AND k.pr IS j.pr), j.created, j.rowid LIMIT 1", (now,)).fetchone()
 
 
-def _end_lease(db: sqlite3.Connection, job_id: str, worker: str, outcome: str) -> float:
+def _end_lease(db: sqlite3.Connection, job_id: str, worker: str, outcome: str,
+               now: float | None = None) -> float:
     """Close the worker's open lease interval on the job; returns its length in seconds."""
-    now = time.time()
+    now = time.time() if now is None else now
     row = db.execute("SELECT id, started FROM leases WHERE job_id=? AND worker=? AND ended IS "
                      "NULL ORDER BY id DESC LIMIT 1", (job_id, worker)).fetchone()
     if row is None:

@@ -14,11 +14,13 @@ from evalbot.github import admission, texts
 from evalbot.github.commands import Command, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
-from evalbot.github.publish import Publisher
+from evalbot.github.publish import Publisher, is_ours
+from evalbot.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
 from evalbot.store import ACTIVE, Store
 
 REFUSAL_EVERY_S = 3600.0  # at most one refusal per user and PR per hour
 EVALUATE = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
+OVERRIDES = frozenset({Verb.HOLD, Verb.UNHOLD, Verb.WAIVE, Verb.MEASURE_MORE})  # maintainers only
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class Handlers:
         self.quotas = admission.Quotas(config.quota_per_author_per_day,
                                        config.quota_per_pr_per_day)
         store.github_tables()
+        self.overrides = Overrides(store.path)
+        self.measure_factor = DEFAULT_FACTOR
 
     def handle(self, event: Event) -> str:
         if event.repo != self.config.repo:
@@ -69,6 +73,9 @@ class Handlers:
             if (old.head_sha, old.policy, old.attempt) == (t.head_sha, self.policy, attempt):
                 # A repeated event (poll, reopen): keep the queued job or the verdict as it is.
                 return f"already {'queued' if old.state in ACTIVE else old.state}: job {old.id}"
+        if self.overrides.is_held(self.config.repo, t.number):
+            self.publisher.status(t.head_sha, "pending", "held by a maintainer")
+            return "held: no evaluation until /evalbot unhold"
         if not maintainer_rerun:
             since = time.time() - admission.DAY_S
             facts = admission.Facts(
@@ -135,7 +142,13 @@ class Handlers:
         if command.verb is Verb.HELP:
             self.publisher.reply(ev.number, texts.help_comment(self.config.approval_label))
             return "help"
+        if command.verb in OVERRIDES and not can_write:
+            self.publisher.reply(ev.number, f"@{ev.author} `/evalbot {command.verb.value}` is "
+                                            "for users with write access.")
+            return f"override refused: {ev.author}"
         pull = self.publisher.backoff.call(lambda: self.port.pull(ev.number))
+        if command.verb in OVERRIDES:
+            return self._override(command, pull, ev.author)
         if command.verb is Verb.CANCEL:
             return self._cancel(pull, ev.author)
         return self._rerun(pull, ev.author, can_write)
@@ -164,6 +177,80 @@ class Handlers:
         target = Target(pull.number, pull.head_sha, pull.base_sha, pull.author, pull.draft,
                         pull.labels)
         return self.admit(target, attempt=attempt, maintainer_rerun=can_write)
+
+
+    # ---- maintainer overrides (evalbot/overrides.py keeps the audit trail) ---------------------
+    def _override(self, command: Command, pull: PullInfo, who: str) -> str:
+        if command.verb is Verb.HOLD:
+            self.overrides.record(self.config.repo, pull.number, pull.head_sha, "hold", who)
+            n = self.store.cancel(self.config.repo, pull.number)
+            self._annotate(pull, "held")
+            self.publisher.status(pull.head_sha, "pending", f"held by {who}")
+            return f"held by {who}; cancelled {n} job(s)"
+        if command.verb is Verb.UNHOLD:
+            self.overrides.record(self.config.repo, pull.number, pull.head_sha, "unhold", who)
+            self._annotate(pull, "queued")
+            same = [j for j in self.store.pr_jobs(self.config.repo, pull.number)
+                    if j.head_sha == pull.head_sha and j.policy == self.policy]
+            if any(j.state == "done" for j in same):
+                return "unheld: this head is evaluated already"
+            attempt = max((j.attempt for j in same), default=0) + 1  # the hold cancelled one
+            return "unheld: " + self.admit(_target(pull), attempt=attempt, maintainer_rerun=True)
+        if command.verb is Verb.WAIVE:
+            return self._waive(pull, who, command.argument)
+        return self._measure_more(pull, who)
+
+    def _waive(self, pull: PullInfo, who: str, reason: str) -> str:
+        latest = [h for h in self.store.history(self.config.repo, pull.number, pull.head_sha)
+                  if h["head_sha"] == pull.head_sha]
+        kind = latest[0]["verdict"]["kind"] if latest else None
+        if kind not in WAIVABLE:
+            what = f"its verdict is {kind}" if kind else "it has no verdict yet"
+            self.publisher.reply(pull.number, f"@{who} nothing to waive on `{pull.head_sha[:10]}`:"
+                                              f" {what} (waivers are for failed gates).")
+            return f"waive refused: {kind or 'no verdict'}"
+        self.overrides.record(self.config.repo, pull.number, pull.head_sha, "waive", who,
+                              reason=reason)
+        self._annotate(pull, "waived")
+        headline = latest[0]["verdict"]["headline"]
+        self.publisher.status(pull.head_sha, "success", f"{headline} waived by {who}")
+        return f"waived {kind} of {pull.head_sha[:10]} by {who}"
+
+    def _measure_more(self, pull: PullInfo, who: str) -> str:
+        same = [j for j in self.store.pr_jobs(self.config.repo, pull.number)
+                if j.head_sha == pull.head_sha and j.policy == self.policy]
+        if any(j.state in ACTIVE for j in same):
+            return "measure-more: already queued"
+        done = [j for j in same if j.state == "done"]
+        if not done:
+            self.publisher.reply(pull.number, f"@{who} `{pull.head_sha[:10]}` has no finished "
+                                              "evaluation to measure more of yet.")
+            return "measure-more refused: nothing measured"
+        attempt = max(j.attempt for j in same) + 1
+        line = self.admit(_target(pull), attempt=attempt, maintainer_rerun=True)
+        new = [j for j in self.store.pr_jobs(self.config.repo, pull.number)
+               if j.head_sha == pull.head_sha and j.attempt == attempt and j.state in ACTIVE]
+        if not new:
+            return f"measure-more: {line}"
+        self.overrides.record(self.config.repo, pull.number, pull.head_sha, "measure-more", who,
+                              job_id=new[0].id, earlier_job=done[-1].id,
+                              factor=self.measure_factor)
+        self._annotate(pull, "queued")
+        return f"measure-more: {line}, pooling with job {done[-1].id}"
+
+    def _annotate(self, pull: PullInfo, state: str) -> None:
+        """Rewrite the overrides section of the sticky comment; the verdict above it stays."""
+        comments = self.publisher.backoff.call(lambda: self.port.comments(pull.number))
+        ours = sorted((c for c in comments if is_ours(c, self.config.bot_login)),
+                      key=lambda c: c.id)
+        body = ours[0].body if ours else texts.pending_comment(
+            pull.head_sha, state, f"State: {state}.", self.config.status_context)
+        trail = self.overrides.trail(self.config.repo, pull.number)
+        self.publisher.sticky(pull.number, with_note(body, trail))
+
+
+def _target(p: PullInfo) -> Target:
+    return Target(p.number, p.head_sha, p.base_sha, p.author, p.draft, p.labels)
 
 
 def _as_event(p: PullInfo, repo: str) -> PullRequestEvent:

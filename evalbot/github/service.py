@@ -137,16 +137,21 @@ def start(config: Config, secret: bytes, port: GitHubPort, host: str = "127.0.0.
 
 
 def publish_finished(store: Store, publisher: Publisher, job_id: str, redact: Redactor) -> bool:
-    """After the worker stored a verdict: publish it unless a newer head superseded the job."""
+    """After the worker stored a verdict (done, or failed for good with an error verdict):
+    publish it unless a newer job of the PR is queued, running or finished."""
     job = store.get(job_id)
-    if job.pr is None or job.state != "done":
+    if job.pr is None or job.state not in ("done", "failed"):
         return False
-    newer = [j for j in store.pr_jobs(job.repo, job.pr)
-             if j.id != job.id and j.state in ("queued", "running")]
-    if newer:
-        return False  # the newer head's pending comment stays; its verdict will replace it
-    verdict = next(h["verdict"] for h in store.history(job.repo, job.pr, job.head_sha)
-                   if h["job_id"] == job.id)
+    jobs = store.pr_jobs(job.repo, job.pr)
+    later = jobs[[j.id for j in jobs].index(job.id) + 1:]
+    if any(j.state in ("queued", "running", "done", "failed") for j in later) or any(
+            j.state in ("queued", "running") for j in jobs):
+        return False  # the newer job's comment stays; its verdict will replace it
+    found = [h["verdict"] for h in store.history(job.repo, job.pr, job.head_sha)
+             if h["job_id"] == job.id]
+    if not found:
+        return False  # failed before the error verdict existed (an old store): nothing to say
+    verdict = found[0]
     publisher.publish_verdict(job.pr, verdict, _with_marker(render_comment(verdict, redact),
                                                             verdict))
     return True

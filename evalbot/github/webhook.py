@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from evalbot.github.events import PayloadError, parse_event
@@ -31,11 +31,14 @@ def verify(secret: bytes, body: bytes, header: str | None) -> bool:
 
 
 class WebhookApp:
-    def __init__(self, secret: bytes, store_path: str, wake: threading.Event | None = None,
-                 max_body: int = MAX_BODY) -> None:
-        if not secret:
+    def __init__(self, secret: bytes | Callable[[], Sequence[bytes]], store_path: str,
+                 wake: threading.Event | None = None, max_body: int = MAX_BODY) -> None:
+        # A callable gives the secrets accepted right now (evalbot/secrets_rotation.py: the new
+        # one and, for a window, the old one), asked at every delivery.
+        self.accepted = (lambda: [secret]) if isinstance(secret, bytes) else secret
+        if not self.accepted() or not all(self.accepted()):
             raise ValueError("a webhook secret is required: unsigned deliveries are refused")
-        self.secret, self.store_path, self.max_body = secret, store_path, max_body
+        self.store_path, self.max_body = store_path, max_body
         self.wake = wake or threading.Event()
         self._local = threading.local()  # one SQLite connection per server thread
 
@@ -56,7 +59,8 @@ class WebhookApp:
         if length > self.max_body:
             return "413 Payload Too Large", f"body over {self.max_body} bytes"
         body = environ["wsgi.input"].read(length) if length else b""
-        if not verify(self.secret, body, environ.get("HTTP_X_HUB_SIGNATURE_256")):
+        header = environ.get("HTTP_X_HUB_SIGNATURE_256")
+        if not any([verify(s, body, header) for s in self.accepted()]):  # all compared: no hint
             return "401 Unauthorized", "missing or wrong X-Hub-Signature-256"
         event = environ.get("HTTP_X_GITHUB_EVENT", "")
         delivery = environ.get("HTTP_X_GITHUB_DELIVERY", "")

@@ -1,0 +1,161 @@
+"""The service's intake and turnaround on this machine, against the local fake GitHub.
+
+1. Intake: a concurrent burst of signed deliveries (10% redeliveries) to the running service
+   (waitress webhook + dispatcher + SQLite inbox): deliveries accepted per second, p50/p99 of
+   the time to the HTTP answer, and how long the dispatcher took to turn them into jobs.
+2. Turnaround: `evalbot serve` as its own process on the demo engine (local box); one push
+   webhook -> the verdict in the PR's sticky comment and the commit status.
+
+Usage: python bench/intake.py [DELIVERIES] [CLIENTS]   (defaults 1000, 16)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.demo import generate  # noqa: E402
+from evalbot.config import load_config  # noqa: E402
+from evalbot.github.pygithub_client import PyGithubPort  # noqa: E402
+from evalbot.github.service import start  # noqa: E402
+from evalbot.store import Store  # noqa: E402
+from tests.github import payloads  # noqa: E402
+from tests.github.accounts import BOT, MAINTAINER, fast_backoff  # noqa: E402
+from tests.github.fake_github import REPO, FakeGitHub  # noqa: E402
+from tests.github.sender import Sender  # noqa: E402
+
+
+def fake_github() -> FakeGitHub:
+    fake = FakeGitHub()
+    fake.token = "ghs_" + secrets.token_hex(18)  # type: ignore[attr-defined]
+    fake.add_user(BOT, "write", fake.token)  # type: ignore[attr-defined]
+    fake.add_user(MAINTAINER, "admin")
+    return fake
+
+
+def config_file(root: Path, fake: FakeGitHub, box: str, profile: str = "demo") -> Path:
+    path = root / "evalbot.yaml"
+    path.write_text(f"profile: {profile}\nstore: {root / 'evalbot.sqlite3'}\ngithub:\n"
+                    f"  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
+                    "  quota_per_author_per_day: 0\n  quota_per_pr_per_day: 0\nboxes:\n"
+                    f"  - {box}\n")
+    return path
+
+
+def pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+def intake(n: int, clients: int) -> dict[str, float]:
+    fake = fake_github()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = load_config(config_file(Path(tmp), fake, f"{{name: b, kind: local, workdir: "
+                                                          f"{tmp}/box, trusted: true}}"))
+        secret = secrets.token_bytes(32)
+        port = PyGithubPort(REPO, fake.token, fake.api_url, throttle=False)  # type: ignore[attr-defined]
+        running = start(config, secret, port, backoff=fast_backoff())
+        send = [Sender(f"http://127.0.0.1:{running.port}/", secret) for _ in range(clients)]
+        heads = [secrets.token_hex(20) for _ in range(max(1, n // 10))]  # 10 events per head
+        plan = [(f"d{i}", i % len(heads) + 1, heads[i % len(heads)]) for i in range(n * 9 // 10)]
+        plan += plan[:: 9][: n - len(plan)]  # redeliveries: the same delivery id again
+        bodies = {number: payloads.pull_request("synchronize", number=number, head_sha=sha,
+                                                author=MAINTAINER) for _, number, sha in plan}
+
+        def post(i: int) -> tuple[float, int]:
+            delivery, number, _sha = plan[i]
+            t0 = time.perf_counter()
+            code = send[i % clients].post("pull_request", bodies[number],
+                                          delivery=delivery).status_code
+            return time.perf_counter() - t0, code
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            answers = list(pool.map(post, range(len(plan))))
+        burst_s = time.perf_counter() - t0
+        accepted = sum(1 for _, code in answers if code in (200, 202))
+        while len(running.dispatcher.done) < n * 9 // 10:
+            time.sleep(0.05)
+        drained_s = time.perf_counter() - t0
+        jobs = len(Store(config.store).jobs())
+        running.stop()
+    fake.close()
+    lat = [s for s, _ in answers]
+    return {"deliveries": len(plan), "accepted": accepted, "per_s": accepted / burst_s,
+            "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * pct(lat, 0.99),
+            "drained_s": drained_s, "jobs": jobs, "heads": len(heads)}
+
+
+def turnaround() -> dict[str, float | str]:
+    fake = fake_github()
+    with tempfile.TemporaryDirectory() as tmp:
+        demo = generate(Path(tmp) / "demo")
+        box = (f"{{name: local, kind: local, workdir: {tmp}/box, repo: {demo.path}, "
+               f"models_dir: {demo.model_path.parent}, python: {sys.executable}, trusted: true}}")
+        path = config_file(Path(tmp), fake, box)
+        secret, log = secrets.token_hex(16), Path(tmp) / "serve.log"
+        env = {**os.environ, "EVALBOT_GITHUB_TOKEN": fake.token,  # type: ignore[attr-defined]
+               "EVALBOT_WEBHOOK_SECRET": secret}
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "evalbot", "serve", "--config",
+                                     str(path), "--port", "0", "--no-throttle"], stdout=out,
+                                    stderr=subprocess.STDOUT, env=env)
+        try:
+            while not (m := re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())):
+                time.sleep(0.1)
+            send = Sender(f"http://127.0.0.1:{m.group(1)}/", secret.encode())
+            head = demo.prs["faster"]
+            t0 = time.perf_counter()
+            send.post("pull_request", payloads.pull_request(
+                "synchronize", number=1, head_sha=head, base_sha=demo.main_sha,
+                author=MAINTAINER))
+            pending = verdict = 0.0
+            while not verdict:
+                states = [s["state"] for s in fake.state.statuses.get(head, [])]
+                pending = pending or (time.perf_counter() - t0 if states else 0.0)
+                verdict = time.perf_counter() - t0 if states and states[-1] != "pending" else 0.0
+                if proc.poll() is not None:
+                    raise SystemExit(log.read_text()[-3000:])
+                time.sleep(0.1)
+            [comment] = [c for c in fake.comments_on(1) if c["author"] == BOT]
+            headline = re.search(r"\*\*(eval:[^*]+)\*\*", comment["body"])
+        finally:
+            proc.terminate()
+            proc.wait()
+    fake.close()
+    return {"pending_s": pending, "verdict_s": verdict,
+            "headline": headline.group(1) if headline else "?"}
+
+
+def main() -> None:
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    clients = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+    r = intake(n, clients)
+    print(f"{'intake (webhook + dispatcher + fake GitHub)':<46}{'value':>12}")
+    print(f"{'deliveries sent (10% redeliveries)':<46}{r['deliveries']:>12.0f}")
+    print(f"{'answered 200/202':<46}{r['accepted']:>12.0f}")
+    print(f"{'accepted per second (' + str(clients) + ' clients)':<46}{r['per_s']:>12.1f}")
+    print(f"{'answer latency p50 (ms)':<46}{r['p50_ms']:>12.1f}")
+    print(f"{'answer latency p99 (ms)':<46}{r['p99_ms']:>12.1f}")
+    print(f"{'burst start -> all deliveries dispatched (s)':<46}{r['drained_s']:>12.1f}")
+    print(f"{'jobs created / distinct heads':<46}{r['jobs']:>6.0f} / {r['heads']:<4.0f}")
+    t = turnaround()
+    print(f"{'demo engine: webhook -> pending status (s)':<46}{t['pending_s']:>12.1f}")
+    print(f"{'demo engine: webhook -> verdict published (s)':<46}{t['verdict_s']:>12.1f}")
+    print(f"{'demo engine: published headline':<46}{t['headline']:>12}")
+
+
+if __name__ == "__main__":
+    main()

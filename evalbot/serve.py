@@ -1,0 +1,201 @@
+"""`evalbot serve` (webhook endpoint + dispatcher + one worker per box), `evalbot worker` (the
+workers alone: a second host, or GitHub Actions with --until-idle) and `evalbot regrade`.
+
+All state lives in the SQLite store; any of these processes may be killed at any time and
+started again (docs/service.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evalbot.config import Config, load_config
+from evalbot.errors import ConfigError
+from evalbot.evaluation import regrade
+from evalbot.policy import Policy, load_labels
+from evalbot.pool import check_pool
+from evalbot.profile import Profile, load_profile
+from evalbot.redact import Redactor, for_boxes
+from evalbot.render import render_comment
+from evalbot.store import Store
+from evalbot.worker import Publish, Settings, Worker
+
+log = logging.getLogger("evalbot.serve")
+CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    config: Config
+    profile: Profile
+    policy: Policy
+    redact: Redactor
+    token: str | None  # the GitHub token when the config has a github section
+    throttle: bool = True  # space GitHub requests as GitHub asks (PyGithub's throttling)
+
+
+def runtime(config_file: Path, token: str | None = None, throttle: bool = True) -> Runtime:
+    config = load_config(config_file)
+    profile = load_profile(config.profile)
+    policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
+    if config.github is not None:
+        token = token or config.secret(config.github.token_env)
+    redact = for_boxes(config.boxes, secrets=[token] if token else [])
+    return Runtime(config, profile, policy, redact, token, throttle)
+
+
+def github_publish(rt: Runtime) -> Publish | None:
+    """One port and publisher per worker thread; None without a github section."""
+    if rt.config.github is None or rt.token is None:
+        return None
+    from evalbot.github.service import make_port, make_publisher, publish_finished
+
+    publisher = make_publisher(rt.config, make_port(rt.config.github, rt.token, rt.throttle))
+
+    def publish(store: Store, job_id: str) -> None:
+        publish_finished(store, publisher, job_id, rt.redact)  # False: nothing to say (newer)
+    return publish
+
+
+def make_workers(rt: Runtime, settings: Settings, out_root: Path,
+                 box_name: str | None = None) -> list[Worker]:
+    boxes = check_pool(rt.config, rt.profile, serving=True)
+    if box_name is not None:
+        boxes = [b for b in boxes if b.name == box_name]
+        if not boxes:
+            raise ConfigError(f"{rt.config.source}: no eligible box named {box_name!r}")
+    tag = f"{os.getpid()}-{secrets.token_hex(2)}"
+    return [Worker(f"{b.name}-{tag}", b, rt.profile, rt.policy, rt.config.store, out_root,
+                   settings, github_publish(rt), lambda v: render_comment(v, rt.redact))
+            for b in boxes]
+
+
+def run_workers(workers: list[Worker], until_idle: bool) -> None:
+    threads = [threading.Thread(target=w.run, args=(until_idle,), name=w.name, daemon=True)
+               for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(timeout=0.5)  # short joins: signals are handled between them
+
+
+def settings_options(fn: Any) -> Any:
+    for option in reversed((
+        click.option("--lease-ttl", type=float, default=Settings.lease_ttl_s, show_default=True,
+                     help="seconds before a dead worker's job is taken again"),
+        click.option("--max-tries", type=int, default=Settings.max_tries, show_default=True,
+                     help="attempts per job for infra failures"),
+        click.option("--retry-backoff", type=float, default=Settings.backoff_s,
+                     show_default=True, help="first retry delay in seconds (doubles)"),
+        click.option("--poll", type=float, default=Settings.poll_s, show_default=True,
+                     help="seconds between looks at an empty queue"),
+        click.option("--throttle/--no-throttle", default=True, show_default=True,
+                     help="space GitHub requests (off only for a GitHub Enterprise Server "
+                          "without secondary rate limits, or a local test server)"),
+        click.option("--out", "out_root", type=click.Path(path_type=Path), default=None,
+                     help="where results, verdicts and comments go (default: next to the store)"),
+    )):
+        fn = option(fn)
+    return fn
+
+
+def _settings(lease_ttl: float, max_tries: int, retry_backoff: float, poll: float) -> Settings:
+    if lease_ttl <= 0 or max_tries < 1 or retry_backoff < 0 or poll <= 0:
+        raise click.BadParameter("--lease-ttl and --poll must be > 0, --max-tries >= 1, "
+                                 "--retry-backoff >= 0")
+    return Settings(lease_ttl_s=lease_ttl, max_tries=max_tries, backoff_s=retry_backoff,
+                    poll_s=poll)
+
+
+def _stop_on_signals(workers: list[Worker]) -> None:
+    def stop(_sig: int, _frame: object) -> None:
+        for w in workers:
+            w.stopping.set()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+@click.command()
+@CONFIG
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", "listen_port", type=int, default=8080, show_default=True)
+@settings_options
+def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_tries: int,
+          retry_backoff: float, poll: float, throttle: bool, out_root: Path | None) -> None:
+    """The service: webhook endpoint, dispatcher, and one worker per eligible box."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    rt = runtime(config_file, throttle=throttle)
+    settings = _settings(lease_ttl, max_tries, retry_backoff, poll)
+    workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results")
+    running = None
+    if rt.config.github is not None:
+        from evalbot.github.service import make_port, start
+
+        gh = rt.config.github
+        assert rt.token is not None
+        running = start(rt.config, rt.config.secret(gh.webhook_secret_env).encode(),
+                        make_port(gh, rt.token, throttle), host, listen_port)
+    where = f"webhook on {host}:{running.port}" if running else "no webhook (no github section)"
+    click.echo(f"evalbot serve: {where}; {len(workers)} worker(s): "
+               + ", ".join(w.box_config.name for w in workers), nl=True)
+    _stop_on_signals(workers)
+    try:
+        run_workers(workers, until_idle=False)
+    finally:
+        if running is not None:
+            running.stop()
+
+
+@click.command()
+@CONFIG
+@click.option("--box", "box_name", default=None, help="only this box (default: every eligible)")
+@click.option("--until-idle", is_flag=True, help="exit when no job is queued or running "
+              "(GitHub Actions mode)")
+@settings_options
+def worker(config_file: Path, box_name: str | None, until_idle: bool, lease_ttl: float,
+           max_tries: int, retry_backoff: float, poll: float, throttle: bool,
+           out_root: Path | None) -> None:
+    """Workers only: lease jobs from the store, evaluate, publish."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    rt = runtime(config_file, throttle=throttle)
+    settings = _settings(lease_ttl, max_tries, retry_backoff, poll)
+    workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results",
+                           box_name)
+    _stop_on_signals(workers)
+    run_workers(workers, until_idle)
+
+
+@click.command("regrade")
+@CONFIG
+@click.option("--policy", "policy_name", default=None, help="default: the config's policy")
+@click.option("--pr", type=int, default=None, help="only this PR")
+def regrade_cmd(config_file: Path, policy_name: str | None, pr: int | None) -> None:
+    """Grade stored results again under the current policy (no box time); changed verdicts are
+    published by the next worker sweep (`evalbot serve`, or `evalbot worker --until-idle`)."""
+    config = load_config(config_file)
+    policy = load_labels(config.labels_file).policy(policy_name or config.policy,
+                                                    str(config.labels_file))
+    if not config.store.is_file():
+        raise ConfigError(f"{config.store}: no such store")
+    store = Store(config.store)
+    repo = config.github.repo if config.github else None
+    changes = regrade(store, policy, repo=repo, pr=pr)
+    for job_id, old, new in changes:
+        click.echo(f"{job_id}: {old} -> {new}")
+    click.echo(f"{len(changes)} verdict(s) changed under {policy.ident}; "
+               f"{len(store.history(repo=repo, pr=pr))} re-graded")
+
+
+def register(group: click.Group) -> None:
+    for command in (serve, worker, regrade_cmd):
+        group.add_command(command)

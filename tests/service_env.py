@@ -1,0 +1,103 @@
+"""What the service tests share: a stub-engine profile, a config with N local boxes, and the
+`evalbot serve` / `evalbot worker` processes (real processes, real SQLite file)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from evalbot.config import Config, load_config
+from evalbot.store import Store
+
+PROFILE = """
+name: stub
+build:
+  argv: ["{{python}}", "build.py"]
+  timeout_s: 60
+  artifacts: [build/engine.py, build/speed.json]
+box_labels: [{labels}]
+models:
+  - {{name: m, file: {model}, sha256: {sha}, role: primary, namespace: eval-m}}
+speed:
+  looks: [3, 5]
+  warmup: 1
+  sd_floor: 0.001
+  budget_s: 600
+  runs:
+    - model: m
+      argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]
+      parse: {{kind: json_line, prefix: "BENCH_JSON ",
+              fields: {{decode: "{{ctx}}.decode_tps", prefill: "{{ctx}}.prefill_tps"}}}}
+      decode_tokens: 1
+      timeout_s: 60
+      cells:
+        - {{metric: decode, ctx: 128}}
+        - {{metric: prefill, ctx: 4096}}
+"""
+
+
+def write_config(root: Path, repo: Path, *, boxes: int = 1, github: str = "",
+                 labels: tuple[str, ...] = (), box_labels: tuple[tuple[str, ...], ...] = (),
+                 trusted: bool = True) -> Config:
+    """A profile for the stub engine and a config with `boxes` local boxes."""
+    root.mkdir(parents=True, exist_ok=True)
+    model = root / "model.bin"
+    model.write_bytes(b"stub model weights")
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    profile = root / "stub.yaml"
+    profile.write_text(PROFILE.format(model=model, sha=sha, labels=", ".join(labels)))
+    lines = []
+    for i in range(boxes):
+        tags = box_labels[i] if i < len(box_labels) else labels
+        lines.append(f"  - {{name: box-{i}, kind: local, workdir: {root / f'box-{i}'}, "
+                     f"repo: {repo}, python: {sys.executable}, trusted: {str(trusted).lower()},"
+                     f" labels: [{', '.join(tags)}]}}")
+    path = root / "evalbot.yaml"
+    path.write_text(f"profile: {profile}\nstore: {root / 'evalbot.sqlite3'}\n{github}"
+                    "boxes:\n" + "\n".join(lines) + "\n")
+    return load_config(path)
+
+
+def evalbot(*args: str, env: dict[str, str] | None = None, log: Path | None = None
+            ) -> subprocess.Popen[bytes]:
+    """`evalbot ARGS` as its own process, output to `log`."""
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen([sys.executable, "-m", "evalbot", *args], stdout=out,
+                            stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                            start_new_session=True)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 45.0,
+             proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"evalbot exited {proc.returncode} while waiting for {what}: "
+                                 + (log.read_text()[-3000:] if log else ""))
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}: "
+                                 + (log.read_text()[-3000:] if log else ""))
+        time.sleep(0.05)
+
+
+def job_states(config: Config) -> list[str]:
+    store = Store(config.store)
+    try:
+        return [j.state for j in store.jobs()]
+    finally:
+        store.close()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

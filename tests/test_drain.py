@@ -1,0 +1,147 @@
+"""SIGTERM during a job loses nothing: a real worker process is signalled mid-measurement, hands
+its lease back, and the next worker re-attaches to the same harness run on the local box."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.job import parse_job
+from evalbot import pipeline
+from evalbot.config import REPO_ROOT, BoxConfig
+from evalbot.drain import drain
+from evalbot.grading import grade
+from evalbot.store import Store
+from remote.local import LocalBox
+from tests.graded_history import policy
+from tests.stub_engine import job_doc, make_repo
+
+WORKER = r'''
+import json, sys, threading
+from pathlib import Path
+from engine.job import parse_job
+from evalbot import drain, pipeline
+from evalbot.config import BoxConfig
+from evalbot.store import Store
+from remote.local import LocalBox
+
+store_path, doc_path, workdir, out = map(Path, sys.argv[1:5])
+stop = drain.on_signals()
+
+class Worker:
+    name = "worker-a"
+    stopping = threading.Event()
+
+job = Store(store_path).lease(Worker.name, 600)
+doc = json.loads(doc_path.read_text())
+doc["job_id"] = job.id
+box_config = BoxConfig(name="local", kind="local", workdir=str(workdir), repo="", trusted=True,
+                       python=sys.executable)
+threading.Thread(target=pipeline.evaluate, daemon=True,
+                 args=(LocalBox("local", str(workdir)), box_config, parse_job(doc), out),
+                 kwargs={"poll_s": 0.1}).start()
+stop.wait()
+print(json.dumps(drain.drain(store_path, [Worker], grace_s=0.5).__dict__), flush=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
+    # about 0.1 s of work per sample: 20 pairs keep the harness busy for several seconds
+    return make_repo(tmp_path_factory.mktemp("stub"),
+                     {"faster": {"decode": 1300.0, "prefill": 1.3e6, "work_s": 0.05}},
+                     main={"work_s": 0.05})
+
+
+def _wait_for(what: str, check: Any, timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _status(jobdir: Path) -> str:
+    try:
+        return str(json.loads((jobdir / "status.json").read_text()).get("step", ""))
+    except (OSError, ValueError):
+        return ""
+
+
+def test_sigterm_mid_job_hands_back_and_the_next_worker_reattaches(stub, tmp_path):
+    repo, main, shas = stub
+    store_path, workdir = tmp_path / "evalbot.sqlite3", tmp_path / "box"
+    store = Store(store_path)
+    queued = store.enqueue("o/r", 1, shas["faster"], policy().ident, base_sha=main)
+    doc: dict[str, Any] = job_doc(repo, main, shas["faster"], looks=[20], sd_floor=0.05)
+    (tmp_path / "job.json").write_text(json.dumps(doc))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", WORKER, str(store_path),
+                             str(tmp_path / "job.json"), str(workdir), str(tmp_path / "out-a")],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    jobdir = workdir / "jobs" / queued.id
+    _wait_for("the harness to measure", lambda: _status(jobdir) == "speed")
+    pid_before = (jobdir / "harness.pid").read_text()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report == {"finished": [], "handed_back": [queued.id]}
+    assert _status(jobdir) != "done"  # the harness is still measuring, untouched
+    row = store.get(queued.id)
+    assert row.state == "running" and row.lease_expires is not None
+    assert row.lease_expires <= time.time()  # handed back: the next lease takes it at once
+
+    again = store.lease("worker-b", 600)  # "after the restart"
+    assert again is not None and again.id == queued.id
+    doc["job_id"] = queued.id
+    box_config = BoxConfig(name="local", kind="local", workdir=str(workdir), repo="",
+                           trusted=True, python=sys.executable)
+    results = pipeline.evaluate(LocalBox("local", str(workdir)), box_config, parse_job(doc),
+                                tmp_path / "out-b", poll_s=0.1)
+    assert (jobdir / "harness.pid").read_text() == pid_before  # re-attached, not restarted
+    assert list((workdir / "jobs").iterdir()) == [jobdir]  # no second attempt directory
+    assert all(len(c["samples"]) == 40 for c in results["cells"])  # every pair measured
+    verdict = grade(results, policy())
+    assert verdict["kind"] == "improved"
+    assert store.finish(queued.id, "worker-b", verdict, results)
+    outcomes = [lease["outcome"] for lease in store.leases(queued.id)]
+    assert outcomes[0] == "expired" and len(outcomes) == 2
+    assert store.history(pr=1)[0]["job_id"] == queued.id
+
+
+def test_a_job_that_finishes_within_the_grace_is_not_handed_back(tmp_path):
+    store_path = tmp_path / "evalbot.sqlite3"
+    store = Store(store_path)
+    store.enqueue("o/r", 2, "a" * 40, "default")
+    job = store.lease("worker-c", 600)
+    assert job is not None
+
+    class Worker:
+        name = "worker-c"
+        stopping = threading.Event()
+
+    def finish_soon() -> None:
+        own = Store(store_path)
+        time.sleep(0.3)
+        own.fail(job.id, "worker-c", "done in the grace", retry=False)
+        own.close()
+
+    thread = threading.Thread(target=finish_soon)
+    thread.start()
+    report = drain(store_path, [Worker], grace_s=30.0, poll_s=0.05)
+    thread.join()
+    assert Worker.stopping.is_set()
+    assert report.finished == [job.id] and report.handed_back == []
+    assert store.get(job.id).state == "failed"

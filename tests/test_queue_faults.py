@@ -1,0 +1,153 @@
+"""The service under faults, as real processes: `evalbot serve` (webhook, dispatcher, worker)
+against the fake GitHub, the local box and the stub engine, killed with SIGKILL mid-job and
+restarted. The assertions are on final state: one verdict, one comment, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalbot.config import Config
+from evalbot.store import Store
+from tests.github import payloads
+from tests.github.accounts import BOT, MAINTAINER
+from tests.github.fake_github import REPO, FakeGitHub
+from tests.github.sender import Sender
+from tests.service_env import evalbot, stop, wait_for, write_config
+from tests.stub_engine import make_repo
+
+pytest_plugins = ["tests.github.fixtures"]
+SLOW = {"work_s": 0.15}  # per sample: a job takes a few seconds, long enough to kill it mid-way
+
+
+class Service:
+    """`evalbot serve` as a process that can be SIGKILLed and started again on the same store."""
+
+    def __init__(self, config: Config, fake: FakeGitHub, root: Path) -> None:
+        self.config, self.root = config, root
+        self.secret = secrets.token_hex(16)
+        self.env = {"EVALBOT_GITHUB_TOKEN": fake.token,  # type: ignore[attr-defined]
+                    "EVALBOT_WEBHOOK_SECRET": self.secret}
+        self.log = root / "serve.log"
+        self.proc = None
+        self.starts = 0
+
+    def start(self) -> Sender:
+        self.starts += 1
+        mark = "evalbot serve: webhook on 127.0.0.1:"
+        self.proc = evalbot("serve", "--config", str(self.config.source), "--port", "0",
+                            "--lease-ttl", "2", "--retry-backoff", "0.5", "--poll", "0.1",
+                            "--no-throttle",
+                            env=self.env, log=self.log)
+        wait_for("the service to listen", lambda: self.log.read_text().count(mark)
+                 >= self.starts, proc=self.proc, log=self.log)
+        port = re.findall(rf"{re.escape(mark)}(\d+)", self.log.read_text())[-1]
+        return Sender(f"http://127.0.0.1:{port}/", self.secret.encode())
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)  # the worker gets no chance to clean up
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+
+
+@pytest.fixture
+def stub(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
+    return make_repo(tmp_path / "engine", {
+        "faster": {"decode": 1300.0, "prefill": 1.3e6, **SLOW},
+        "neutral": SLOW, "also": {"decode": 1250.0, **SLOW}}, main=SLOW)
+
+
+@pytest.fixture
+def service(tmp_path: Path, fake: FakeGitHub, stub: tuple[Path, str, dict[str, str]]
+            ) -> Iterator[Service]:
+    github = (f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n")
+    svc = Service(write_config(tmp_path, stub[0], github=github), fake, tmp_path)
+    yield svc
+    svc.stop()
+
+
+def _push(send: Sender, number: int, head: str, base: str) -> None:
+    got = send.post("pull_request", payloads.pull_request(
+        "synchronize", number=number, head_sha=head, base_sha=base, author=MAINTAINER))
+    assert got.status_code == 202, got.text
+
+
+def _step(config: Config, job_id: str) -> str:
+    path = Path(config.boxes[0].workdir) / "jobs" / job_id / "status.json"
+    return str(json.loads(path.read_text()).get("step")) if path.is_file() else ""
+
+
+def _jobs(config: Config) -> list[tuple[str, int | None, str, str]]:
+    store = Store(config.store)
+    try:
+        return [(j.id, j.pr, j.head_sha, j.state) for j in store.jobs()]
+    finally:
+        store.close()
+
+
+def _bot_comments(fake: FakeGitHub, number: int) -> list[dict[str, object]]:
+    return [c for c in fake.comments_on(number) if c["author"] == BOT]
+
+
+def test_sigkill_mid_job_then_restart_completes_the_job_once_with_one_comment(
+        service: Service, fake: FakeGitHub, stub: tuple[Path, str, dict[str, str]]) -> None:
+    _repo, main, shas = stub
+    send = service.start()
+    _push(send, 3, shas["faster"], main)
+    wait_for("a job", lambda: len(_jobs(service.config)) == 1, log=service.log)
+    job_id = _jobs(service.config)[0][0]
+    wait_for("the harness to measure", lambda: _step(service.config, job_id) == "speed",
+             proc=service.proc, log=service.log)
+    service.kill()
+    assert _jobs(service.config)[0][3] == "running"  # its lease is now held by a dead worker
+    service.start()
+    wait_for("the job to finish and be published",
+             lambda: _jobs(service.config)[0][3] == "done" and bool(_bot_comments(fake, 3))
+             and fake.state.statuses.get(shas["faster"], [{}])[-1].get("state") == "success",
+             proc=service.proc, log=service.log)
+
+    store = Store(service.config.store)
+    [verdict] = store.history(pr=3)
+    leases = store.leases(job_id)
+    assert [lease["outcome"] for lease in leases] == ["expired", "done"]
+    assert store.get(job_id).tries == 2 and store.get(job_id).published is not None
+    store.close()
+    jobs_dir = Path(service.config.boxes[0].workdir) / "jobs"
+    assert [p.name for p in jobs_dir.iterdir()] == [job_id]  # re-attached, never started again
+    [comment] = _bot_comments(fake, 3)  # the pending comment, edited in place
+    assert shas["faster"] in comment["body"] and verdict["verdict"]["kind"] == "improved"
+    assert fake.labels_on(3) == set(verdict["verdict"]["labels"])
+
+
+def test_restart_while_jobs_are_queued_loses_none(
+        service: Service, fake: FakeGitHub, stub: tuple[Path, str, dict[str, str]]) -> None:
+    _repo, main, shas = stub
+    send = service.start()
+    for number, name in ((4, "faster"), (5, "neutral"), (6, "also")):
+        _push(send, number, shas[name], main)
+    wait_for("three jobs, one running", lambda: [j[3] for j in _jobs(service.config)].count(
+        "queued") == 2 and any(_step(service.config, j[0]) for j in _jobs(service.config)),
+        proc=service.proc, log=service.log)
+    service.kill()
+    service.start()
+    wait_for("every job done and published", lambda: all(
+        j[3] == "done" for j in _jobs(service.config)) and all(
+        _bot_comments(fake, n) and "eval:pending" not in fake.labels_on(n) for n in (4, 5, 6)),
+        timeout_s=50, proc=service.proc, log=service.log)
+    store = Store(service.config.store)
+    assert sorted(h["pr"] for h in store.history()) == [4, 5, 6]
+    store.close()
+    for number, name in ((4, "faster"), (5, "neutral"), (6, "also")):
+        [comment] = _bot_comments(fake, number)
+        assert shas[name][:10] in comment["body"]
