@@ -71,15 +71,14 @@ p["build"]["argv"] = ["{python}", "-m", "engine.llamacpp.build", "--tree", "{tre
 p["models"][0].update(file=model, sha256=sha)
 run = p["speed"]["runs"][0]
 if backend == "cpu":  # the rehearsal: a tiny model on 2 busy cores, short tests
-    run["argv"] = [a.replace("0,4096", "0,128").replace("512", "32") for a in run["argv"]]
-    run["argv"][run["argv"].index("-n") + 1] = "16"
-    run["argv"][run["argv"].index("-r") + 1] = "2"
+    for flag, value in (("-p", "32"), ("-n", "16"), ("-d", "0,128"), ("-r", "2")):
+        run["argv"][run["argv"].index(flag) + 1] = value
     run["cells"] = [{"metric": m, "ctx": c} for m in ("decode", "prefill") for c in (0, 128)]
     run["decode_tokens"] = 32
     p["speed"].update(sd_floor=0.03, significance=0.2, tolerance=0.2, budget_s=200)
     run.pop("timeout_s", None)
 else:  # the GPU run: 3 evaluations within the device's 10-minute command limit
-    p["speed"]["budget_s"] = 150
+    p["speed"]["budget_s"] = 200
 yaml.safe_dump(p, open(f"{w}/llamacpp-e2e.yaml", "w"), sort_keys=False)
 PY
   cp "$W/llamacpp-e2e.yaml" "$OUT/"
@@ -108,8 +107,12 @@ print("verdict:", v.get("kind"), v.get("headline"), "correctness:", (v.get("corr
 for c in v.get("cells", []):
     print(f"  {c['key']:28s} {c['decision']:12s} {100*c['speedup']:+6.2f}% [{100*c['lo']:+.2f}, {100*c['hi']:+.2f}] pairs={c['pairs']}")
 PY
-  find "$W/box" -name results.json -newer "$W/shas.env" -exec cp {} "$OUT/eval-$1.results.json" \; 2>/dev/null
+  cp "$OUT/eval-$1/results.json" "$OUT/eval-$1.results.json" 2>/dev/null
+  pack
   return $rc
+}
+pack() {  # the device returns few files: everything so far in one archive, rewritten per stage
+  tar czf "$OUT/all.tgz.tmp" -C "$OUT" --exclude=all.tgz --exclude=all.tgz.tmp . && mv "$OUT/all.tgz.tmp" "$OUT/all.tgz"
 }
 stage_aa() { evaluation aa main; }
 stage_slow() { evaluation slow slow; }
@@ -121,7 +124,7 @@ for s in $STAGES; do
   if [ -e "$W/done/$s" ]; then log "$s: done earlier, skipped"; continue; fi
   if [ "$(left)" -lt 20 ]; then log "$s: not started, budget spent"; continue; fi
   t0=$(date +%s); log "$s: start"
-  export -f stage_$s evaluation log left 2>/dev/null
+  export -f stage_$s evaluation log left pack 2>/dev/null
   case $s in aa|slow|broken) strict= ;; *) strict="set -e;" ;; esac
   timeout "$(left)" bash -c "$strict stage_$s" 2>&1 | tail -40 | tee "$OUT/stage-$s.log"
   rc=${PIPESTATUS[0]}
@@ -130,3 +133,4 @@ for s in $STAGES; do
   [ "$rc" != 0 ] && [ "$s" != aa ] && [ "$s" != slow ] && [ "$s" != broken ] && break
 done
 log "end"
+pack
