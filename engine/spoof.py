@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 SHOWN_FRACTION = 0.5  # at least half of a claimed saving must be visible in the wall time
-NOISE_SIGMAS = 4.0  # ... once the claimed saving stands clear of the wall-time noise
+SIGMAS = 3.0  # ... unless the shortfall is within this many standard errors of the noise
+MIN_SD_S = 0.0005  # a floor on the per-pair sd: identical wall times are not infinite certainty
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,11 @@ def unexplained_saving(samples: Sequence[Sample]) -> str | None:
         return None
     claimed = np.array([p["base"].claimed_s - p["head"].claimed_s for p in full])
     wall = np.array([p["base"].wall_s - p["head"].wall_s for p in full])
-    noise = 1.4826 * float(np.median(np.abs(wall - np.median(wall)))) / np.sqrt(len(full))
-    c, w = float(np.median(claimed)), float(np.median(wall))
-    if c > NOISE_SIGMAS * noise and c > 0 and w < SHOWN_FRACTION * c:
+    shortfall = claimed - wall
+    sd = max(float(np.std(shortfall, ddof=1)), MIN_SD_S)
+    c, w = float(np.mean(claimed)), float(np.mean(wall))
+    significant = float(np.mean(shortfall)) > SIGMAS * sd / np.sqrt(len(full))
+    if c > 0 and w < SHOWN_FRACTION * c and significant:
         return (f"head claims to save {1000 * c:.1f} ms of work per sample, but its processes "
                 f"ran only {1000 * w:.1f} ms shorter than main's (timed by the harness)")
     return None

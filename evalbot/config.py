@@ -52,12 +52,25 @@ class GitHubConfig:
 
 
 @dataclass(frozen=True)
+class ServiceConfig:
+    """How `evalbot serve` / `evalbot worker` run (docs/service.md, docs/operations.md)."""
+
+    shadow: bool = False  # evaluate and grade, record what would be published, write no GitHub
+    shadow_log: Path | None = None  # shadow mode also appends each write to this JSON-lines file
+    metrics_host: str = "127.0.0.1"  # GET /metrics, on its own listener, never the webhook's
+    metrics_port: int = 9464  # 0: any free port (printed at start-up)
+    aa_every_h: float = 24.0  # periodic A/A per box when idle; 0: never
+    signing_key_file: Path | None = None  # Ed25519 private key (0600): sign every verdict
+
+
+@dataclass(frozen=True)
 class Config:
     profile: str
     policy: str
     store: Path
     boxes: tuple[BoxConfig, ...]
     github: GitHubConfig | None = None
+    service: ServiceConfig = ServiceConfig()
     labels_file: Path = REPO_ROOT / "labels.yaml"
     source: Path | None = None
 
@@ -69,7 +82,9 @@ class Config:
         return value
 
 
-_TOP = {"profile", "policy", "store", "boxes", "github", "labels_file"}
+_TOP = {"profile", "policy", "store", "boxes", "github", "labels_file", "service"}
+_SERVICE = {"shadow", "shadow_log", "metrics_host", "metrics_port", "aa_every_h",
+            "signing_key_file"}
 _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user", "key_file", "known_hosts",
         "labels", "trusted", "lock_clocks", "sd_floor", "python", "sandbox_user",
         "sandbox_launcher"}
@@ -97,8 +112,25 @@ def load_config(path: Path) -> Config:
         store=_resolve(base, top.get("store", str, "evalbot.sqlite3")),
         boxes=boxes,
         github=github,
+        service=_service(top.section("service", _SERVICE), base),
         labels_file=_resolve(base, labels_file) if labels_file else REPO_ROOT / "labels.yaml",
         source=Path(path),
+    )
+
+
+def _service(s: Section, base: Path) -> ServiceConfig:
+    s.check("metrics_port", lambda p: isinstance(p, int) and 0 <= p < 65536,
+            "must be a port number (0: any free port)")
+    s.check("aa_every_h", lambda h: isinstance(h, int | float) and h >= 0,
+            "must be hours >= 0 (0: no periodic A/A)")
+    shadow_log, key = s.get("shadow_log", str, None), s.get("signing_key_file", str, None)
+    return ServiceConfig(
+        shadow=s.get("shadow", bool, False),
+        shadow_log=_resolve(base, shadow_log) if shadow_log else None,
+        metrics_host=s.get("metrics_host", str, ServiceConfig.metrics_host),
+        metrics_port=s.get("metrics_port", int, ServiceConfig.metrics_port),
+        aa_every_h=s.get("aa_every_h", float, ServiceConfig.aa_every_h),
+        signing_key_file=_resolve(base, key) if key else None,
     )
 
 

@@ -98,16 +98,22 @@ def failure_verdict(job: JobRow, policy: Policy, profile: str, reason: str) -> d
 
 
 def regrade(store: Store, policy: Policy, *, repo: str | None = None,
-            pr: int | None = None) -> list[tuple[str, str, str]]:
+            pr: int | None = None, signer: SigningKey | None = None) -> list[tuple[str, str, str]]:
     """Grade every stored results document again under `policy`; no box is involved.
 
-    Verdicts that change are replaced (the old one kept as a revision) and marked for
-    publication. Returns (job id, old headline, new headline) for each change."""
+    Verdicts that change (the signature aside) are replaced, signed with `signer` if given (the
+    old one kept as a revision) and marked for publication. Returns (job id, old headline, new
+    headline) for each change."""
     changed = []
     for row in store.history(repo=repo, pr=pr):
         if not row["results"]:  # a failure that never produced results: nothing to re-grade
             continue
         verdict = grade(row["results"], policy)
+        unsigned = {k: v for k, v in row["verdict"].items() if k != "signature"}
+        if json.loads(json.dumps(verdict, sort_keys=True)) == unsigned:
+            continue  # unchanged: a signed verdict keeps its signature
+        if signer is not None:
+            verdict = sign_verdict(verdict, signer)
         if store.regrade(row["job_id"], verdict):
             changed.append((row["job_id"], row["headline"], verdict["headline"]))
     return changed

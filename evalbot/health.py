@@ -131,23 +131,45 @@ class HealthStore:
         self.db.close()
 
 
+SICK_RECHECK_S = 3600.0  # an unhealthy box gets no jobs, so re-checking it sooner costs nothing
+
+
+def aa_due(last: Health | None, every_s: float, since: float, now: float) -> bool:
+    """Whether a box's periodic A/A is due: `every_s` after its last check (or after `since`, the
+    worker's start, for a box never checked: a restart does not trigger a run), at most an hour
+    after a failed one; never when `every_s` is 0."""
+    if every_s <= 0:
+        return False
+    if last is None:
+        return now - since >= every_s
+    wait = every_s if last.healthy else min(every_s, SICK_RECHECK_S)
+    return now - last.at >= wait
+
+
 def periodic_aa(box: Box, box_config: BoxConfig, job: Any, profile: str, store_path: Path,
                 out: Path, notify: Callable[[str], None] | None = None,
                 alpha: float = DRIFT_ALPHA) -> Health:
-    """Run one A/A job (evalbot.calibrate.calibration_job) on the box and record its health.
-
-    An unhealthy box is logged as an error and `notify` (e.g. a maintainers' issue or chat
-    hook) gets `alarm_text`; a box that turns healthy again is logged too.
-    """
+    """Run one A/A job (evalbot.calibrate.calibration_job) on the box and record its health."""
     store = HealthStore(store_path)
     try:
-        before = store.latest().get(box_config.name)
         try:
             results = pipeline.evaluate(box, box_config, job, out)
             floors = store.floors(box_config.name, profile)
             health = assess(box_config.name, profile, results, floors, alpha=alpha)
         except EvalbotError as exc:  # an A/A that cannot run says as much about the box
             health = Health(box_config.name, profile, False, (f"A/A run failed: {exc}",), None)
+    finally:
+        store.close()
+    return record_check(store_path, health, notify)
+
+
+def record_check(store_path: Path, health: Health,
+                 notify: Callable[[str], None] | None = None) -> Health:
+    """Record a check's outcome. An unhealthy box is logged as an error and `notify` (e.g. a
+    maintainers' issue or chat hook) gets `alarm_text`; a box healthy again is logged too."""
+    store = HealthStore(store_path)
+    try:
+        before = store.latest().get(health.box)
         store.record(health)
     finally:
         store.close()

@@ -320,6 +320,11 @@ class Store:
         with self._tx() as db:
             db.execute("UPDATE jobs SET published=? WHERE id=?", (time.time(), job_id))
 
+    def mark_unpublished(self, job_id: str) -> None:
+        """Publish the job's verdict again at the next sweep (its comment has news: stale)."""
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET published=NULL WHERE id=?", (job_id,))
+
     def box_time(self) -> dict[str, float]:
         """Box seconds spent on evaluations and build seconds saved by cached builds."""
         row = self.db.execute("SELECT COALESCE(SUM(box_s),0), COALESCE(SUM(saved_s),0), "

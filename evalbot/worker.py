@@ -9,29 +9,39 @@ Nothing is lost and nothing runs twice:
 - infra failures (box, connection, harness, base) are retried with exponential back-off, a
   bounded number of times; PR failures are verdicts. Only the last attempt publishes an error,
   into the PR's one sticky comment;
-- a verdict is recorded before it is published, and every finished job not yet published is
-  published again by the next sweep (publication is idempotent).
+- a verdict is recorded (signed, when the config names a key) before it is published, and
+  every finished job not yet published is published again by the next sweep (publication is
+  idempotent);
+- a box whose last health check failed gets no jobs; when idle, the worker runs the box's
+  periodic A/A (evalbot.health) once it is due;
+- a `/evalbot measure-more` job runs the earlier job's SHAs with a scaled pair budget and is
+  graded on both runs' samples pooled (evalbot.overrides).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalbot import pipeline
-from evalbot.calibrate import NoiseStore
+from evalbot.calibrate import NoiseStore, calibration_job
 from evalbot.config import BoxConfig
-from evalbot.errors import EvalbotError, PipelineError
+from evalbot.errors import EvalbotError, PipelineError, ResultsError
 from evalbot.evaluation import failure_verdict, record_outputs
 from evalbot.grading import grade
+from evalbot.health import Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.jobspec import make_job
+from evalbot.overrides import Overrides, pool, scale_job
 from evalbot.policy import Policy
 from evalbot.pool import close_quietly, open_box, resolve_main, stop_run
 from evalbot.profile import Profile
+from evalbot.signing import SigningKey, sign_verdict
 from evalbot.store import JobRow, Store
 from remote.box import Box, BoxError
 
@@ -47,6 +57,8 @@ class Settings:
     poll_s: float = 1.0  # idle wait between looks at the queue
     job_timeout_s: float = 6 * 3600.0
     follow_poll_s: float = 0.5
+    aa_every_s: float = 0.0  # periodic A/A per box when idle (config service.aa_every_h); 0: off
+    aa_pairs: int = 12
 
 
 class Renewal:
@@ -54,9 +66,10 @@ class Renewal:
     longer ours it kills the run on the box, so the pipeline's follow loop ends at once."""
 
     def __init__(self, store_path: Path, job_id: str, worker: str, settings: Settings,
-                 on_lost: Callable[[], object]) -> None:
+                 on_lost: Callable[[], object], stopping: threading.Event | None = None) -> None:
         self.store_path, self.job_id, self.worker = store_path, job_id, worker
         self.settings, self.on_lost = settings, on_lost
+        self.stopping = stopping or threading.Event()
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"renew-{job_id}")
@@ -73,9 +86,12 @@ class Renewal:
         store = Store(self.store_path)
         try:
             while not self._stop.wait(self.settings.lease_ttl_s / 3):
+                if self.stopping.is_set() and _handed_back(store, self.job_id):
+                    return  # the drain gave the lease to the next worker: keep it expired
                 if not store.renew(self.job_id, self.worker, self.settings.lease_ttl_s):
                     self.lost.set()
-                    self._stop_box_run()
+                    if not self.stopping.is_set():  # draining: the run is the next worker's
+                        self._stop_box_run()
                     return
         finally:
             store.close()
@@ -91,12 +107,15 @@ class Worker:
     def __init__(self, name: str, box_config: BoxConfig, profile: Profile, policy: Policy,
                  store_path: Path, out_root: Path, settings: Settings,
                  publish: Publish | None = None, render: Callable[[dict[str, Any]], str]
-                 | None = None) -> None:
+                 | None = None, signer: SigningKey | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
         self.name, self.box_config, self.profile, self.policy = name, box_config, profile, policy
         self.store_path, self.out_root, self.settings = store_path, out_root, settings
-        self._publish, self._render = publish, render
+        self._publish, self._render, self.signer = publish, render, signer
+        self.notify = notify or (lambda text: log.error("%s", text))
         self.stopping = threading.Event()
         self._box: Box | None = None
+        self.started = time.time()  # a box never checked gets its first A/A one period later
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self, until_idle: bool = False) -> int:
@@ -109,6 +128,8 @@ class Worker:
                     handled += 1
                 elif until_idle and not _waiting(store):
                     break
+                elif not until_idle and self.health_check_due():
+                    self.check_health()
                 else:
                     self.stopping.wait(self.settings.poll_s)
         finally:
@@ -118,14 +139,17 @@ class Worker:
         return handled
 
     def step(self, store: Store) -> bool:
-        """Lease and handle one job; False when there was none."""
+        """Lease and handle one job; False when there was none (or the box is unhealthy)."""
+        if not self.healthy():
+            return False
         job = store.lease(self.name, self.settings.lease_ttl_s, box=self.box_config.name)
         if job is None:
             return False
         log.info("%s: job %s (%s #%s %s), try %d", self.name, job.id, job.repo, job.pr,
                  job.head_sha[:10], job.tries)
         renewal = Renewal(self.store_path, job.id, self.name, self.settings,
-                          lambda: stop_run(open_box(self.box_config), self.box_config, job.id))
+                          lambda: stop_run(open_box(self.box_config), self.box_config, job.id),
+                          self.stopping)
         with renewal:
             try:
                 self._handle(store, job, renewal)
@@ -144,14 +168,19 @@ class Worker:
                         renewal)
             return
         box = self._connected()
-        base = job.base_sha if job.started and job.base_sha else resolve_main(box, self.box_config)
+        earlier, factor = self._measure_more(store, job)
+        if earlier is not None:  # the same SHAs as the run it adds samples to
+            base = earlier["base"]["sha"]
+        else:
+            base = job.base_sha if job.started and job.base_sha else \
+                resolve_main(box, self.box_config)
         store.set_base(job.id, base)
-        self._main_moved(store, job.repo, base)
-        noise = NoiseStore(self.store_path)
-        floors = noise.floors(self.box_config.name, self.profile.name)
-        noise.close()
+        if earlier is None:  # an earlier run's base says nothing about where main is now
+            self._main_moved(store, job.repo, base)
         spec = make_job(self.profile, self.policy, self.box_config, base, job.head_sha,
-                        job_id=job.id, sd_floors=floors)
+                        job_id=job.id, sd_floors=self._floors(earlier))
+        if factor > 1.0:
+            spec = scale_job(spec, factor)
         out = self.out_root / job.id
         out.mkdir(parents=True, exist_ok=True)
         results = pipeline.evaluate(box, self.box_config, spec, out,
@@ -159,7 +188,9 @@ class Worker:
                                     timeout_s=self.settings.job_timeout_s)
         if renewal.lost.is_set():
             return
-        verdict = grade(results, self.policy)
+        if earlier is not None:
+            results = _pooled(earlier, results, out)
+        verdict = self._sign(grade(results, self.policy))
         if verdict["kind"] == "infra-error" and job.tries < self.settings.max_tries:
             self._retry(store, job, "; ".join(verdict["reasons"]) or "infra-error")
             return
@@ -179,8 +210,8 @@ class Worker:
         if job.tries < self.settings.max_tries:
             self._retry(store, job, reason)
             return
-        verdict = failure_verdict(job, self.policy, self.profile.name,
-                                  f"{reason} (gave up after {job.tries} attempts)")
+        verdict = self._sign(failure_verdict(job, self.policy, self.profile.name,
+                                             f"{reason} (gave up after {job.tries} attempts)"))
         if store.fail(job.id, self.name, reason, retry=False, verdict=verdict) == "failed":
             record_outputs(self.out_root / job.id, verdict, self._render)
 
@@ -190,12 +221,82 @@ class Worker:
 
     def _main_moved(self, store: Store, repo: str, main_sha: str) -> None:
         """Verdicts against an older main go stale; merge candidates (improved ones, still the
-        PR's latest) are queued again to be re-measured on the new main."""
+        PR's latest) are queued again to be re-measured on the new main; the others are
+        published again, so their comment says main moved (evalbot.github.service)."""
         for job_id in store.mark_stale(repo, main_sha):
             if store.is_merge_candidate(job_id):
                 again = store.requeue(job_id)
                 log.info("main moved to %s: re-measuring %s as job %s", main_sha[:10], job_id,
                          again.id)
+            else:
+                store.mark_unpublished(job_id)
+
+    def _sign(self, verdict: dict[str, Any]) -> dict[str, Any]:
+        return verdict if self.signer is None else sign_verdict(verdict, self.signer)
+
+    # ---- measure more -----------------------------------------------------------------------
+    def _measure_more(self, store: Store, job: JobRow) -> tuple[dict[str, Any] | None, float]:
+        """The earlier run's results to pool with (None: nothing to pool) and the budget factor
+        (1: an ordinary job)."""
+        book = Overrides(self.store_path)
+        try:
+            plan = book.plan(job.id)
+        finally:
+            book.close()
+        if plan is None:
+            return None, 1.0
+        found = [h["results"] for h in store.history(job.repo, job.pr, job.head_sha)
+                 if h["job_id"] == plan.earlier_job]
+        box = found[0].get("box", {}).get("name") if found and found[0] else None
+        if box != self.box_config.name:  # another box measures something else: no pooling
+            log.warning("job %s: measure-more without pooling (earlier run %s on box %s)",
+                        job.id, plan.earlier_job, box)
+            return None, plan.factor
+        return found[0], plan.factor
+
+    def _floors(self, earlier: dict[str, Any] | None) -> dict[str, float]:
+        """The box's calibrated noise floors; a measure-more keeps the earlier run's, so both
+        runs are judged by the same rule."""
+        if earlier is not None:
+            return dict(earlier["rule"].get("sd_floors") or {})
+        noise = NoiseStore(self.store_path)
+        try:
+            return noise.floors(self.box_config.name, self.profile.name)
+        finally:
+            noise.close()
+
+    # ---- box health -------------------------------------------------------------------------
+    def _last_health(self) -> Health | None:
+        health = HealthStore(self.store_path)
+        try:
+            return health.latest().get(self.box_config.name)
+        finally:
+            health.close()
+
+    def healthy(self) -> bool:
+        last = self._last_health()
+        return last is None or last.healthy
+
+    def health_check_due(self) -> bool:
+        return aa_due(self._last_health(), self.settings.aa_every_s, self.started, time.time())
+
+    def check_health(self) -> Health:
+        """The box's periodic A/A on main, between jobs (the harness holds the box lock)."""
+        out = self.out_root / "aa" / f"{self.box_config.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        try:
+            box = self._connected()
+            job = calibration_job(self.profile, self.policy, self.box_config,
+                                  resolve_main(box, self.box_config), self.settings.aa_pairs)
+        except (EvalbotError, BoxError) as exc:  # recorded like an A/A that failed to run
+            self._drop_box()
+            return record_check(self.store_path, Health(
+                self.box_config.name, self.profile.name, False, (f"A/A could not start: {exc}",),
+                None), self.notify)
+        health = periodic_aa(box, self.box_config, job, self.profile.name, self.store_path, out,
+                             notify=self.notify)
+        log.info("%s: A/A on %s: %s", self.name, self.box_config.name,
+                 "healthy" if health.healthy else "; ".join(health.reasons))
+        return health
 
     # ---- publication ----------------------------------------------------------------------
     def publish_pending(self, store: Store) -> None:
@@ -220,6 +321,25 @@ class Worker:
         if self._box is not None:
             close_quietly(self._box)
         self._box = None
+
+
+def _pooled(earlier: dict[str, Any], later: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Both runs' samples in one results document (written next to the run's own), or the
+    later run alone when they cannot be pooled (e.g. the earlier run failed)."""
+    try:
+        doc = pool(earlier, later)
+    except ResultsError as exc:
+        log.warning("%s; grading the new run alone", exc)
+        return later
+    (out / "results.pooled.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return doc
+
+
+def _handed_back(store: Store, job_id: str) -> bool:
+    """The job's lease was expired by a drain (evalbot.drain.hand_back) while we still own it."""
+    row = store.get(job_id)
+    return row.state == "running" and row.lease_expires is not None \
+        and row.lease_expires <= time.time()
 
 
 def _waiting(store: Store) -> bool:

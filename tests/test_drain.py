@@ -18,11 +18,14 @@ import pytest
 from engine.job import parse_job
 from evalbot import pipeline
 from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.drain import drain
+from evalbot.drain import drain, hand_back
 from evalbot.grading import grade
+from evalbot.profile import load_profile
 from evalbot.store import Store
+from evalbot.worker import Settings, Worker
 from remote.local import LocalBox
 from tests.graded_history import policy
+from tests.service_env import write_config
 from tests.stub_engine import job_doc, make_repo
 
 WORKER = r'''
@@ -117,7 +120,8 @@ def test_sigterm_mid_job_hands_back_and_the_next_worker_reattaches(stub, tmp_pat
     assert verdict["kind"] == "improved"
     assert store.finish(queued.id, "worker-b", verdict, results)
     outcomes = [lease["outcome"] for lease in store.leases(queued.id)]
-    assert outcomes[0] == "expired" and len(outcomes) == 2
+    assert outcomes == ["handed-back", "done"]
+    assert store.get(queued.id).tries == 1  # the hand-back was not counted as a try
     assert store.history(pr=1)[0]["job_id"] == queued.id
 
 
@@ -145,3 +149,60 @@ def test_a_job_that_finishes_within_the_grace_is_not_handed_back(tmp_path):
     assert Worker.stopping.is_set()
     assert report.finished == [job.id] and report.handed_back == []
     assert store.get(job.id).state == "failed"
+
+
+def test_restarts_never_make_a_job_give_up(tmp_path):
+    """Four SIGTERM restarts in a row (max_tries is 3): each hand-back gives its try back, so
+    the job is measured, not failed as "lost its worker"."""
+    repo, _main, shas = make_repo(tmp_path / "engine", {"faster": {"decode": 1300.0}})
+    config = write_config(tmp_path, repo)
+    ident = policy().ident
+    store = Store(config.store)
+    queued = store.enqueue("o/r", 1, shas["faster"], ident)
+    for restart in range(4):
+        leased = store.lease(f"worker-{restart}", 600)
+        assert leased is not None and leased.id == queued.id and leased.tries == 1
+        assert hand_back(store, queued.id, f"worker-{restart}")
+    assert not hand_back(store, queued.id, "worker-0")  # no longer worker-0's lease
+    worker = Worker("worker-last", config.boxes[0], load_profile(config.profile), policy(),
+                    config.store, tmp_path / "results", Settings(max_tries=3))
+    assert worker.step(store)
+    assert store.get(queued.id).state == "done" and store.get(queued.id).tries == 1
+    assert store.history()[0]["verdict"]["kind"] == "improved"
+    outcomes = [lease["outcome"] for lease in store.leases(queued.id)]
+    assert outcomes == ["handed-back"] * 4 + ["done"]
+
+
+@pytest.mark.parametrize("taken_at_once", [False, True])
+def test_a_drained_worker_stops_renewing_and_never_kills_the_run_it_handed_back(
+        tmp_path, taken_at_once):
+    repo, _main, shas = make_repo(tmp_path / "engine", {"slow": {"work_s": 0.6}})
+    config = write_config(tmp_path, repo)
+    store = Store(config.store)
+    job = store.enqueue("o/r", 1, shas["slow"], policy().ident)
+    worker = Worker("worker-d", config.boxes[0], load_profile(config.profile), policy(),
+                    config.store, tmp_path / "results", Settings(lease_ttl_s=0.6))
+    thread = threading.Thread(target=lambda: worker.step(Store(config.store)))
+    thread.start()
+    jobdir = Path(config.boxes[0].workdir) / "jobs" / job.id
+    _wait_for("the harness to measure", lambda: _status(jobdir) == "speed")
+    report = drain(config.store, [worker], grace_s=0.0)
+    assert report.handed_back == [job.id]
+    pid = (jobdir / "harness.pid").read_text()
+    if not taken_at_once:
+        time.sleep(1.0)  # five renewal periods of the old worker
+        row = store.get(job.id)
+        assert row.lease_expires is not None and row.lease_expires <= time.time()  # not renewed
+    again = store.lease("worker-e", 600)  # the next worker takes it while the old one lives
+    assert again is not None and again.id == job.id
+    time.sleep(1.0)  # (taken at once: the old Renewal finds the job another worker's)
+    assert store.get(job.id).lease_owner == "worker-e"
+    assert _running(int(pid))  # the old worker's Renewal lost the job but killed nothing
+    thread.join(timeout=90)
+    assert not thread.is_alive()
+
+
+def _running(pid: int) -> bool:
+    """Alive and neither stopped (SIGSTOP, the first step of a kill) nor a zombie."""
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.is_file() and stat.read_text().split(") ")[-1][0] not in "TZ"

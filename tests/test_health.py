@@ -152,3 +152,64 @@ def test_json_logging_writes_one_object_per_line():
     doc = json.loads(line)
     assert (doc["msg"], doc["job"], doc["box"], doc["level"]) == ("job j1 done", "j1", "gpu1",
                                                                  "INFO")
+
+
+# ---- the worker: health gates leasing, the periodic A/A runs between jobs ------------------------
+def _service_worker(tmp_path: Path, repo: Path, aa_every_s: float) -> tuple[Any, Any]:
+    from evalbot.policy import load_labels
+    from evalbot.profile import load_profile
+    from evalbot.worker import Settings, Worker
+    from tests.service_env import write_config
+
+    config = write_config(tmp_path, repo)
+    policy = load_labels(config.labels_file).policy("default")
+    worker = Worker("w0", config.boxes[0], load_profile(config.profile), policy, config.store,
+                    tmp_path / "results", Settings(backoff_s=0.0, poll_s=0.05,
+                                                   aa_every_s=aa_every_s))
+    return config, worker
+
+
+def test_an_unhealthy_box_gets_no_jobs_until_a_check_passes(stub, tmp_path):
+    repo, _main, shas = stub
+    config, worker = _service_worker(tmp_path, repo, aa_every_s=0.0)
+    store = Store(config.store)
+    job = store.enqueue("o/r", 1, shas["noisy"], worker.policy.ident)
+    health = HealthStore(config.store)
+    health.record(Health("box-0", "stub", False, ("decode@128: noise 3x the floor",), 3.0))
+    assert not worker.step(store)  # nothing leased
+    assert store.get(job.id).state == "queued" and store.leases() == []
+    health.record(Health("box-0", "stub", True, (), 1.0))  # a later A/A passed
+    assert worker.step(store) and store.get(job.id).state == "done"
+    health.close()
+
+
+def test_a_due_aa_runs_between_jobs_when_the_worker_is_idle(stub, tmp_path):
+    repo, main, shas = stub
+    config, worker = _service_worker(tmp_path, repo, aa_every_s=0.5)
+    store = Store(config.store)
+    first = store.enqueue("o/r", 1, shas["noisy"], worker.policy.ident)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait = HealthStore(config.store)
+        for _ in range(1200):  # the job, then (idle, 0.5 s after the start) the A/A
+            if store.get(first.id).state == "done" and "box-0" in wait.latest():
+                break
+            threading.Event().wait(0.05)
+        checked = wait.latest()["box-0"]
+        assert checked.healthy, checked.reasons  # A/A on an unchanged main: neutral
+        second = store.enqueue("o/r", 2, shas["noisy"], worker.policy.ident)
+        for _ in range(1200):
+            if store.get(second.id).state == "done":
+                break
+            threading.Event().wait(0.05)
+    finally:
+        worker.stopping.set()
+        thread.join(timeout=120)
+    one, two = (store.leases(j.id)[0] for j in (first, second))
+    assert one["ended"] <= checked.at <= two["started"]  # between the two jobs, no lease held
+    aa_dirs = list((Path(config.boxes[0].workdir) / "jobs").glob("aa-*"))
+    assert aa_dirs and json.loads((aa_dirs[0] / "status.json").read_text())["step"] == "done"
+    results = json.loads(next((tmp_path / "results" / "aa").rglob("results.json")).read_text())
+    assert results["base"]["sha"] == results["head"]["sha"] == main
+    wait.close()

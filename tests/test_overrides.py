@@ -199,3 +199,49 @@ def test_scale_job_multiplies_looks_and_recomputes_the_schedule(stub):
     assert speed.bounds_of(scaled.rule.__dict__)[1].pairs == 10
     with pytest.raises(ValueError, match="above 1"):
         scale_job(job, 1.0)
+
+
+# ---- measure-more through the service: the worker scales the job and pools -------------------
+def test_measure_more_on_an_inconclusive_pr_pools_a_second_run_with_the_first(fake, port, stub,
+                                                                             tmp_path):
+    from evalbot.github.service import make_handlers, make_publisher
+    from evalbot.profile import load_profile
+    from evalbot.store import Store
+    from evalbot.worker import Settings, Worker
+    from tests.github.accounts import BOT, fast_backoff
+    from tests.service_env import write_config
+
+    repo, main, shas = stub
+    github = f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
+    config = write_config(tmp_path, repo, github=github)
+    profile = tmp_path / "stub.yaml"  # a 5% noise floor: 5 pairs cannot decide anything
+    profile.write_text(profile.read_text().replace("sd_floor: 0.001", "sd_floor: 0.05"))
+    store = Store(config.store)
+    handlers = make_handlers(config, store, port, fast_backoff())
+    publisher = make_publisher(config, port, fast_backoff())
+    worker = Worker("w0", config.boxes[0], load_profile(config.profile), policy(), config.store,
+                    tmp_path / "results", Settings(backoff_s=0.0),
+                    lambda s, job_id: publish_finished(s, publisher, job_id, Redactor()) and None)
+    fake.add_pull(Pull(21, shas["same"], main, MAINTAINER))
+    event = parse_event("pull_request", payloads.pull_request(
+        "opened", number=21, head_sha=shas["same"], base_sha=main, author=MAINTAINER))
+    assert event is not None and handlers.handle(event).startswith("queued job")
+    assert worker.step(store)
+    [first] = store.history(pr=21)
+    assert first["verdict"]["kind"] == "inconclusive"
+
+    line = _comment(handlers, 21, "/evalbot measure-more", MAINTAINER, 31)
+    assert line.startswith("measure-more: queued job") and first["job_id"] in line
+    assert worker.step(store)
+    second = store.history(pr=21)[0]
+    pooled = second["results"]
+    assert second["job_id"] != first["job_id"] and second["base_sha"] == first["base_sha"]
+    assert pooled["pooled_from"] == [first["job_id"], second["job_id"]]
+    later_looks = [n - 5 for n in pooled["rule"]["looks"][2:]]
+    assert pooled["rule"]["looks"][:2] == [3, 5] and later_looks == [6, 10]  # twice the pairs
+    for before, after in zip(first["results"]["cells"], pooled["cells"], strict=True):
+        assert len(after["samples"]) == 3 * len(before["samples"])  # 5 pairs + 10 pairs
+    assert second["verdict"] == grade(pooled, policy())  # graded on the pooled samples
+    [comment] = [c for c in fake.comments_on(21) if c["author"] == BOT]
+    assert second["job_id"] in comment["body"] and "measure-more ×2" in comment["body"]
+    store.close()

@@ -156,3 +156,75 @@ def _profile(config: Config):  # type: ignore[no-untyped-def]
     from evalbot.profile import load_profile
 
     return load_profile(config.profile)
+
+
+# ---- `evalbot serve` wired: migrations, secret rotation, signing, staleness ----------------------
+def test_serve_migrates_accepts_the_rotated_secret_signs_and_says_when_main_moved(
+        tmp_path: Path, fake: FakeGitHub) -> None:
+    import os
+    import re
+
+    from evalbot import migrations
+    from tests.github.accounts import BOT
+    from tests.service_env import evalbot, stop, wait_for
+    from tests.stub_engine import GIT_ENV
+
+    repo, main, shas = make_repo(tmp_path / "engine", {"neutral": {}, "other": {}})
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    made = subprocess.run([sys.executable, "-m", "evalbot", "keys", "generate", "--out",
+                           str(tmp_path / "signing.key")], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (keys / f"evalbot-{made.split()[1]}.pub").write_text(made + "\n")
+    section = (f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
+               f"service:\n  signing_key_file: {tmp_path / 'signing.key'}\n  metrics_port: 0\n")
+    config = write_config(tmp_path, repo, github=section)
+    Store(config.store).close()  # a store from before the migrations existed
+    assert migrations.pending(config.store)
+    old, new = secrets.token_hex(16), secrets.token_hex(16)
+    env = {"EVALBOT_GITHUB_TOKEN": fake.token,  # type: ignore[attr-defined]
+           "EVALBOT_WEBHOOK_SECRET": new, "EVALBOT_WEBHOOK_SECRET_PREVIOUS": old,
+           "EVALBOT_WEBHOOK_SECRET_PREVIOUS_UNTIL": str(time.time() + 3600)}
+    log = tmp_path / "serve.log"
+    proc = evalbot("serve", "--config", str(config.source), "--port", "0", "--poll", "0.1",
+                   "--no-throttle", env=env, log=log)
+    try:
+        wait_for("the service", lambda: "webhook on" in log.read_text(), proc=proc, log=log)
+        assert migrations.pending(config.store) == []  # applied at start-up ...
+        assert list(tmp_path.glob("evalbot.sqlite3.pre-v*.bak"))  # ... after a backup
+        port = re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text()).group(1)  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}/"
+        push = payloads.pull_request("opened", number=1, head_sha=shas["neutral"],
+                                     base_sha=main, author=MAINTAINER)
+        assert Sender(url, secrets.token_bytes(8)).post("pull_request", push).status_code == 401
+        assert Sender(url, old.encode()).post("pull_request", push).status_code == 202
+        wait_for("PR 1's verdict on GitHub", lambda: _status(fake, shas["neutral"]) == "success",
+                 proc=proc, log=log)
+        subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "main moves"], cwd=repo,
+                       env={**os.environ, **GIT_ENV}, check=True)
+        moved = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                               text=True, check=True).stdout.strip()
+        push = payloads.pull_request("opened", number=2, head_sha=shas["other"],
+                                     base_sha=moved, author=MAINTAINER)
+        assert Sender(url, new.encode()).post("pull_request", push).status_code == 202
+        wait_for("PR 1's comment to say main moved", lambda: any(
+            f"main moved since this was measured: `{moved[:10]}`" in c["body"]
+            for c in fake.comments_on(1)), proc=proc, log=log)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, log.read_text()[-2000:]
+    store = Store(config.store)
+    first = store.history(pr=1)[0]
+    assert first["stale"] and first["verdict"]["kind"] == "neutral"
+    assert len([c for c in fake.comments_on(1) if c["author"] == BOT]) == 1  # edited in place
+    out = config.store.parent / "results"
+    files = [str(out / h["job_id"] / "verdict.json") for h in store.history()]
+    got = subprocess.run([sys.executable, "-m", "evalbot", "verify", *files, "--keys",
+                          str(keys)], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0 and got.stdout.count("ok, signed by key") == 2, got.stderr
+    assert all(h["verdict"]["signature"]["key_id"] == made.split()[1] for h in store.history())
+    store.close()
+
+
+def _status(fake: FakeGitHub, sha: str) -> str:
+    return str(fake.state.statuses.get(sha, [{}])[-1].get("state", ""))

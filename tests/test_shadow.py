@@ -46,7 +46,7 @@ def shadow(config: Config, port: GitHubPort, tmp_path: Path) -> Any:
     publisher = ShadowPublisher(config.store, tmp_path / "shadow.jsonl", "evalbot[bot]")
     pol = policy()
     assert config.github is not None
-    handlers = Handlers(config.github, store, port, publisher, pol.ident)  # type: ignore[arg-type]
+    handlers = Handlers(config.github, store, port, publisher, pol.ident)
     yield handlers, publisher, store
     publisher.close()
     store.close()
@@ -119,3 +119,60 @@ def test_report_reads_a_labels_file_and_names_bad_input(tmp_path: Path, config: 
 ])
 def test_agreement_table(ours: str, labels: list[str], expected: str) -> None:
     assert compare(ours, their_headline(labels)) == expected
+
+
+# ---- `evalbot serve` in shadow mode: the config switch, metrics on their own local listener ------
+def test_serve_in_shadow_mode_writes_nothing_to_github(fake: FakeGitHub, stub, tmp_path: Path
+                                                       ) -> None:
+    import re
+    import secrets
+    import urllib.error
+    import urllib.request
+
+    from tests.github.accounts import BOT
+    from tests.github.fake_github import REPO
+    from tests.github.sender import Sender
+    from tests.service_env import evalbot, stop, wait_for, write_config
+
+    repo, main, shas = stub
+    section = (f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
+               f"service:\n  shadow: true\n  shadow_log: shadow.jsonl\n  metrics_port: 0\n")
+    config = write_config(tmp_path, repo, github=section)
+    secret, log = secrets.token_hex(16), tmp_path / "serve.log"
+    proc = evalbot("serve", "--config", str(config.source), "--port", "0", "--poll", "0.1",
+                   "--no-throttle", log=log, env={"EVALBOT_GITHUB_TOKEN": fake.token,  # type: ignore[attr-defined]
+                                                  "EVALBOT_WEBHOOK_SECRET": secret})
+    try:
+        wait_for("the service", lambda: "metrics on" in log.read_text(), proc=proc, log=log)
+        text = log.read_text()
+        assert "shadow mode: nothing is written to GitHub" in text
+        hook = re.search(r"webhook on 127.0.0.1:(\d+)", text).group(1)  # type: ignore[union-attr]
+        metrics = re.search(r"metrics on 127.0.0.1:(\d+)", text).group(1)  # type: ignore[union-attr]
+        fake.add_pull(Pull(21, shas["faster"], main, MAINTAINER))
+        got = Sender(f"http://127.0.0.1:{hook}/", secret.encode()).post(
+            "pull_request", payloads.pull_request("opened", number=21, head_sha=shas["faster"],
+                                                  base_sha=main, author=MAINTAINER))
+        assert got.status_code == 202
+        wait_for("the shadow verdict", lambda: 21 in _shadow_verdicts(config.store),
+                 timeout_s=60, proc=proc, log=log)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read()
+        assert 'evalbot_jobs{state="done"} 1' in body.decode()
+        with pytest.raises(urllib.error.HTTPError):  # not on the public webhook listener
+            urllib.request.urlopen(f"http://127.0.0.1:{hook}/metrics", timeout=10)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, log.read_text()[-2000:]  # SIGTERM: drained, clean exit
+    assert [entry for entry in fake.log if entry[0] in WRITES] == []  # reads only
+    assert not fake.state.comments and not fake.state.statuses
+    assert not any(fake.state.issue_labels.values()) and not fake.state.repo_labels
+    assert _shadow_verdicts(config.store)[21][2] == "improved"
+    lines = [json.loads(x) for x in (tmp_path / "shadow.jsonl").read_text().splitlines()]
+    assert {x["action"] for x in lines} >= {"publish", "verdict"}  # pending, then the verdict
+    logged = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    assert logged and all({"ts", "level", "logger", "msg"} <= set(x) for x in logged)
+
+
+def _shadow_verdicts(path: Path) -> dict[int, tuple[str, str, str]]:
+    from evalbot.shadow import shadow_verdicts
+
+    return shadow_verdicts(path) if path.is_file() else {}

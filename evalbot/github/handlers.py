@@ -14,7 +14,7 @@ from evalbot.github import admission, texts
 from evalbot.github.commands import Command, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
-from evalbot.github.publish import Publisher, is_ours
+from evalbot.github.publish import PublisherProtocol, is_ours
 from evalbot.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
 from evalbot.store import ACTIVE, Store
 
@@ -37,7 +37,7 @@ class Target:
 
 class Handlers:
     def __init__(self, config: GitHubConfig, store: Store, port: GitHubPort,
-                 publisher: Publisher, policy: str) -> None:
+                 publisher: PublisherProtocol, policy: str) -> None:
         self.config, self.store, self.port = config, store, port
         self.publisher, self.policy = publisher, policy
         self.quotas = admission.Quotas(config.quota_per_author_per_day,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import Comment, GitHubError, GitHubPort, RateLimited, Transient
@@ -59,6 +59,26 @@ def status_state(kind: str) -> str:
 def is_ours(comment: Comment, bot_login: str) -> bool:
     first = comment.body.lstrip().split("\n", 1)[0]
     return comment.author == bot_login and first.startswith(MARKER_PREFIX)
+
+
+class PublisherProtocol(Protocol):
+    """What the handlers and the workers publish through: `Publisher` writes to GitHub,
+    `evalbot.shadow.ShadowPublisher` records the same writes in the store instead."""
+
+    backoff: Backoff  # GitHub reads (permissions, PR heads) go through it in both
+
+    def publish(self, number: int, sha: str, body: str, labels: list[str], state: str,
+                description: str) -> None: ...
+
+    def publish_verdict(self, number: int, verdict: dict[str, Any], comment: str) -> None: ...
+
+    def sticky(self, number: int, body: str) -> None: ...
+
+    def reply(self, number: int, text: str) -> None: ...
+
+    def labels(self, number: int, wanted: list[str]) -> None: ...
+
+    def status(self, sha: str, state: str, description: str) -> None: ...
 
 
 class Publisher:

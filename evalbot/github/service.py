@@ -1,12 +1,12 @@
 """Composition: build the port, publisher and handlers from the config; run the dispatcher and
-the waitress server; publish a finished job's verdict."""
+the waitress server; publish a finished job's verdict (with its overrides and staleness)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,9 @@ from evalbot.github.events import PayloadError, parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort, RateLimited, Transient
-from evalbot.github.publish import Backoff, Publisher
+from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
 from evalbot.github.webhook import MAX_BODY, WebhookApp
+from evalbot.overrides import decorate, status_of
 from evalbot.policy import load_labels
 from evalbot.redact import Redactor
 from evalbot.render import MARKER_PREFIX, marker, render_comment
@@ -41,8 +42,16 @@ def make_port(gh: GitHubConfig, token: str, throttle: bool = True) -> GitHubPort
     return PyGithubPort(gh.repo, token, gh.api_url, throttle=throttle)
 
 
-def make_publisher(config: Config, port: GitHubPort, backoff: Backoff | None = None) -> Publisher:
+def make_publisher(config: Config, port: GitHubPort,
+                   backoff: Backoff | None = None) -> PublisherProtocol:
+    """The GitHub publisher; in shadow mode (`service: {shadow: true}`) the ShadowPublisher,
+    which records every write in the store and writes nothing to GitHub."""
     gh = github_config(config)
+    if config.service.shadow:
+        from evalbot.shadow import ShadowPublisher
+
+        return ShadowPublisher(config.store, config.service.shadow_log, gh.bot_login,
+                               gh.status_context, backoff)
     return Publisher(port, gh.bot_login, LabelFamily(load_labels(config.labels_file)),
                      gh.status_context, backoff)
 
@@ -94,6 +103,26 @@ class Dispatcher:
 
 
 @dataclass
+class Listener:
+    """A waitress server on its own thread (the metrics endpoint, next to the webhook's)."""
+
+    server: Any
+    thread: threading.Thread
+    port: int
+
+    def stop(self) -> None:
+        _stop_waitress(self.server)
+        self.thread.join(timeout=10)
+
+
+def listen(app: Any, host: str, port: int, name: str) -> Listener:
+    server = create_server(app, host=host, port=port, threads=2)
+    thread = threading.Thread(target=server.run, daemon=True, name=name)
+    thread.start()
+    return Listener(server, thread, int(server.effective_port))
+
+
+@dataclass
 class Running:
     server: object
     dispatcher: Dispatcher
@@ -118,9 +147,13 @@ def _stop_waitress(server: Any) -> None:
     server.trigger.pull_trigger(close_all)
 
 
-def start(config: Config, secret: bytes, port: GitHubPort, host: str = "127.0.0.1",
-          listen_port: int = 0, backoff: Backoff | None = None) -> Running:
-    """The waitress server and the dispatcher, each on a thread; returns the bound port."""
+def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: GitHubPort,
+          host: str = "127.0.0.1", listen_port: int = 0,
+          backoff: Backoff | None = None) -> Running:
+    """The waitress server and the dispatcher, each on a thread; returns the bound port.
+
+    `secret` is the webhook secret, or a callable giving the secrets accepted right now
+    (`SecretRing.accepted`: the new one and, during a rotation, the old one)."""
     wake = threading.Event()
     store = Store(config.store)
     store.github_tables()
@@ -136,9 +169,12 @@ def start(config: Config, secret: bytes, port: GitHubPort, host: str = "127.0.0.
     return Running(server, dispatcher, threads, int(server.effective_port))
 
 
-def publish_finished(store: Store, publisher: Publisher, job_id: str, redact: Redactor) -> bool:
+def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
+                     redact: Redactor) -> bool:
     """After the worker stored a verdict (done, or failed for good with an error verdict):
-    publish it unless a newer job of the PR is queued, running or finished."""
+    publish it unless a newer job of the PR is queued, running or finished. A maintainer's
+    waiver turns the status green and the overrides show in the comment (evalbot.overrides);
+    a verdict measured against an older main says so."""
     job = store.get(job_id)
     if job.pr is None or job.state not in ("done", "failed"):
         return False
@@ -147,14 +183,28 @@ def publish_finished(store: Store, publisher: Publisher, job_id: str, redact: Re
     if any(j.state in ("queued", "running", "done", "failed") for j in later) or any(
             j.state in ("queued", "running") for j in jobs):
         return False  # the newer job's comment stays; its verdict will replace it
-    found = [h["verdict"] for h in store.history(job.repo, job.pr, job.head_sha)
-             if h["job_id"] == job.id]
+    found = [h for h in store.history(job.repo, job.pr, job.head_sha) if h["job_id"] == job.id]
     if not found:
         return False  # failed before the error verdict existed (an old store): nothing to say
-    verdict = found[0]
-    publisher.publish_verdict(job.pr, verdict, _with_marker(render_comment(verdict, redact),
-                                                            verdict))
+    shown = found[0]["verdict"]
+    if found[0]["stale"]:
+        shown = {**shown, "main_moved": _current_main(store, job.repo, job.base_sha)}
+    comment = _with_marker(render_comment(shown, redact), shown)
+    verdict, comment = decorate(store.path, job.repo, job.pr, found[0]["verdict"], comment)
+    waived = status_of(verdict)
+    if waived is None:
+        publisher.publish_verdict(job.pr, verdict, comment)
+    else:
+        publisher.publish(job.pr, job.head_sha, comment, list(verdict["labels"]), *waived)
     return True
+
+
+def _current_main(store: Store, repo: str, measured: str) -> str:
+    """Main as the latest job to start on another base saw it (workers resolve main at each
+    start; only for rendering: the stored verdict keeps the base it was measured against)."""
+    started = [j for j in store.jobs() if j.repo == repo and j.started and j.base_sha
+               and j.base_sha != measured]
+    return max(started, key=lambda j: j.started or 0.0).base_sha if started else ""
 
 
 def _with_marker(comment: str, verdict: dict[str, Any]) -> str:
