@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import proc
+from engine.integrity import file_sha256
 from engine.job import Job
 
 
@@ -37,18 +38,10 @@ class Built:
         }
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify(built: Built) -> None:
     """Refuse to run a sample from an artifact that changed since the build."""
     for rel, expected in built.hashes.items():
-        if sha256_file(built.artifact_dir / rel) != expected:
+        if file_sha256(built.artifact_dir / rel) != expected:
             raise RuntimeError(f"artifact {rel} of {built.side} changed after its build")
 
 
@@ -115,7 +108,7 @@ def _collect(tree: Path, artifacts: list[str], dest: Path) -> dict[str, str]:
             raise FileNotFoundError(rel)
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel)
-        hashes[rel] = sha256_file(dest / rel)
+        hashes[rel] = file_sha256(dest / rel)
     return hashes
 
 
@@ -137,7 +130,7 @@ def _from_cache(job: Job, sha: str, dest: Path) -> tuple[dict[str, str], float] 
     versioned = isinstance(doc.get("hashes"), dict)  # the first manifests held only hashes
     hashes: dict[str, str] = doc["hashes"] if versioned else doc
     original_s = float(doc.get("duration_s", 0.0)) if versioned else 0.0
-    if any(sha256_file(entry / "files" / rel) != h for rel, h in hashes.items()):
+    if any(file_sha256(entry / "files" / rel) != h for rel, h in hashes.items()):
         return None
     if dest.exists():
         shutil.rmtree(dest)

@@ -23,8 +23,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from engine.integrity import file_sha256
 from engine.llamacpp.build import build, cmake_flags
-from engine.llamacpp.manifest import sha256_file, write_manifest
+from engine.llamacpp.manifest import write_manifest
 
 
 class SourceError(Exception):
@@ -32,7 +33,7 @@ class SourceError(Exception):
 
 
 def from_tarball(tarball: Path, pin: str, dest: Path) -> dict[str, str]:
-    got = sha256_file(tarball)
+    got = file_sha256(tarball)
     if got != pin.lower():
         raise SourceError(f"{tarball.name}: sha256 {got} does not match the pin {pin}")
     with tarfile.open(tarball) as tar:

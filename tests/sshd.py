@@ -12,7 +12,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 SSHD = "/usr/sbin/sshd"
 
@@ -139,3 +142,12 @@ def pin_model(doc: dict, root: Path) -> Path:
     model.chmod(0o644)
     doc["models"][0].update(path=str(model), sha256=hashlib.sha256(model.read_bytes()).hexdigest())
     return model
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """A real sshd for a test module (used through tests/conftest.py)."""
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    server.start()
+    yield server
+    server.stop()

@@ -17,7 +17,6 @@ from engine.housekeeping import KEEP, Retention, build_keys, housekeep, main
 from evalbot.config import BoxConfig
 from evalbot.upkeep import housekeep_box
 from remote.ssh import SSHBox, SSHTarget
-from tests.sshd import Sshd
 from tests.stub_engine import job_doc
 
 DAY = 86400.0
@@ -149,12 +148,6 @@ def test_dry_run_and_command_line(tmp_path, live_pid, capsys):
 
 
 # ---- through the SSH box ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    server = Sshd(tmp_path_factory.mktemp("sshd"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_housekeeping_over_ssh(tmp_path, live_pid, sshd):

@@ -29,14 +29,6 @@ VARIANTS = {"faster": {"decode": 1300.0, "prefill": 1.3e6, "work_s": 0.05},
 
 
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    server = Sshd(tmp_path_factory.mktemp("sshd"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def stub() -> Iterator[tuple[Path, str, dict[str, str]]]:
     ensure_sandbox_user()
     with tempfile.TemporaryDirectory(prefix="evalbot-stub-") as tmp:

@@ -14,14 +14,6 @@ from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import Sshd, keygen
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    server = Sshd(tmp_path_factory.mktemp("sshd"))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(autouse=True)
 def pinned(sshd: Sshd) -> None:
     sshd.pin(sshd.host_key)  # a test that changes the pin does not leak into the next

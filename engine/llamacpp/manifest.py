@@ -6,10 +6,11 @@ reference build that changed on disk (or a directory someone filled by hand) is 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
+
+from engine.integrity import file_sha256
 
 MANIFEST = "manifest.json"
 TOOL = "evalbot-topk"
@@ -19,16 +20,8 @@ class ManifestError(Exception):
     """The reference build is missing, incomplete or not what its manifest says."""
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_manifest(out: Path, source: dict[str, Any], flags: list[str]) -> dict[str, Any]:
-    artifacts = {p.name: sha256_file(p) for p in sorted(out.iterdir())
+    artifacts = {p.name: file_sha256(p) for p in sorted(out.iterdir())
                  if p.is_file() and p.name != MANIFEST}
     doc = {"schema": "evalbot.llamacpp-reference/1", "source": source, "flags": flags,
            "artifacts": artifacts}
@@ -49,6 +42,6 @@ def verified_tool(ref_dir: Path) -> Path:
     if TOOL not in artifacts:
         raise ManifestError(f"{path}: the manifest lists no {TOOL}")
     for name, expected in artifacts.items():
-        if not (ref_dir / name).is_file() or sha256_file(ref_dir / name) != expected:
+        if not (ref_dir / name).is_file() or file_sha256(ref_dir / name) != expected:
             raise ManifestError(f"reference artifact {name} does not match its manifest")
     return ref_dir / TOOL
