@@ -111,15 +111,28 @@ def grade_(results_file: Path, policy_name: str) -> None:
 
 @cli.command()
 @click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
-def doctor(config_file: Path) -> None:
-    """Check a config file, its profile and policy, and the label file."""
+@click.option("--offline", is_flag=True, help="validate the files only; contact no box")
+def doctor(config_file: Path, offline: bool) -> None:
+    """Check the config, profile and policy, then each box, its models, and the secrets."""
+    from evalbot.doctor import run_checks
+    from evalbot.redact import for_boxes
+
     config = load_config(config_file)
     book = load_labels(config.labels_file)
     book.policy(config.policy, str(config.labels_file))
     profile = load_profile(config.profile)
-    click.echo(f"config ok: profile {profile.name} ({profile.cell_count} cells), "
+    click.echo(f"ok    config: profile {profile.name} ({profile.cell_count} cells), "
                f"policy {config.policy}, {len(config.boxes)} box(es): "
                + ", ".join(_box_line(b) for b in config.boxes))
+    if offline:
+        return
+    redact = for_boxes(config.boxes)
+    failed = 0
+    for check in run_checks(config, profile):
+        failed += not check.ok
+        click.echo(redact(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}"))
+    if failed:
+        raise EvalbotError(f"{failed} check(s) failed")
 
 
 @cli.command()
