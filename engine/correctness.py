@@ -6,6 +6,10 @@ seed. After each round the harness applies the look of engine/correctness_stats.
 bot's critical value and stops once decided (or bit-identical); the bot replays every look.
 Round one also scores the prefixes of the speed-tokens stream that the timed decodes ran, so the
 greedy tokens of each decode can be checked against what the score run predicts.
+
+Windows and speed tokens are slices of one id stream: the corpus as the scored model's own
+tokenizer reads it (the profile's `tokenize_argv`, run once per model, recipe and corpus, with the
+reference's trust) or, without a tokenizer, the corpus bytes (a byte vocabulary, the demo's).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 import random
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +26,11 @@ from typing import Any
 from engine import proc
 from engine.build import Built, verify
 from engine.correctness_stats import TAIL, chunk, consistency_positions, look
-from engine.job import Correctness, Job
+from engine.job import Correctness, Job, Model
 
 CORPUS_DIR = Path(__file__).parent / "corpus"
+HARNESS = Path(__file__).resolve().parent.parent
+MAX_ID = 2**31  # token ids are int32 in every tool the harness drives
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
 
 
@@ -47,16 +54,49 @@ def corpus_bytes() -> tuple[bytes, str]:
     return text, hashlib.sha256(text).hexdigest()[:16]
 
 
-def speed_tokens(jobdir: Path) -> Path:
-    """The corpus as tokens, for timed decodes that must run real text (not random bytes)."""
-    text, _ = corpus_bytes()
+@dataclass(frozen=True)
+class Stream:
+    """The corpus as token ids, and its version: the corpus hash, plus `/<tokenizer>` when a
+    tokenizer cut it (so no cache or result of bytes is ever mixed with one of ids)."""
+
+    ids: list[int]
+    version: str
+
+
+def speed_tokens(jobdir: Path, job: Job | None = None, harness: Path = HARNESS) -> Path:
+    """The id stream the scored model reads, for timed decodes that must run real text; the
+    speed/score consistency check then compares like with like."""
+    ids = token_stream(job, jobdir, harness).ids
     path = jobdir / "speed-tokens.json"
-    path.write_text(json.dumps(list(text)))
+    path.write_text(json.dumps(ids))
     return path
 
 
-def grid(n_bytes: int, window: int) -> int:
-    return n_bytes // window
+def token_stream(job: Job | None, jobdir: Path, harness: Path = HARNESS) -> Stream:
+    """The corpus as the scored model's ids, tokenized once per (model sha256, tokenize
+    recipe, corpus version) and cached; the corpus bytes when the profile has no tokenizer."""
+    text, corpus = corpus_bytes()
+    spec = job.correctness if job is not None else None
+    if job is None or spec is None or not spec.tokenize_argv:
+        return Stream(list(text), corpus)
+    model = scored_model(job, spec)
+    tokenizer = hashlib.sha256(json.dumps([spec.tokenize_argv, model.sha256]).encode()
+                               ).hexdigest()[:16]
+    cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
+    cached = cache_root / "tokens" / f"{corpus}-{tokenizer}.json"
+    if cached.is_file():
+        return Stream(json.loads(cached.read_text()), f"{corpus}/{tokenizer}")
+    ids = _tokenize(job, spec, model.path, text, corpus, jobdir, harness)
+    _write_atomic(cached, ids)
+    return Stream(ids, f"{corpus}/{tokenizer}")
+
+
+def scored_model(job: Job, spec: Correctness) -> Model:
+    return next(m for m in job.models if not spec.model or m.name == spec.model)
+
+
+def grid(n_tokens: int, window: int) -> int:
+    return n_tokens // window
 
 
 def window_order(n_available: int, seed: int, kind: str = "short") -> list[int]:
@@ -70,11 +110,11 @@ def pick_windows(n_available: int, count: int, seed: int, kind: str = "short") -
     return window_order(n_available, seed, kind)[:count]
 
 
-def window_tokens(text: bytes, index: int, size: int) -> list[int]:
+def window_tokens(text: Sequence[int], index: int, size: int) -> list[int]:
     return list(text[index * size : (index + 1) * size])
 
 
-def plan(spec: Correctness, text: bytes) -> list[Window]:
+def plan(spec: Correctness, text: Sequence[int]) -> list[Window]:
     """Every window the last look could need, in scoring order (long ones first)."""
     short = spec.looks[-1] - spec.long_windows
     try:
@@ -85,7 +125,8 @@ def plan(spec: Correctness, text: bytes) -> list[Window]:
         out += [Window(i, "short", window_tokens(text, i, spec.window_tokens))
                 for i in pick_windows(grid(len(text), spec.window_tokens), short, spec.seed)]
     except ValueError as exc:  # the profile asks for more text than the corpus has
-        raise ScoreFailure("reference", "config", f"correctness plan: {exc}") from exc
+        raise ScoreFailure("reference", "config", f"correctness plan: {exc} "
+                           f"({len(text)} tokens of corpus)") from exc
     return out
 
 
@@ -94,8 +135,9 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     """Score in rounds until the look decides; `cells` are the speed records (greedy tokens)."""
     spec = job.correctness
     assert spec is not None
-    text, version = corpus_bytes()
-    model = next(m for m in job.models if not spec.model or m.name == spec.model)
+    stream = token_stream(job, jobdir, harness)  # cached: the speed tokens tokenized it already
+    text, version = stream.ids, stream.version
+    model = scored_model(job, spec)
     windows = plan(spec, text)
     refs = {kind: _reference(job, spec, model.path, model.sha256, text, version, jobdir,
                              harness, size)
@@ -143,7 +185,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
 
 
 def _consistency_windows(cells: list[dict[str, Any]], model: str,
-                         text: bytes) -> list[dict[str, Any]]:
+                         text: Sequence[int]) -> list[dict[str, Any]]:
     """One prefix of the speed-tokens stream per decode cell of the scored model with tokens."""
     out = []
     for cell in cells:
@@ -188,9 +230,10 @@ def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[in
     return out
 
 
-def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, text: bytes,
+def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, text: Sequence[int],
                version: str, jobdir: Path, harness: Path, size: int) -> list[list[dict[str, Any]]]:
-    """Reference top-k for every grid window, cached per (model, reference recipe, corpus)."""
+    """Reference top-k for every grid window, cached per (model, reference recipe, corpus); the
+    corpus version names the tokenizer too, so windows of ids never meet a cache of bytes."""
     recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
                                         size, spec.topk]).encode()).hexdigest()[:24]
     cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
@@ -203,11 +246,55 @@ def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, tex
     tokens_file.write_text(json.dumps(every))
     out = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec, tokens_file,
                      model_path, jobdir, harness, harness, job.env)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.rename(cached)
+    _write_atomic(cached, out)
     return out
+
+
+def _write_atomic(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    tmp.rename(path)
+
+
+def _tokenize(job: Job, spec: Correctness, model: str, text: bytes, corpus: str, jobdir: Path,
+              harness: Path) -> list[int]:
+    """Run the profile's tokenizer the way the reference runs: from the harness copy, never
+    from a built side. Its failure is the reference's, so infrastructure's, never the PR's."""
+    text_file = jobdir / "score" / f"corpus-{corpus}.txt"
+    out = jobdir / "score" / "tokenize.json"
+    log = jobdir / "logs" / "tokenize.log"
+    text_file.parent.mkdir(parents=True, exist_ok=True)
+    text_file.write_bytes(text)
+    filled = [a.format(python=sys.executable, harness=str(harness), model=model,
+                       text=str(text_file), out=str(out)) for a in spec.tokenize_argv]
+    try:
+        done = proc.run(filled, cwd=harness, timeout_s=spec.timeout_s, log=log,
+                        env={**job.env, "PYTHONPATH": str(harness)})
+        if not done.ok:
+            kind = "timeout" if done.timed_out else "crashed"
+            raise ScoreFailure("reference", kind, f"tokenizer (correctness.tokenize_argv) {kind} "
+                               f"(exit {done.returncode})", log)
+        return _read_ids(out, log)
+    finally:
+        out.unlink(missing_ok=True)  # writable from the sandbox: nothing stays to be swapped
+
+
+def _read_ids(out: Path, log: Path) -> list[int]:
+    """The tokenizer's output: a non-empty JSON list of int token ids in [0, 2^31)."""
+    try:
+        ids = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        raise ScoreFailure("reference", "unparsable",
+                           f"tokenizer output unreadable: {exc}", log) from exc
+    if not isinstance(ids, list) or not ids:
+        raise ScoreFailure("reference", "unparsable", "tokenizer output is not a non-empty JSON "
+                           f"list of token ids (got {type(ids).__name__})", log)
+    bad = next((k for k, x in enumerate(ids) if type(x) is not int or not 0 <= x < MAX_ID), None)
+    if bad is not None:
+        raise ScoreFailure("reference", "unparsable", f"tokenizer output item {bad} is "
+                           f"{ids[bad]!r}, not a token id (an int in [0, 2^31))", log)
+    return ids
 
 
 def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_file: Path,

@@ -59,8 +59,13 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
     if not all(b.ok for b in built.values()):
         failures.extend(_build_failures(built))
         return
+    try:  # the scored model's ids: the timed decodes run the stream the score run scores
+        tokens = speed_tokens(jobdir, job, HARNESS_ROOT)
+    except ScoreFailure as exc:  # the tokenizer has the reference's trust: its failure is infra's
+        failures.append(_failure("score", "base", exc.kind, exc.message, exc.log))
+        return
     status.set("speed")
-    measurement = Measurement(job, built, jobdir, HARNESS_ROOT, speed_tokens(jobdir))
+    measurement = Measurement(job, built, jobdir, HARNESS_ROOT, tokens)
     try:
         measurement.run_all(progress=lambda run, pairs, _: status.set(
             "speed", model=run.model, pairs=pairs, max_pairs=job.rule.looks[-1]))

@@ -16,7 +16,11 @@ METRICS = ("decode", "prefill")
 PARSE_KINDS = ("json_line", "regex", "llama_bench")
 # The only names an argv template may use; everything substituted is a path or a number the
 # harness controls, never text that came from the pull request.
-PLACEHOLDERS = ("python", "harness", "build", "tree", "model", "ctxs", "ctx", "tokens", "out", "topk")
+PLACEHOLDERS = ("python", "harness", "build", "tree", "model", "ctxs", "ctx", "tokens", "out", "topk",
+                "text")
+# The tokenizer runs with the reference's trust (harness code or the pinned reference build, never
+# the PR's build): it sees the corpus text file and the model, and writes its ids to {out}.
+TOKENIZE_PLACEHOLDERS = ("python", "harness", "model", "text", "out")
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,9 @@ class Correctness:
     tie_nats: float = 0.01  # speed/score consistency: a near-tie below this is no mismatch
     max_mismatch: float = 0.02  # share of decode steps allowed to mismatch beyond a tie
     path: str = ""  # the numeric path the score command runs, when not the benchmarked one
+    # The scored model's tokenizer: writes the corpus text as a JSON list of ids; empty: the
+    # corpus bytes are the ids (a byte vocabulary).
+    tokenize_argv: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -244,12 +251,26 @@ def _correctness(d: Any) -> Correctness | None:
         tie_nats=_opt(d, "tie_nats", 0.01),
         max_mismatch=_opt(d, "max_mismatch", 0.02),
         path=get(d, w, "path", str, optional=True) or "",
+        tokenize_argv=_tokenize_argv(d.get("tokenize_argv"), f"{w}.tokenize_argv"),
     )
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
         raise ContractError(f"{w}: windows need at least 2 tokens")
     if set(spec.floors) - {"top1", "kl"}:
         raise ContractError(f"{w}.floors: only top1 and kl, got {sorted(spec.floors)}")
     return spec
+
+
+def _tokenize_argv(value: Any, where: str) -> list[str]:
+    """Optional; when given it may only name what the harness hands a tokenizer, and must
+    name the text it reads and the file it writes."""
+    if not value:
+        return []
+    argv = _argv(value, where)
+    used = {name for arg in argv for name in _placeholders(arg)}
+    if used - set(TOKENIZE_PLACEHOLDERS) or not {"text", "out"} <= used:
+        raise ContractError(f"{where}: placeholders {sorted(used)}; a tokenizer takes only "
+                            f"{', '.join(TOKENIZE_PLACEHOLDERS)} and needs {{text}} and {{out}}")
+    return argv
 
 
 def _opt(d: Any, key: str, default: float) -> float:

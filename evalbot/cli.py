@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -74,6 +75,7 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
     from evalbot.evaluation import evaluate
     from evalbot.progress import evaluation_bar
     from evalbot.redact import for_boxes
+    from evalbot.signing import KEY_ENV, load_signing_key
     from evalbot.store import Store
     from remote.local import LocalBox
 
@@ -84,11 +86,14 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
                            repo=repo_path, models_dir=models_dir, trusted=True,
                            python=sys.executable)
     console = Console(stderr=True)
+    # Sign when the operator has named a key (the same variable the service falls back to).
+    signer = load_signing_key() if os.environ.get(KEY_ENV) else None
     with evaluation_bar(console, f"{head_sha[:10]} vs {base_sha[:10]}") as progress:
         outcome = evaluate(LocalBox("local", box_config.workdir), box_config, profile, policy,
                            repo=repo_path, pr=None, base_sha=base_sha, head_sha=head_sha,
                            out=out, store=Store(out / "evalbot.sqlite3"),
-                           redact=for_boxes([box_config]), seed=seed, progress=progress)
+                           redact=for_boxes([box_config]), seed=seed, progress=progress,
+                           signer=signer)
     if as_json:
         click.echo(json.dumps(outcome.verdict, indent=2, sort_keys=True))
     else:

@@ -50,7 +50,8 @@ def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Corr
         looks=looks, critical=critical_values(looks), alpha=ALPHA, margin=policy.margin,
         kl_margin=policy.kl_margin, long_windows=settings.long_windows,
         long_window_tokens=settings.long_window_tokens, floors=dict(settings.floors or {}),
-        tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path)
+        tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path,
+        tokenize_argv=list(settings.tokenize_argv))
 
 
 def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[str, Any]:

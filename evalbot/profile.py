@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.job import METRICS, PARSE_KINDS, PLACEHOLDERS
+from engine.job import METRICS, PARSE_KINDS, PLACEHOLDERS, TOKENIZE_PLACEHOLDERS
 from evalbot.errors import ConfigError
 from evalbot.yamlfile import Doc, Section
 
@@ -65,6 +65,7 @@ class CorrectnessSettings:
     tie_nats: float = 0.01  # speed/score consistency tolerance (docs/correctness.md)
     max_mismatch: float = 0.02
     path: str = ""  # the numeric path the score command runs, when not the benchmarked one
+    tokenize_argv: tuple[str, ...] = ()  # the model's tokenizer (docs/profiles.md); (): bytes
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
     s = top.section("correctness", {"model", "score_argv", "reference_argv", "windows",
                                     "window_tokens", "topk", "timeout_s", "looks",
                                     "long_windows", "long_window_tokens", "floors", "tie_nats",
-                                    "max_mismatch", "path"})
+                                    "max_mismatch", "path", "tokenize_argv"})
     model = s.get("model", str)
     if model not in models:
         raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
@@ -195,4 +196,21 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
                                looks, s.get("long_windows", int, 0),
                                s.get("long_window_tokens", int, 0), floors or None,
                                s.get("tie_nats", float, 0.01), s.get("max_mismatch", float, 0.02),
-                               s.get("path", str, ""))
+                               s.get("path", str, ""), _tokenize_argv(s))
+
+
+def _tokenize_argv(s: Section) -> tuple[str, ...]:
+    """Optional; it gets only what a tokenizer needs and must read {text} and write {out}."""
+    if s.get("tokenize_argv", list, None) is None:
+        return ()
+    argv = _argv(s, "tokenize_argv")
+    import string
+
+    used = {name for arg in argv for _, name, _, _ in string.Formatter().parse(arg) if name}
+    foreign = sorted(used - set(TOKENIZE_PLACEHOLDERS))
+    if foreign:
+        raise s.doc.error(s.path("tokenize_argv"), f"placeholders {foreign} are not a "
+                          f"tokenizer's (allowed: {', '.join(TOKENIZE_PLACEHOLDERS)})")
+    if not {"text", "out"} <= used:
+        raise s.doc.error(s.path("tokenize_argv"), "must read {text} and write {out}")
+    return argv

@@ -7,6 +7,10 @@ architecture as the demo engine's main commit, computed in float64.
 
     python -m engine.demo.reference score --model PATH --tokens TOKENS.json \
         --topk 8 --out OUT.json
+    python -m engine.demo.reference tokenize --model PATH --text TEXT.txt --out IDS.json
+
+`tokenize` is the demo model's tokenizer (the profile's correctness.tokenize_argv): its vocabulary
+is the 256 byte values, so the ids are the bytes of the text, written as a JSON list of ints.
 
 Output format is the engine's `score` format:
     {"windows": [{"top": [[[id, logprob], ...], ...], "target_lp": [...], "argmax": [...]}]}
@@ -102,6 +106,14 @@ def _read_windows(path: Path) -> list[list[int]]:
     return data if isinstance(data[0], list) else [data]
 
 
+def tokenize(model_path: Path, text_path: Path) -> list[int]:
+    """One id per byte, checked against the model's vocabulary (it must hold every byte)."""
+    cfg, _ = read_weights(model_path)
+    if int(cfg["vocab_size"]) < 256:
+        raise ValueError(f"{model_path}: vocabulary of {cfg['vocab_size']} is not byte-level")
+    return list(Path(text_path).read_bytes())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.demo.reference")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -111,7 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--topk", type=int, default=8)
     score.add_argument("--out", type=Path, required=True)
     score.add_argument("--threads", type=int, default=1)
+    tok = sub.add_parser("tokenize", help="the text's token ids (the byte values)")
+    tok.add_argument("--model", type=Path, required=True)
+    tok.add_argument("--text", type=Path, required=True)
+    tok.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.command == "tokenize":
+        Path(args.out).write_text(json.dumps(tokenize(args.model, args.text)))
+        return 0
 
     import torch
 

@@ -3,11 +3,16 @@
 
     python engine/llamacpp/score.py (--bin TOOL | --reference KEY | --per-window TOOL) --model GGUF
                                     --tokens WINDOWS.json --topk K --out OUT.json
+    python engine/llamacpp/score.py (--bin TOOL | --reference KEY) --model GGUF
+                                    --text CORPUS.txt --out IDS.json
 
 `--bin` is the engine side: the tool built with the side's own tree. `--reference KEY` is the
 pinned llama.cpp: the build engine/reference_build.py left beside the model files
 (MODELS_DIR/llamacpp-reference/KEY), whose manifest is checked by sha256 before use.
 `--per-window` drives sparkinfer's qwen3_gguf_score, which takes one window per process.
+The second form is the profile's tokenizer (correctness.tokenize_argv, normally `--reference`):
+`evalbot-topk tokenize MODEL TEXT` prints the model's ids of the whole text (no BOS, special
+tokens not parsed), written to OUT as one JSON list of ints.
 Runs as a script from the harness copy (score_argv: `{harness}/engine/llamacpp/score.py`).
 """
 
@@ -69,6 +74,23 @@ def score_per_window(tool: Path, model: str, windows: list[list[int]],
     return out
 
 
+def tokenize(tool: Path, model: str, text: Path) -> list[int]:
+    done = subprocess.run([str(tool), "tokenize", model, str(text)], capture_output=True,
+                          text=True, check=False)
+    sys.stderr.write(done.stderr[-4000:])
+    if done.returncode != 0:
+        raise RuntimeError(f"{tool.name} tokenize exited {done.returncode}")
+    words = done.stdout.split()
+    if not words or not all(w.isdigit() for w in words):
+        raise ParseError(f"{tool.name} tokenize printed no ids or a non-id: {done.stdout[:200]!r}")
+    return [int(w) for w in words]
+
+
+def _tool(a: argparse.Namespace) -> Path:
+    """The side's own evalbot-topk, or the pinned reference build re-verified by its manifest."""
+    return a.bin or verified_tool(Path(a.model).parent / "llamacpp-reference" / a.reference)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="engine/llamacpp/score.py")
     side = ap.add_mutually_exclusive_group(required=True)
@@ -76,19 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     side.add_argument("--reference")
     side.add_argument("--per-window", type=Path)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--tokens", type=Path, required=True)
-    ap.add_argument("--topk", type=int, required=True)
+    ap.add_argument("--tokens", type=Path)
+    ap.add_argument("--topk", type=int)
+    ap.add_argument("--text", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
+    if (a.text is None) == (a.tokens is None) or (a.tokens and a.topk is None) or \
+            (a.text and a.per_window):
+        ap.error("either --tokens and --topk (score), or --text with --bin/--reference (tokenize)")
     try:
+        if a.text:
+            a.out.write_text(json.dumps(tokenize(_tool(a), a.model, a.text)))
+            return 0
         windows = json.loads(a.tokens.read_text())
         if a.per_window:
             write_windows(windows, a.out.with_suffix(".windows.txt"))  # validates the windows
             result = score_per_window(a.per_window, a.model, windows, a.topk)
         else:
-            tool = a.bin or verified_tool(Path(a.model).parent / "llamacpp-reference" /
-                                          a.reference)
-            result = score(tool, a.model, windows, a.topk, a.out)
+            result = score(_tool(a), a.model, windows, a.topk, a.out)
     except (ManifestError, ParseError, RuntimeError, ValueError, OSError) as exc:
         print(f"score failed: {exc}", file=sys.stderr)
         return 1
