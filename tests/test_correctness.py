@@ -28,8 +28,6 @@ from evalbot.jobspec import make_job
 from evalbot.policy import load_labels
 from evalbot.profile import load_profile
 
-pytest.importorskip("torch")
-
 BENCH_CTX = 64
 # A head whose timed decode reports tokens its own score run would never predict: the greedy
 # token is shifted by one, so the decode path and the scored path disagree.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +25,6 @@ if str(ROOT) not in sys.path:
 from engine.demo import DemoRepo, generate  # noqa: E402
 from engine.demo.repo import variant_names  # noqa: E402
 from engine.demo.weights import read_weights  # noqa: E402
-
-pytest.importorskip("torch")
-if shutil.which("git") is None:
-    pytest.skip("git is not installed", allow_module_level=True)
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
     [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))

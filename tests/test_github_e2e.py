@@ -7,8 +7,6 @@ machine; docs/github.md shows the demo-engine run). Everything between is the re
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from engine.harness import run_job
 from engine.job import parse_job
 from evalbot.config import Config
 from evalbot.github.port import GitHubPort
-from evalbot.github.service import Running, make_publisher, publish_finished, start
+from evalbot.github.service import Running, make_publisher, publish_finished
 from evalbot.grading import grade
 from evalbot.policy import load_labels
 from evalbot.redact import for_boxes
@@ -40,14 +38,6 @@ def engine(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
                                            "faster": {"decode": 1300.0, "prefill": 1.3e6}})
 
 
-@pytest.fixture
-def bot(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
-    secret = secrets.token_bytes(32)
-    running = start(config, secret, port, backoff=fast_backoff())
-    store = Store(config.store)
-    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
-    store.close()
-    running.stop()
 
 
 def work_one(store: Store, config: Config, port: GitHubPort, repo: Path, jobdir: Path,

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
-
-import pytest
-
-from evalbot.config import Config
-from evalbot.github.port import GitHubPort
-from evalbot.github.service import Running, start
+from evalbot.github.service import Running
 from evalbot.store import Store
 from tests.github import payloads
-from tests.github.accounts import MAINTAINER, OUTSIDER, fast_backoff
+from tests.github.accounts import MAINTAINER, OUTSIDER
 from tests.github.fake_github import FakeGitHub, Pull
 from tests.github.sender import Sender, settle
 
@@ -21,14 +14,6 @@ A, B, C = "a" * 40, "b1" * 20, "c" * 40
 pytest_plugins = ["tests.github.fixtures"]
 
 
-@pytest.fixture
-def bot(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
-    secret = secrets.token_bytes(32)
-    running = start(config, secret, port, backoff=fast_backoff())
-    store = Store(config.store)
-    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
-    store.close()
-    running.stop()
 
 
 def jobs(store: Store) -> list[tuple[int | None, str, str, int]]:

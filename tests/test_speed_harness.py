@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +32,6 @@ from evalbot.profile import Profile, load_profile
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = load_labels(ROOT / "labels.yaml").policy("default")
 
-if shutil.which("git") is None:
-    pytest.skip("git is not installed", allow_module_level=True)
 
 # Each process draws its rates from a generator seeded by (the build's speed.json, how many
 # samples this build has given so far): reproducible, and different from sample to sample.

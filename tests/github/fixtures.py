@@ -11,10 +11,11 @@ import pytest
 from evalbot.config import Config, load_config
 from evalbot.github.port import GitHubPort
 from evalbot.github.pygithub_client import PyGithubPort
-from evalbot.github.service import make_handlers
+from evalbot.github.service import Running, make_handlers, start
 from evalbot.store import Store
 from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import REPO, FakeGitHub
+from tests.github.sender import Sender
 
 
 @pytest.fixture
@@ -57,3 +58,14 @@ def handlers(config: Config, port: GitHubPort):  # type: ignore[no-untyped-def]
     store = Store(config.store)
     yield make_handlers(config, store, port, fast_backoff())
     store.close()
+
+
+@pytest.fixture
+def bot(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
+    """The webhook server and dispatcher, running against the fake GitHub."""
+    secret = secrets.token_bytes(32)
+    running = start(config, secret, port, backoff=fast_backoff())
+    store = Store(config.store)
+    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
+    store.close()
+    running.stop()
