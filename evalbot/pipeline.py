@@ -127,6 +127,7 @@ def follow(conn: Connection, run: Detached, progress: Progress | None, poll_s: f
             if progress:
                 progress(status)
         if status.get("step") == "done":
+            _wait_exit(conn, run, poll_s)
             return
         if not alive:
             tail = conn.call(lambda: _log_tail(conn.box, jobdir))
@@ -134,6 +135,14 @@ def follow(conn: Connection, run: Detached, progress: Progress | None, poll_s: f
                                 f"(last step: {status.get('step', 'none')}){tail}")
         time.sleep(poll_s)
     raise PipelineError(f"the harness did not finish within {timeout_s:.0f} s")
+
+
+def _wait_exit(conn: Connection, run: Detached, poll_s: float, grace_s: float = 60.0) -> None:
+    """`done` is the harness's last write; its process (and with it the box lock) ends a moment
+    later. Returning before that would let the next job find the box still locked."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and conn.call(lambda: conn.box.is_running(run)):
+        time.sleep(min(poll_s, 0.05))
 
 
 def _log_tail(box: Box, jobdir: PurePosixPath) -> str:
