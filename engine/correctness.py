@@ -139,10 +139,6 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     text, version = stream.ids, stream.version
     model = scored_model(job, spec)
     windows = plan(spec, text)
-    refs = {kind: _reference(job, spec, model.path, model.sha256, text, version, jobdir,
-                             harness, size)
-            for kind, size in (("short", spec.window_tokens), ("long", spec.long_window_tokens))
-            if any(w.kind == kind for w in windows)}
     checks = _consistency_windows(cells or [], model.name, text)
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
@@ -151,10 +147,11 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         batch = windows[len(chunks) : count]
         extra = [c["tokens"] for c in checks] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
+        refs = _references(job, spec, model.path, model.sha256, version, jobdir, harness, batch)
         outs = {side: _score_side(spec, side, j, asked, model.path, jobdir, harness, built[side],
                                   job.env) for side in ("base", "head")}
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
-        chunks += [chunk(w.index, w.kind, refs[w.kind][w.index], outs["base"][k], outs["head"][k])
+        chunks += [chunk(w.index, w.kind, refs[w.kind, w.index], outs["base"][k], outs["head"][k])
                    for k, w in enumerate(batch)]
         if j == 0:
             consistency = _consistency(spec, checks, outs, len(batch), cells)
@@ -230,23 +227,32 @@ def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[in
     return out
 
 
-def _reference(job: Job, spec: Correctness, model_path: str, model_sha: str, text: Sequence[int],
-               version: str, jobdir: Path, harness: Path, size: int) -> list[list[dict[str, Any]]]:
-    """Reference top-k for every grid window, cached per (model, reference recipe, corpus); the
-    corpus version names the tokenizer too, so windows of ids never meet a cache of bytes."""
-    recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
-                                        size, spec.topk]).encode()).hexdigest()[:24]
+def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, version: str,
+                jobdir: Path, harness: Path, batch: list[Window]) -> dict[tuple[str, int], Any]:
+    """Reference top-k for the windows of this round, each cached on the box per (model,
+    reference recipe, corpus version with its tokenizer, window size): a window's reference
+    depends only on its own tokens, so the cache fills as seeds pick windows and is reused by
+    every later evaluation; no round waits for windows it does not score."""
+    out: dict[tuple[str, int], Any] = {}
     cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
-    cached = cache_root / "reference" / f"{recipe}.json"
-    if cached.is_file():
-        return json.loads(cached.read_text())
-    every = [window_tokens(text, i, size) for i in range(grid(len(text), size))]
-    tokens_file = jobdir / "score" / f"reference-tokens-{size}.json"
-    tokens_file.parent.mkdir(parents=True, exist_ok=True)
-    tokens_file.write_text(json.dumps(every))
-    out = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec, tokens_file,
-                     model_path, jobdir, harness, harness, job.env)
-    _write_atomic(cached, out)
+    for kind, size in (("short", spec.window_tokens), ("long", spec.long_window_tokens)):
+        wanted = [w for w in batch if w.kind == kind]
+        if not wanted:
+            continue
+        recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
+                                            size, spec.topk]).encode()).hexdigest()[:24]
+        folder = cache_root / "reference" / recipe
+        missing = [w for w in wanted if not (folder / f"{w.index}.json").is_file()]
+        if missing:
+            tokens_file = jobdir / "score" / f"reference-tokens-{size}.json"
+            tokens_file.parent.mkdir(parents=True, exist_ok=True)
+            tokens_file.write_text(json.dumps([w.tokens for w in missing]))
+            got = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec,
+                             tokens_file, model_path, jobdir, harness, harness, job.env)
+            for w, ref in zip(missing, got, strict=True):
+                _write_atomic(folder / f"{w.index}.json", ref)
+        for w in wanted:
+            out[kind, w.index] = json.loads((folder / f"{w.index}.json").read_text())
     return out
 
 
