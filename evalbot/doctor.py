@@ -47,7 +47,7 @@ def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
         if box_config.repo:
             yield _probe(box, f"{name}: engine repository", ["git", "ls-remote", "--",
                          box_config.repo, "HEAD"], show=lambda out: out.split()[0][:12])
-        yield _probe(box, f"{name}: GPU", ["nvidia-smi", "-L"], optional=True)
+        yield _probe(box, f"{name}: GPU", ["nvidia-smi", "-L"], optional=not profile.gpu)
         for model in profile.models:
             yield _model_check(box, box_config, name, model.name, model.file, model.sha256)
     finally:
@@ -59,7 +59,9 @@ def _probe(box: Box, name: str, argv: list[str], optional: bool = False,
     try:
         got = box.run(argv, timeout_s=120)
     except BoxError as exc:
-        return Check(name, optional, _first_line(exc))
+        if optional:
+            return Check(name, True, "none (optional)")
+        return Check(name, False, f"{argv[0]} is not available on the box ({_first_line(exc)})")
     out = got.output.strip()
     if got.returncode != 0:
         return Check(name, optional, ("none (optional)" if optional else "failed: ")

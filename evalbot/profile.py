@@ -80,6 +80,7 @@ class Profile:
     speed: SpeedSettings
     correctness: CorrectnessSettings | None
     box_labels: tuple[str, ...] = ()  # a box must carry all of these to run this profile
+    gpu: bool = True  # the engine needs an NVIDIA GPU (`evalbot doctor` fails a box without one)
 
     def model(self, name: str) -> ProfileModel:
         return next(m for m in self.models if m.name == name)
@@ -99,7 +100,7 @@ def load_profile(name_or_path: str) -> Profile:
             raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {shipped})")
     doc = Doc(path)
     top = Section(doc, "", doc.data, {"name", "build", "env", "models", "speed", "correctness",
-                                      "box_labels"})
+                                      "box_labels", "gpu"})
     build = top.section("build", {"argv", "timeout_s", "artifacts"})
     models = tuple(_model(s) for s in top.items("models", {"name", "file", "sha256", "role",
                                                            "namespace"}))
@@ -129,6 +130,7 @@ def load_profile(name_or_path: str) -> Profile:
         ),
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
+        gpu=top.get("gpu", bool, True),
     )
 
 

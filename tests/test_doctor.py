@@ -14,6 +14,7 @@ from tests.stub_engine import make_repo
 
 PROFILE = """
 name: doctored
+gpu: false
 build: {argv: ["{python}", "build.py"], artifacts: [build/engine.py]}
 models:
   - {name: m, file: m.bin, sha256: PIN, role: primary, namespace: eval-m}
@@ -80,3 +81,13 @@ def test_unpinned_host_key_is_refused_with_a_clear_line(tmp_path: Path, sshd: Ss
     line = next(ln for ln in done.stdout.splitlines() if "reachable" in ln)
     assert line.startswith("FAIL") and "host key" in line.lower()
     assert str(sshd.port) not in done.stdout
+
+
+def test_a_box_without_the_gpu_the_profile_needs_fails_in_one_line(tmp_path: Path) -> None:
+    config = _setup(tmp_path, True, {"kind": "local", "trusted": True})
+    profile = tmp_path / "doctored.yaml"
+    profile.write_text(profile.read_text().replace("gpu: false", "gpu: true"))
+    done = _doctor(config)
+    gpu = [ln for ln in done.stdout.splitlines() if ": GPU:" in ln]
+    assert len(gpu) == 1 and gpu[0].startswith("FAIL") and "nvidia-smi" in gpu[0]
+    assert done.returncode == 1
