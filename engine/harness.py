@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
+import shutil
 import time
 import traceback
 from dataclasses import asdict
@@ -41,9 +43,13 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
     doc: dict[str, Any] = _header(job)
     try:
         _steps(job, jobdir, status, doc)
-    except Exception:  # a harness bug must still leave a results file: it is infra's fault
+    except Exception as exc:  # a harness bug must still leave a results file: infra's fault
+        message = _DISK_FULL if _is_enospc(exc) else "the harness failed"
+        for side, sha in (("base", job.base_sha), ("head", job.head_sha)):  # results stay valid
+            doc.setdefault(side, {"sha": sha, "ok": False, "duration_s": 0.0, "cached": False,
+                                  "artifacts": {}, "failure": "harness", "saved_s": 0.0})
         doc["failures"].append({"stage": "harness", "side": "harness", "attribution": "infra",
-                                "kind": "infra-error", "message": "the harness failed",
+                                "kind": "infra-error", "message": message,
                                 "log_tail": traceback.format_exc()[-4000:]})
     return _finish(doc, jobdir, status, started)
 
@@ -123,15 +129,37 @@ def _failure(stage: str, side: str, kind: str, message: str, log: Path | None) -
 
 def _build_failures(built: dict[str, Built]) -> list[dict[str, Any]]:
     base, head = built["base"], built["head"]
+    full = _disk_full(base.artifact_dir.parent.parent)
+    note = f" ({_DISK_FULL})" if full else ""
     if not base.ok:  # main must build: otherwise nothing can be said about the PR
         return [{"stage": "checkout" if base.failure == "checkout" else "build", "side": "base",
                  "attribution": "infra", "kind": "infra-error",
-                 "message": f"base failed: {base.failure}", "log_tail": _tail(base.log)}]
+                 "message": f"base failed: {base.failure}{note}", "log_tail": _tail(base.log)}]
     kind = "timeout" if head.failure == "timeout" else "build-failed"
-    attribution = "infra" if head.failure == "checkout" else "pr"
+    # A full disk is the box's condition, not the PR's verdict: the sandbox's per-stage file size
+    # limit is what bounds a PR's writes (exceeding it fails the build as the PR's), so a disk
+    # that fills below that limit means the box has too little room, and a retry after
+    # housekeeping may succeed. Free space is measured by the harness, never read from PR output.
+    attribution = "infra" if head.failure == "checkout" or full else "pr"
     return [{"stage": "checkout" if head.failure == "checkout" else "build", "side": "head",
              "attribution": attribution, "kind": kind if attribution == "pr" else "infra-error",
-             "message": f"head failed: {head.failure}", "log_tail": _tail(head.log)}]
+             "message": f"head failed: {head.failure}{note}", "log_tail": _tail(head.log)}]
+
+
+_DISK_FULL = "the box's disk is full"
+_FULL_BELOW = 1 << 20  # bytes free in the job directory's file system that count as full
+
+
+def _disk_full(jobdir: Path) -> bool:
+    try:
+        fs = os.statvfs(jobdir)
+    except OSError:
+        return False
+    return fs.f_bavail * fs.f_frsize < _FULL_BELOW
+
+
+def _is_enospc(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _tail(log: Path | None, limit: int = 4000) -> str:
@@ -142,9 +170,31 @@ def _tail(log: Path | None, limit: int = 4000) -> str:
 
 def _finish(doc: dict[str, Any], jobdir: Path, status: Status, started: float) -> dict[str, Any]:
     doc["timing"] = {"total_s": round(time.time() - started, 3)}
-    out = jobdir / "results.json"
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-    tmp.replace(out)
+    try:
+        _write_results(doc, jobdir)
+    except OSError as exc:
+        if not _is_enospc(exc):
+            raise
+        # The disk filled up (a build, a log, a cache). The trees and scratch space are
+        # disposable once measured: drop them to make room for the results file, and record the
+        # full disk so the bot reports it rather than a harness that vanished.
+        for name in ("trees", "scratch"):
+            shutil.rmtree(jobdir / name, ignore_errors=True)
+        doc["failures"].append({"stage": "harness", "side": "harness", "attribution": "infra",
+                                "kind": "infra-error", "message": f"{_DISK_FULL}: the results "
+                                "file could not be written until the job's trees were removed",
+                                "log_tail": ""})
+        _write_results(doc, jobdir)  # still full: the bot names the disk from harness.log
     status.set("done", failures=len(doc["failures"]))
     return doc
+
+
+def _write_results(doc: dict[str, Any], jobdir: Path) -> None:
+    out = jobdir / "results.json"
+    tmp = out.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+        tmp.replace(out)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # never leave a half-written file taking the last bytes
+        raise

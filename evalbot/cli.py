@@ -174,6 +174,7 @@ cli.add_command(__import__("evalbot.migrations").migrations.backup_cmd)
 cli.add_command(__import__("evalbot.migrations").migrations.migrate_cmd)
 cli.add_command(__import__("evalbot.upkeep").upkeep.housekeep)
 cli.add_command(__import__("evalbot.health").health.metrics_cmd)
+cli.add_command(__import__("evalbot.github.rounds").github.rounds.rounds_cmd)
 
 
 def _box_line(box: BoxConfig) -> str:

@@ -49,6 +49,12 @@ class GitHubConfig:
     quota_per_author_per_day: int = 20  # evaluations admitted per author per 24 h (0: no limit)
     quota_per_pr_per_day: int = 10  # ... per PR per 24 h (maintainers' reruns are exempt)
     status_context: str = "evalbot"
+    # Round features (`evalbot rounds`, evalbot.github.rounds), all off by default.
+    merge_first: bool = False  # label the open PR with the best verdict on current main
+    merge_first_label: str = "merge-first"
+    auto_merge: bool = False  # merge that PR after a confirmation run (needs merge_first)
+    merge_method: str = "merge"  # merge | squash | rebase
+    close_stale_after_days: int = 0  # close PRs with no push for this many days (0: never)
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,8 @@ _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user",
         "sandbox_launcher"}
 _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
-           "quota_per_pr_per_day", "status_context"}
+           "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
+           "auto_merge", "merge_method", "close_stale_after_days"}
 
 
 def load_config(path: Path) -> Config:
@@ -187,4 +194,22 @@ def _github(s: Section) -> GitHubConfig:
         quota_per_author_per_day=s.get("quota_per_author_per_day", int, 20),
         quota_per_pr_per_day=s.get("quota_per_pr_per_day", int, 10),
         status_context=s.get("status_context", str, "evalbot"),
+        merge_first=s.get("merge_first", bool, False),
+        merge_first_label=s.get("merge_first_label", str, "merge-first"),
+        auto_merge=_check_rounds(s),
+        merge_method=s.get("merge_method", str, "merge"),
+        close_stale_after_days=s.get("close_stale_after_days", int, 0),
     )
+
+
+def _check_rounds(s: Section) -> bool:
+    """Validate the round keys; returns auto_merge."""
+    s.check("merge_method", lambda m: m in ("merge", "squash", "rebase"),
+            "must be merge, squash or rebase")
+    s.check("close_stale_after_days", lambda d: isinstance(d, int) and d >= 0,
+            "must be whole days >= 0 (0: never close)")
+    auto_merge = bool(s.get("auto_merge", bool, False))
+    if auto_merge and not s.get("merge_first", bool, False):
+        raise s.doc.error(s.path("auto_merge"), "auto_merge merges the merge-first PR: "
+                                                "it needs merge_first: true")
+    return auto_merge

@@ -148,6 +148,8 @@ def _wait_exit(conn: Connection, run: Detached, poll_s: float, grace_s: float = 
 def _log_tail(box: Box, jobdir: PurePosixPath) -> str:
     got = box.run(["tail", "-n", "1", str(jobdir / "harness.log")], timeout_s=60)
     line = got.output.strip()[-200:] if got.returncode == 0 else ""
+    if "No space left on device" in line or "Disk quota exceeded" in line:
+        return f": the box's disk is full ({line})"  # the harness's own log, not PR output
     return f": {line}" if line else ""
 
 

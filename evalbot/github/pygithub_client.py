@@ -93,6 +93,21 @@ class PyGithubPort:
         _call(lambda: self._repo.get_commit(sha).create_status(
             state, description=description[:140], context=context))
 
+    def branch_sha(self, branch: str) -> str:
+        return _call(lambda: str(self._repo.get_branch(branch).commit.sha))
+
+    def commit_date(self, sha: str) -> float:
+        return _call(lambda: self._repo.get_commit(sha).commit.committer.date.timestamp())
+
+    def merge(self, number: int, sha: str, method: str) -> str:
+        # sha: GitHub refuses (409) if the head moved since it was evaluated. No admin override:
+        # the merge goes through branch protection like anyone's.
+        return _call(lambda: str(self._repo.get_pull(number).merge(
+            merge_method=method, sha=sha).sha))
+
+    def close_pull(self, number: int) -> None:
+        _call(lambda: self._repo.get_pull(number).edit(state="closed"))
+
 
 def _pull_info(p: Any, full_name: str) -> PullInfo:
     head_repo = p.head.repo

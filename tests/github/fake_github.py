@@ -57,6 +57,10 @@ class State:
     repo_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     issue_labels: dict[int, list[str]] = field(default_factory=dict)
     statuses: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)  # name -> head sha
+    commit_dates: dict[str, str] = field(default_factory=dict)  # sha -> ISO committer date
+    blocked: dict[int, str] = field(default_factory=dict)  # PR -> why branch protection refuses
+    merges: list[dict[str, Any]] = field(default_factory=list)  # every merge request body
 
 
 class FakeGitHub:
@@ -290,6 +294,50 @@ class FakeGitHub:
         doc.update({"state": entry["state"], "description": entry["description"],
                     "context": entry["context"], "id": next(self._ids)})
         return 201, doc, None
+
+    def _op_repos_get_branch(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
+        sha = self.state.branches.get(p["branch"])
+        if sha is None:
+            return 404, _not_found(), None
+        doc = self.spec.example("branch-get")
+        doc["name"], doc["commit"]["sha"] = p["branch"], sha
+        return 200, doc, None
+
+    def _op_repos_get_commit(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
+        date = self.state.commit_dates.get(p["ref"])
+        if date is None:
+            return 422, _validation("Commit"), None
+        doc = self.spec.example("commit")
+        doc["sha"] = p["ref"]
+        doc["files"] = []  # the spec's example files lack the required contents_url
+        doc["commit"]["committer"]["date"] = doc["commit"]["author"]["date"] = date
+        return 200, doc, None
+
+    def _op_pulls_merge(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
+        pull = self.state.pulls.get(int(p["pull_number"]))
+        self.state.merges.append({"number": int(p["pull_number"]), **(body or {})})
+        if pull is None:
+            return 404, _not_found(), None
+        if pull.state != "open" or pull.number in self.state.blocked:
+            why = self.state.blocked.get(pull.number, "Pull Request is not mergeable")
+            return 405, {"message": why, "documentation_url": "https://docs.github.com/rest"}, None
+        if (body or {}).get("sha", pull.head_sha) != pull.head_sha:
+            return 409, {"message": "Head branch was modified. Review and try the merge again.",
+                         "documentation_url": "https://docs.github.com/rest"}, None
+        pull.state = "closed"
+        merged = f"{next(self._ids):040x}"
+        self.state.branches["main"] = merged
+        doc = self.spec.example("pull-request-merge-result-response-if-merge-was-successful")
+        doc["sha"] = merged
+        return 200, doc, None
+
+    def _op_pulls_update(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
+        pull = self.state.pulls.get(int(p["pull_number"]))
+        if pull is None:
+            return 404, _not_found(), None
+        if body and body.get("state") in ("open", "closed"):
+            pull.state = body["state"]
+        return 200, self._pull_doc(pull), None
 
     # ---- documents --------------------------------------------------------------------------
     def _comment_doc(self, cid: int) -> dict[str, Any]:
