@@ -30,8 +30,19 @@ def environment() -> jinja2.Environment:
 
 
 def marker(verdict: dict[str, Any]) -> str:
-    meta = {"head": verdict["provenance"]["head_sha"], "kind": verdict["kind"]}
-    return f"{MARKER_PREFIX}{json.dumps(meta, sort_keys=True)} -->"
+    return marker_line(verdict["provenance"]["head_sha"], verdict["kind"])
+
+
+def marker_line(head_sha: str, kind: str) -> str:
+    """The hidden first line by which the bot finds its own comment again."""
+    return f"{MARKER_PREFIX}{json.dumps({'head': head_sha, 'kind': kind}, sort_keys=True)} -->"
+
+
+def _redact_body(text: str, redact: Redactor) -> str:
+    """Redact all but the marker line: it is ours (a SHA and a kind), and a box literal that
+    happened to match inside it would hide the comment from the next verdict."""
+    first, _, rest = text.partition("\n")
+    return f"{first}\n{redact(rest)}"
 
 
 def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
@@ -43,7 +54,7 @@ def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
         text = env.get_template("failure.md.j2").render(
             marker=marker(verdict), icon="❌" if verdict["kind"] != "infra-error" else "⚠️",
             verdict=verdict, failures=[_failure(f, redact) for f in verdict["failures"]])
-        return _fit(redact(text))
+        return _fit(_redact_body(text, redact))
     sections = details(verdict, results)
     context = dict(marker=marker(verdict), icon=ICONS.get(verdict["kind"], "❌"), verdict=verdict,
                    summary=summary(verdict), models=_models(verdict), correctness=_corr(verdict),
@@ -52,8 +63,8 @@ def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
     for drop in (None, *DROP_ORDER):
         if drop is not None:
             sections.pop(drop, None)
-        text = redact(env.get_template("comment.md.j2").render(
-            **context, details=sections, trimmed=drop is not None))
+        text = _redact_body(env.get_template("comment.md.j2").render(
+            **context, details=sections, trimmed=drop is not None), redact)
         if len(text) <= COMMENT_LIMIT:
             return text
     return _fit(text)

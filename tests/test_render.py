@@ -84,3 +84,14 @@ def test_stale_template_variables_fail_loudly(results, tmp_path: Path) -> None:
 
     with pytest.raises(jinja2.UndefinedError):
         environment().from_string("{{ missing }}").render()
+
+
+def test_marker_line_survives_any_redaction(results) -> None:
+    from evalbot.redact import Redactor
+    from evalbot.render import MARKER_PREFIX
+
+    for name in ("faster", "leaky"):  # the verdict comment and the failure comment
+        verdict = grade(results[name], _policy())
+        text = render_comment(verdict, Redactor(["evalbot", "head", "kind"]))
+        assert text.splitlines()[0].startswith(MARKER_PREFIX)
+        assert "evalbot" not in text.split("\n", 1)[1]  # the rest is still redacted

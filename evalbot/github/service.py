@@ -24,7 +24,7 @@ from evalbot.github.webhook import MAX_BODY, WebhookApp
 from evalbot.overrides import decorate, status_of
 from evalbot.policy import load_labels
 from evalbot.redact import Redactor
-from evalbot.render import MARKER_PREFIX, marker, render_comment
+from evalbot.render import render_comment
 from evalbot.store import Store
 
 log = logging.getLogger("evalbot.github")
@@ -189,7 +189,7 @@ def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
     shown = found[0]["verdict"]
     if found[0]["stale"]:
         shown = {**shown, "main_moved": _current_main(store, job.repo, job.base_sha)}
-    comment = _with_marker(render_comment(shown, redact), shown)
+    comment = render_comment(shown, redact)
     verdict, comment = decorate(store.path, job.repo, job.pr, found[0]["verdict"], comment)
     waived = status_of(verdict)
     if waived is None:
@@ -205,10 +205,3 @@ def _current_main(store: Store, repo: str, measured: str) -> str:
     started = [j for j in store.jobs() if j.repo == repo and j.started and j.base_sha
                and j.base_sha != measured]
     return max(started, key=lambda j: j.started or 0.0).base_sha if started else ""
-
-
-def _with_marker(comment: str, verdict: dict[str, Any]) -> str:
-    """The redactor runs over the whole text; a box literal such as a user named `evalbot` must
-    not break the marker line, or the next verdict would not find this comment."""
-    first, _, rest = comment.partition("\n")
-    return comment if first.startswith(MARKER_PREFIX) else f"{marker(verdict)}\n{rest}"

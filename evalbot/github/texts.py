@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 from evalbot.github.commands import REGISTRY
-from evalbot.render import MARKER_PREFIX, environment
+from evalbot.render import environment, marker_line
 
 
 def pending_comment(head_sha: str, state: str, note: str, context: str) -> str:
-    marker = f"{MARKER_PREFIX}{json.dumps({'head': head_sha, 'kind': state}, sort_keys=True)} -->"
     return environment().get_template("pending.md.j2").render(
-        marker=marker, head_sha=head_sha, state=state, note=note, context=context)
+        marker=marker_line(head_sha, state), head_sha=head_sha, state=state, note=note, context=context)
 
 
 def help_comment(approval_label: str) -> str:
