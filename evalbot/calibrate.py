@@ -28,7 +28,7 @@ from evalbot.policy import Policy
 from evalbot.profile import Profile
 from evalbot.sequential import schedule
 
-_DDL = """
+NOISE_DDL = """
 CREATE TABLE IF NOT EXISTS box_noise (
   box TEXT NOT NULL, profile TEXT NOT NULL, cell TEXT NOT NULL,
   sd REAL NOT NULL, pairs INTEGER NOT NULL, sha TEXT NOT NULL, created REAL NOT NULL,
@@ -44,7 +44,7 @@ class NoiseStore:
     def __init__(self, path: Path) -> None:
         self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_DDL)
+        self.db.executescript(NOISE_DDL)
 
     def record(self, box: str, profile: str, sha: str, noise: dict[str, tuple[float, int]]) -> None:
         now = time.time()

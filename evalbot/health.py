@@ -25,7 +25,7 @@ import click
 from scipy import stats as sps
 
 from evalbot import pipeline
-from evalbot.calibrate import aa_noise, sick_cells
+from evalbot.calibrate import NOISE_DDL, aa_noise, sick_cells
 from evalbot.config import BoxConfig
 from evalbot.errors import EvalbotError
 from remote.box import Box
@@ -41,12 +41,8 @@ CREATE TABLE IF NOT EXISTS box_health (
   healthy INTEGER NOT NULL, reasons TEXT NOT NULL, worst_ratio REAL, at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS box_health_box ON box_health (box, id);
-CREATE TABLE IF NOT EXISTS box_noise (
-  box TEXT NOT NULL, profile TEXT NOT NULL, cell TEXT NOT NULL,
-  sd REAL NOT NULL, pairs INTEGER NOT NULL, sha TEXT NOT NULL, created REAL NOT NULL,
-  PRIMARY KEY (box, profile, cell)
-);
-"""  # box_noise is evalbot.calibrate's table, created here too so a fresh store reads empty
+""" + NOISE_DDL  # box_noise is evalbot.calibrate's table: created here too so a fresh store
+#                  reads empty floors instead of failing
 
 
 @dataclass(frozen=True)
