@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
-from collections.abc import Iterator
 
 import pytest
 
 from evalbot.config import Config
-from evalbot.github.port import GitHubPort
-from evalbot.github.service import Running, start
+from evalbot.github.service import Running
 from evalbot.github.webhook import MAX_BODY, signature
 from evalbot.store import Store
 from tests.github import payloads
-from tests.github.accounts import MAINTAINER, fast_backoff
+from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub
 from tests.github.sender import Sender, settle
 
@@ -25,11 +22,9 @@ pytest_plugins = ["tests.github.fixtures"]
 
 
 @pytest.fixture
-def service(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender]]:
-    secret = secrets.token_bytes(32)
-    running = start(config, secret, port, backoff=fast_backoff())
-    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret)
-    running.stop()
+def service(bot: tuple[Running, Sender, Store]) -> tuple[Running, Sender]:
+    running, sender, _ = bot
+    return running, sender
 
 
 def test_signature_matches_githubs_published_test_vector() -> None:
