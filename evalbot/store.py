@@ -160,11 +160,15 @@ class Store:
             return _job(db.execute("SELECT * FROM jobs WHERE id=?", (row["id"],)).fetchone())
 
     def renew(self, job_id: str, worker: str, ttl_s: float) -> bool:
-        """Extend a lease; False means the job is no longer ours (superseded, cancelled, stolen)."""
+        """Extend a lease; False means the job is no longer ours (superseded, cancelled, stolen,
+        or handed back by a drain: the check and the update are one statement, so a renewal
+        racing a hand-back can never revive the lease it handed back)."""
         with self._tx() as db:
             cur = db.execute("UPDATE jobs SET lease_expires=?, updated=? WHERE id=? AND "
-                             "lease_owner=? AND state='running'",
-                             (time.time() + ttl_s, time.time(), job_id, worker))
+                             "lease_owner=? AND state='running' AND EXISTS (SELECT 1 FROM "
+                             "leases WHERE leases.job_id=jobs.id AND leases.worker=? AND "
+                             "leases.ended IS NULL)",
+                             (time.time() + ttl_s, time.time(), job_id, worker, worker))
             return cur.rowcount == 1
 
     def set_base(self, job_id: str, base_sha: str) -> None:

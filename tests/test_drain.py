@@ -173,6 +173,21 @@ def test_restarts_never_make_a_job_give_up(tmp_path):
     assert outcomes == ["handed-back"] * 4 + ["done"]
 
 
+def test_a_renewal_that_races_the_hand_back_cannot_revive_the_lease(tmp_path):
+    """The race behind a flaky drain test: the Renewal read "not handed back", then the drain
+    handed the lease back, then the Renewal renewed. The renewal must lose, whatever the order."""
+    store = Store(tmp_path / "store.sqlite")
+    job = store.enqueue("o/r", 1, "a" * 40, policy().ident)
+    assert store.lease("worker-d", 600) is not None
+    assert store.renew(job.id, "worker-d", 600)  # held: renewing works
+    assert hand_back(store, job.id, "worker-d")
+    assert not store.renew(job.id, "worker-d", 600)  # the stale check passed; the update must not
+    row = store.get(job.id)
+    assert row.lease_expires is not None and row.lease_expires <= time.time()
+    again = store.lease("worker-e", 600)
+    assert again is not None and again.id == job.id
+
+
 @pytest.mark.parametrize("taken_at_once", [False, True])
 def test_a_drained_worker_stops_renewing_and_never_kills_the_run_it_handed_back(
         tmp_path, taken_at_once):
