@@ -1,0 +1,66 @@
+"""The test suite on a busy machine: N full runs while every core is kept busy by another process.
+
+    python bench/suite_under_load.py [--runs 3] [--busy N] [-- pytest args]
+
+Starts one busy-loop process per core (or --busy N), runs the whole pytest suite --runs times in a
+row, and prints one row per run (outcome, counts, pytest's own duration). The busy loops are
+stopped whatever happens. Exit status 0 only when every run passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+
+
+def _spin() -> None:
+    while True:  # burn one core until terminated
+        pass
+
+
+def _one_run(pytest_args: list[str]) -> tuple[int, str, float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *pytest_args], cwd=ROOT, capture_output=True, text=True)
+    tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
+    match = SUMMARY.search(tail[0])
+    summary = match.group(1) if match else tail[0][:80]
+    return done.returncode, summary, time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--busy", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
+    for s in spinners:
+        s.start()
+    rows = []
+    try:
+        for i in range(args.runs):
+            rows.append((i + 1, *_one_run(args.pytest_args)))
+            print(f"run {i + 1}: {rows[-1][2]}", file=sys.stderr, flush=True)
+    finally:
+        for s in spinners:
+            s.terminate()
+    print(f"\nwhole suite, {args.runs} runs in a row, {args.busy} busy-loop processes "
+          f"on {os.cpu_count()} cores")
+    print("| run | outcome | pytest summary | wall (s) |\n|---|---|---|---|")
+    for run, rc, summary, wall in rows:
+        print(f"| {run} | {'pass' if rc == 0 else f'FAIL (rc {rc})'} | {summary} | {wall:.0f} |")
+    return 0 if all(rc == 0 for _, rc, _, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
