@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+SUMMARY = re.compile(r"(\d+ (?:passed|failed).*? in [\d.]+s)")
 
 
 def _spin() -> None:
@@ -29,7 +29,7 @@ def _spin() -> None:
 
 def _one_run(pytest_args: list[str]) -> tuple[int, str, float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                            *pytest_args], cwd=ROOT, capture_output=True, text=True)
     tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
     match = SUMMARY.search(tail[0])
