@@ -126,13 +126,13 @@ def calibrate_cmd(repo_path: str, sha: str, profile_name: str, policy_name: str,
     import sys
 
     from evalbot import pipeline
-    from evalbot.config import REPO_ROOT
     from evalbot.policy import load_labels
     from evalbot.profile import load_profile
+    from evalbot.resources import LABELS_FILE
     from remote.local import LocalBox
 
     profile = load_profile(profile_name)
-    policy = load_labels(REPO_ROOT / "labels.yaml").policy(policy_name)
+    policy = load_labels(LABELS_FILE).policy(policy_name)
     box_config = BoxConfig(name=box_name, kind="local", workdir=str(workdir.resolve()),
                            repo=repo_path, models_dir=models_dir, trusted=True,
                            python=sys.executable)

@@ -15,13 +15,12 @@ from rich.table import Table
 
 from engine.checks import ContractError
 from engine.results import load as load_results
-from evalbot.config import REPO_ROOT, BoxConfig, load_config
+from evalbot.config import BoxConfig, load_config
 from evalbot.errors import EvalbotError
 from evalbot.grading import ctx_name, grade
 from evalbot.policy import load_labels
 from evalbot.profile import load_profile
-
-LABELS = REPO_ROOT / "labels.yaml"
+from evalbot.resources import LABELS_FILE as LABELS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalbot.errors import ConfigError
+from evalbot.resources import LABELS_FILE
 from evalbot.yamlfile import Doc, Section
 
+# The checkout this module sits in: only tests and dev tools use it; the bot reads its own data
+# through evalbot.resources, which works from a wheel too.
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -77,7 +80,7 @@ class Config:
     boxes: tuple[BoxConfig, ...]
     github: GitHubConfig | None = None
     service: ServiceConfig = ServiceConfig()
-    labels_file: Path = REPO_ROOT / "labels.yaml"
+    labels_file: Path = LABELS_FILE
     source: Path | None = None
 
     def secret(self, env_name: str) -> str:
@@ -120,7 +123,7 @@ def load_config(path: Path) -> Config:
         boxes=boxes,
         github=github,
         service=_service(top.section("service", _SERVICE), base),
-        labels_file=_resolve(base, labels_file) if labels_file else REPO_ROOT / "labels.yaml",
+        labels_file=_resolve(base, labels_file) if labels_file else LABELS_FILE,
         source=Path(path),
     )
 

@@ -10,12 +10,13 @@ from pathlib import Path
 from rich.console import Console
 
 from engine.demo import generate
-from evalbot.config import REPO_ROOT, BoxConfig
+from evalbot.config import BoxConfig
 from evalbot.evaluation import Outcome, evaluate
 from evalbot.policy import load_labels
 from evalbot.profile import load_profile
 from evalbot.progress import evaluation_bar
 from evalbot.redact import for_boxes
+from evalbot.resources import LABELS_FILE
 from evalbot.store import Store
 from remote.local import LocalBox
 
@@ -40,7 +41,7 @@ def run_demo(out: Path, console: Console, seed: int | None = None) -> list[DemoR
     """Generate the demo repository, evaluate each PR commit against main, write the outputs."""
     out.mkdir(parents=True, exist_ok=True)
     profile = load_profile("demo")
-    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
+    policy = load_labels(LABELS_FILE).policy("default")
     store = Store(out / "evalbot.sqlite3")
     results = []
     with tempfile.TemporaryDirectory(prefix="evalbot-demo-") as tmp:
