@@ -45,7 +45,9 @@ class GitHubConfig:
     api_url: str = "https://api.github.com"
     token_env: str = "EVALBOT_GITHUB_TOKEN"
     webhook_secret_env: str = "EVALBOT_WEBHOOK_SECRET"
-    bot_login: str = "evalbot[bot]"
+    bot_login: str = ""  # "": read from the API (the token's user, or the App's slug + [bot])
+    app_id: int = 0  # a GitHub App: token_env then holds the App's private key (PEM)
+    installation_id: int = 0  # 0: looked up from the repository (GET /repos/{o}/{r}/installation)
     approval_label: str = "evalbot-approved"
     evaluate_drafts: bool = False
     author_may_command: bool = True  # the PR author may /evalbot rerun|cancel|help on own PR
@@ -100,7 +102,7 @@ _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user",
 _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
            "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
-           "auto_merge", "merge_method", "close_stale_after_days"}
+           "auto_merge", "merge_method", "close_stale_after_days", "app_id", "installation_id"}
 
 
 def load_config(path: Path) -> Config:
@@ -191,6 +193,8 @@ def _github(s: Section) -> GitHubConfig:
         token_env=s.get("token_env", str, GitHubConfig.token_env),
         webhook_secret_env=s.get("webhook_secret_env", str, GitHubConfig.webhook_secret_env),
         bot_login=s.get("bot_login", str, GitHubConfig.bot_login),
+        app_id=s.get("app_id", int, 0),
+        installation_id=s.get("installation_id", int, 0),
         approval_label=s.get("approval_label", str, GitHubConfig.approval_label),
         evaluate_drafts=s.get("evaluate_drafts", bool, False),
         author_may_command=s.get("author_may_command", bool, True),

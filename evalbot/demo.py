@@ -37,8 +37,10 @@ class DemoResult:
         return self.outcome.verdict["kind"] == EXPECTED[self.name]
 
 
-def run_demo(out: Path, console: Console, seed: int | None = None) -> list[DemoResult]:
-    """Generate the demo repository, evaluate each PR commit against main, write the outputs."""
+def run_demo(out: Path, console: Console, seed: int | None = None,
+             only: tuple[str, ...] = ()) -> list[DemoResult]:
+    """Generate the demo repository, evaluate each PR commit (or those in `only`) against main,
+    write the outputs."""
     out.mkdir(parents=True, exist_ok=True)
     profile = load_profile("demo")
     policy = load_labels(LABELS_FILE).policy("default")
@@ -53,6 +55,8 @@ def run_demo(out: Path, console: Console, seed: int | None = None) -> list[DemoR
         box = LocalBox(box_config.name, box_config.workdir)
         redact = for_boxes([box_config])
         for number, (name, sha) in enumerate(repo.prs.items(), start=1):
+            if only and name not in only:
+                continue
             with evaluation_bar(console, f"PR #{number} {name:<9}") as progress:
                 outcome = evaluate(box, box_config, profile, policy, repo=DEMO_REPO, pr=number,
                                    base_sha=repo.main_sha, head_sha=sha, out=out / name,
