@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    policy = load_labels(ROOT / "labels.yaml").policy("default").correctness
+    policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default").correctness
     critical = critical_values(LOOKS)
     started = time.time()
     scenarios = [("bit-identical", 0.0, 0.0, True)]

@@ -105,43 +105,84 @@ def sick_cells(results: dict[str, Any]) -> list[str]:
 
 
 @click.command("calibrate")
-@click.option("--repo", "repo_path", required=True, help="the engine repository (path or URL)")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="calibrate a box of this config (ssh or local): its profile, policy and store")
+@click.option("--box", "--box-name", "box_name", default=None,
+              help="with --config: which box (default: the only one); without: the name the "
+                   "noise is stored under")
+@click.option("--repo", "repo_path", default=None,
+              help="the engine repository (path or URL); default with --config: the box's clone")
 @click.option("--sha", required=True, help="full SHA to measure against itself (main)")
-@click.option("--profile", "profile_name", default="demo", show_default=True)
-@click.option("--policy", "policy_name", default="default", show_default=True)
+@click.option("--profile", "profile_name", default="demo", show_default=True,
+              help="without --config")
+@click.option("--policy", "policy_name", default="default", show_default=True,
+              help="without --config")
 @click.option("--pairs", type=int, default=12, show_default=True, help="A/A pairs per run")
-@click.option("--models-dir", default="", help="where the profile's model files are")
+@click.option("--models-dir", default="", help="without --config: where the model files are")
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path(".evalbot-box"),
-              show_default=True, help="job directories and caches of the local box")
-@click.option("--box-name", default="local", show_default=True,
-              help="the name the noise is stored under (the box's name in the config)")
-@click.option("--store", "store_path", type=click.Path(path_type=Path), required=True,
-              help="the bot's SQLite store file")
+              show_default=True, help="without --config: job directories of the local box")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=None,
+              help="the bot's SQLite store file (default with --config: the config's)")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("evalbot-calibrate"),
               show_default=True, help="where the A/A results.json goes")
-def calibrate_cmd(repo_path: str, sha: str, profile_name: str, policy_name: str, pairs: int,
-                  models_dir: str, workdir: Path, box_name: str, store_path: Path,
-                  out: Path) -> None:
-    """A/A on the local box: store each cell's noise as its sd floor."""
+def calibrate_cmd(config_file: Path | None, box_name: str | None, repo_path: str | None,
+                  sha: str, profile_name: str, policy_name: str, pairs: int, models_dir: str,
+                  workdir: Path, store_path: Path | None, out: Path) -> None:
+    """A/A on a box: store each cell's noise as its sd floor."""
     import sys
 
+    from evalbot.config import load_config
+
+    if config_file is not None:
+        config = load_config(config_file)
+        box_config = _config_box(config.boxes, box_name)
+        profile_name, policy_name = config.profile, config.policy
+        store_path = store_path or config.store
+        labels_file = config.labels_file
+    else:
+        from evalbot.resources import LABELS_FILE
+
+        if not repo_path or store_path is None:
+            raise EvalbotError("calibrate needs --config FILE (a configured box), or --repo and "
+                               "--store for the local box")
+        box_config = BoxConfig(name=box_name or "local", kind="local",
+                               workdir=str(workdir.resolve()), repo=repo_path,
+                               models_dir=models_dir, trusted=True, python=sys.executable)
+        labels_file = LABELS_FILE
+    if repo_path:
+        box_config = dataclasses.replace(box_config, repo=repo_path)
+    _calibrate(box_config, profile_name, policy_name, labels_file, sha, pairs, store_path, out)
+
+
+def _config_box(boxes: tuple[BoxConfig, ...], name: str | None) -> BoxConfig:
+    if name is None and len(boxes) == 1:
+        return boxes[0]
+    for box in boxes:
+        if box.name == name:
+            return box
+    raise EvalbotError(f"calibrate: name the box with --box (one of "
+                       f"{', '.join(b.name for b in boxes)})")
+
+
+def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, labels_file: Path,
+               sha: str, pairs: int, store_path: Path, out: Path) -> None:
     from evalbot import pipeline
-    from evalbot.config import REPO_ROOT
     from evalbot.policy import load_labels
+    from evalbot.pool import open_box
     from evalbot.profile import load_profile
-    from remote.local import LocalBox
 
     profile = load_profile(profile_name)
-    policy = load_labels(REPO_ROOT / "labels.yaml").policy(policy_name)
-    box_config = BoxConfig(name=box_name, kind="local", workdir=str(workdir.resolve()),
-                           repo=repo_path, models_dir=models_dir, trusted=True,
-                           python=sys.executable)
+    policy = load_labels(labels_file).policy(policy_name)
     job = calibration_job(profile, policy, box_config, sha, pairs)
     out.mkdir(parents=True, exist_ok=True)
-    results = pipeline.evaluate(LocalBox(box_name, box_config.workdir), box_config, job, out)
+    box = open_box(box_config)
+    try:
+        results = pipeline.evaluate(box, box_config, job, out)
+    finally:
+        box.close()
     noise = aa_noise(results)
     store = NoiseStore(store_path)
-    store.record(box_name, profile.name, sha, noise)
+    store.record(box_config.name, profile.name, sha, noise)
     store.close()
     for cell, (sd, n) in noise.items():
         click.echo(f"{cell:<32} sd of ln(head/base) {100 * sd:6.3f}%  over {n} pairs  "
@@ -149,4 +190,5 @@ def calibrate_cmd(repo_path: str, sha: str, profile_name: str, policy_name: str,
     sick = sick_cells(results)
     if sick:
         raise EvalbotError(f"A/A not neutral in {', '.join(sick)}: the box is not steady")
-    click.echo(f"stored {len(noise)} cell floors for box {box_name!r}, profile {profile.name!r}")
+    click.echo(f"stored {len(noise)} cell floors for box {box_config.name!r}, "
+               f"profile {profile.name!r}")

@@ -7,24 +7,64 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from engine.checks import ContractError
-from engine.results import load as load_results
-from evalbot.config import REPO_ROOT, BoxConfig, load_config
 from evalbot.errors import EvalbotError
-from evalbot.grading import ctx_name, grade
-from evalbot.policy import load_labels
-from evalbot.profile import load_profile
+from evalbot.lazy_group import LazyGroup
 
-LABELS = REPO_ROOT / "labels.yaml"
+if TYPE_CHECKING:  # imported inside each command: `evalbot --help` stays fast
+    from rich.table import Table
+
+DEMO_PRS = ("faster", "neutral", "slow_long", "broken")  # evalbot.demo.EXPECTED's keys, in order
+# Every command that lives in its own module: imported only when it runs (evalbot.lazy_group).
+COMMANDS = {
+    "action": ("evalbot.github.cli:action",
+               "GitHub Actions mode: handle the event file the platform provides (GITHUB_EVENT_PATH)."),
+    "backup": ("evalbot.migrations:backup_cmd",
+               "Copy the store while the service runs (SQLite online backup), integrity-checked."),
+    "box": ("evalbot.boxinit:box_group", "Set up and inspect GPU boxes."),
+    "calibrate": ("evalbot.calibrate:calibrate_cmd",
+                  "A/A on a box: store each cell's noise as its sd floor."),
+    "dashboard": ("evalbot.dashboard:dashboard",
+                  "Write the static dashboard: main's speed over time, recent verdicts, box noise."),
+    "doctor": ("evalbot.doctor:doctor",
+               "Check the config, profile and policy, then each box, its models, and the secrets."),
+    "housekeep": ("evalbot.upkeep:housekeep",
+                  "Evict old job directories, builds and reference caches on the boxes."),
+    "keys": ("evalbot.signing_cli:keys_group", "Manage the verdict signing key."),
+    "labels": ("evalbot.github.cli:labels", "The label set of labels.yaml on GitHub."),
+    "metrics": ("evalbot.health:metrics_cmd",
+                "Print the Prometheus metrics of the store (for a textfile collector or a quick look)."),
+    "migrate": ("evalbot.migrations:migrate_cmd",
+                "Bring the store's schema up to this evalbot's version (backup first)."),
+    "poll": ("evalbot.github.cli:poll",
+             "Create jobs from the listing of open PRs (for setups without a public endpoint)."),
+    "regrade": ("evalbot.serve:regrade_cmd",
+                "Grade stored results again under the current policy (no box time); changed verdicts "
+                "are published by the next worker sweep (`evalbot serve`, or `evalbot worker "
+                "--until-idle`)."),
+    "reproduce": ("evalbot.reproduce:reproduce",
+                  "Print the commands that repeat a verdict's measurement on another box."),
+    "rerun": ("evalbot.github.cli:rerun",
+              "Queue the open PR whose head is SHA again, as a maintainer (a new attempt)."),
+    "rounds": ("evalbot.github.rounds:rounds_cmd",
+               "Run one round: merge-first label, auto-merge, stale PRs (each only if configured)."),
+    "serve": ("evalbot.serve:serve",
+              "The service: webhook endpoint, dispatcher, one worker per eligible box, metrics."),
+    "shadow-report": ("evalbot.shadow:shadow_report",
+                      "Agreement per PR between evalbot's shadow verdicts and the existing bot's labels."),
+    "verify": ("evalbot.signing_cli:verify",
+               "Check verdict JSON files against the published public keys; exit 1 on the first bad one."),
+    "webhook": ("evalbot.github.cli:webhook",
+                "Serve the signed webhook endpoint (waitress) and the dispatcher that creates jobs."),
+    "worker": ("evalbot.serve:worker", "Workers only: lease jobs from the store, evaluate, publish."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="evalbot", prog_name="evalbot")
 def cli() -> None:
     """evalbot grades performance pull requests of GPU LLM inference engines."""
 
@@ -34,13 +74,22 @@ def cli() -> None:
               show_default=True, help="where comment.md and verdict.json per PR go")
 @click.option("--seed", type=int, default=None, help="correctness seed (default: fresh)")
 @click.option("--json", "as_json", is_flag=True, help="print the verdicts as JSON")
-def demo(out: Path, seed: int | None, as_json: bool) -> None:
+@click.option("--only", "only", multiple=True, type=click.Choice(DEMO_PRS),
+              help="evaluate only this demo PR (repeatable; default: all four)")
+def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> None:
     """Run the whole pipeline on the bundled demo engine (no GPU, no GitHub)."""
+    try:
+        import torch  # noqa: F401  (the demo engine and its reference are small torch programs)
+    except ImportError:
+        raise EvalbotError("the demo runs a small torch engine and torch is not installed: "
+                           "install the demo extra, e.g. pip install 'evalbot[demo]'") from None
+    from rich.console import Console
+
     from evalbot.demo import EXPECTED, run_demo
 
     console = Console(stderr=as_json, width=max(Console().width, 120))
     started = time.monotonic()
-    results = run_demo(out, console, seed=seed)
+    results = run_demo(out, console, seed=seed, only=only)
     if as_json:
         click.echo(json.dumps({r.name: r.outcome.verdict for r in results}, indent=2))
     else:
@@ -72,16 +121,22 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
           models_dir: str, workdir: Path, seed: int | None, out: Path, dry_run: bool,
           as_json: bool) -> None:
     """Evaluate one head against one base on the local box."""
+    from rich.console import Console
+
+    from evalbot.config import BoxConfig
     from evalbot.evaluation import evaluate
+    from evalbot.policy import load_labels
+    from evalbot.profile import load_profile
     from evalbot.progress import evaluation_bar
     from evalbot.redact import for_boxes
+    from evalbot.resources import LABELS_FILE
     from evalbot.signing import KEY_ENV, load_signing_key
     from evalbot.store import Store
     from remote.local import LocalBox
 
     if not dry_run:
         raise EvalbotError("publishing needs `evalbot serve` and a config; use --dry-run here")
-    profile, policy = load_profile(profile_name), load_labels(LABELS).policy(policy_name)
+    profile, policy = load_profile(profile_name), load_labels(LABELS_FILE).policy(policy_name)
     box_config = BoxConfig(name="local", kind="local", workdir=str(workdir.resolve()),
                            repo=repo_path, models_dir=models_dir, trusted=True,
                            python=sys.executable)
@@ -106,82 +161,54 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
 @click.option("--policy", "policy_name", default="default", show_default=True)
 def grade_(results_file: Path, policy_name: str) -> None:
     """Print the verdict JSON for a results file (pure: reads the file, nothing else)."""
+    from engine.checks import ContractError
+    from engine.results import load as load_results
+    from evalbot.grading import grade
+    from evalbot.policy import load_labels
+    from evalbot.resources import LABELS_FILE
+
     try:
         results = load_results(results_file)
     except ContractError as exc:
         raise EvalbotError(str(exc)) from exc
-    verdict = grade(results, load_labels(LABELS).policy(policy_name))
+    verdict = grade(results, load_labels(LABELS_FILE).policy(policy_name))
     click.echo(json.dumps(verdict, indent=2, sort_keys=True))
 
 
 @cli.command()
-@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
-@click.option("--offline", is_flag=True, help="validate the files only; contact no box")
-def doctor(config_file: Path, offline: bool) -> None:
-    """Check the config, profile and policy, then each box, its models, and the secrets."""
-    from evalbot.doctor import run_checks
-    from evalbot.redact import for_boxes
-
-    config = load_config(config_file)
-    book = load_labels(config.labels_file)
-    book.policy(config.policy, str(config.labels_file))
-    profile = load_profile(config.profile)
-    click.echo(f"ok    config: profile {profile.name} ({profile.cell_count} cells), "
-               f"policy {config.policy}, {len(config.boxes)} box(es): "
-               + ", ".join(_box_line(b) for b in config.boxes))
-    if offline:
-        return
-    redact = for_boxes(config.boxes)
-    failed = 0
-    for check in run_checks(config, profile):
-        failed += not check.ok
-        click.echo(redact(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}"))
-    if failed:
-        raise EvalbotError(f"{failed} check(s) failed")
-
-
-@cli.command()
-@click.option("--store", "store_file", type=click.Path(path_type=Path), required=True,
-              help="the SQLite store")
+@click.option("--store", "store_file", type=click.Path(path_type=Path), default=None,
+              help="the SQLite store (default: the one the config names)")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
-              help="to list the boxes too")
+              help="the config: its store and its boxes")
 @click.option("--last", default=10, show_default=True, help="how many recent verdicts")
 @click.option("--json", "as_json", is_flag=True)
-def status(store_file: Path, config_file: Path | None, last: int, as_json: bool) -> None:
+def status(store_file: Path | None, config_file: Path | None, last: int, as_json: bool) -> None:
     """Show the queue, the boxes and the last verdicts."""
+    from rich.console import Console
+
+    from evalbot.config import load_config
     from evalbot.status import render_status, snapshot
     from evalbot.store import Store
 
+    config = load_config(config_file) if config_file else None
+    if store_file is None:
+        if config is None:
+            raise EvalbotError("status needs --config (its store) or --store FILE")
+        store_file = config.store
     if not store_file.is_file():
         raise EvalbotError(f"{store_file}: no such store")
-    config = load_config(config_file) if config_file else None
     snap = snapshot(Store(store_file), config.boxes if config else (), last)
     if as_json:
         click.echo(json.dumps(snap, indent=2, sort_keys=True))
     else:
         Console().print(*render_status(snap))
 
-cli.add_command(__import__("evalbot.boxinit").boxinit.box_group)
-cli.add_command(__import__("evalbot.calibrate").calibrate.calibrate_cmd)
-cli.add_command(__import__("evalbot.dashboard").dashboard.dashboard)
-cli.add_command(__import__("evalbot.signing_cli").signing_cli.verify)
-cli.add_command(__import__("evalbot.signing_cli").signing_cli.keys_group)
-cli.add_command(__import__("evalbot.reproduce").reproduce.reproduce)
-__import__("evalbot.github.cli").github.cli.register(cli)
-__import__("evalbot.serve").serve.register(cli)
-cli.add_command(__import__("evalbot.shadow").shadow.shadow_report)
-cli.add_command(__import__("evalbot.migrations").migrations.backup_cmd)
-cli.add_command(__import__("evalbot.migrations").migrations.migrate_cmd)
-cli.add_command(__import__("evalbot.upkeep").upkeep.housekeep)
-cli.add_command(__import__("evalbot.health").health.metrics_cmd)
-cli.add_command(__import__("evalbot.github.rounds").github.rounds.rounds_cmd)
-
-
-def _box_line(box: BoxConfig) -> str:
-    return f"{box.name} ({box.kind}{', trusted' if box.trusted else ''})"
-
 
 def _summary(rows: list[tuple[str, dict[str, Any]]]) -> Table:
+    from rich.table import Table
+
+    from evalbot.grading import ctx_name
+
     table = Table(title="evalbot verdicts")
     for col in ("PR", "verdict", "kind", "best cell [interval]", "correctness", "labels"):
         table.add_column(col, overflow="fold")

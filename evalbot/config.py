@@ -6,13 +6,19 @@ Secrets never live in the file: it names the environment variables (or files) th
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from evalbot.errors import ConfigError
+from evalbot.resources import LABELS_FILE
 from evalbot.yamlfile import Doc, Section
 
+# The checkout this module sits in: only tests and dev tools use it; the bot reads its own data
+# through evalbot.resources, which works from a wheel too.
 REPO_ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,9 @@ class GitHubConfig:
     api_url: str = "https://api.github.com"
     token_env: str = "EVALBOT_GITHUB_TOKEN"
     webhook_secret_env: str = "EVALBOT_WEBHOOK_SECRET"
-    bot_login: str = "evalbot[bot]"
+    bot_login: str = ""  # "": read from the API (the token's user, or the App's slug + [bot])
+    app_id: int = 0  # a GitHub App: token_env then holds the App's private key (PEM)
+    installation_id: int = 0  # 0: looked up from the repository (GET /repos/{o}/{r}/installation)
     approval_label: str = "evalbot-approved"
     evaluate_drafts: bool = False
     author_may_command: bool = True  # the PR author may /evalbot rerun|cancel|help on own PR
@@ -77,7 +85,7 @@ class Config:
     boxes: tuple[BoxConfig, ...]
     github: GitHubConfig | None = None
     service: ServiceConfig = ServiceConfig()
-    labels_file: Path = REPO_ROOT / "labels.yaml"
+    labels_file: Path = LABELS_FILE
     source: Path | None = None
 
     def secret(self, env_name: str) -> str:
@@ -97,32 +105,57 @@ _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user",
 _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
            "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
-           "auto_merge", "merge_method", "close_stale_after_days"}
+           "auto_merge", "merge_method", "close_stale_after_days", "app_id", "installation_id"}
 
 
 def load_config(path: Path) -> Config:
-    """Parse and validate a config file; errors name the file, line and key."""
-    doc = Doc(Path(path))
+    """Parse and validate a config file; errors name the file, line and key, all of them."""
+    doc = Doc(Path(path), collect=True)
     top = Section(doc, "", doc.data, _TOP)
     base = Path(path).resolve().parent
-    boxes = tuple(_box(s, base) for s in top.items("boxes", _BOX))
-    if not boxes:
-        raise doc.error("boxes", "at least one box is required")
-    names = [b.name for b in boxes]
-    if len(set(names)) != len(names):
-        raise doc.error("boxes", "box names must be unique")
-    github = _github(top.section("github", _GITHUB)) if "github" in doc.data else None
+    boxes = _boxes(doc, top, base)
+    github = _attempt(doc, lambda: _github(top.section("github", _GITHUB))) \
+        if "github" in doc.data else None
+    service = _attempt(doc, lambda: _service(top.section("service", _SERVICE), base))
     labels_file = top.get("labels_file", str, None)
+    profile = _attempt(doc, lambda: top.get("profile", str))
+    store = top.get("store", str, "evalbot.sqlite3")
+    doc.finish()
+    assert profile is not None and service is not None  # finish() raised otherwise
     return Config(
-        profile=top.get("profile", str),
+        profile=profile,
         policy=top.get("policy", str, "default"),
-        store=_resolve(base, top.get("store", str, "evalbot.sqlite3")),
+        store=_resolve(base, store),
         boxes=boxes,
         github=github,
-        service=_service(top.section("service", _SERVICE), base),
-        labels_file=_resolve(base, labels_file) if labels_file else REPO_ROOT / "labels.yaml",
+        service=service,
+        labels_file=_resolve(base, labels_file) if labels_file else LABELS_FILE,
         source=Path(path),
     )
+
+
+def _boxes(doc: Doc, top: Section, base: Path) -> tuple[BoxConfig, ...]:
+    boxes: list[BoxConfig] = []
+    for section in _attempt(doc, lambda: top.items("boxes", _BOX)) or []:
+        try:
+            boxes.append(_box(section, base))
+        except ConfigError as exc:
+            doc.fail(exc)
+    if not boxes and "boxes" in doc.data and not doc.problems:
+        doc.fail(doc.error("boxes", "at least one box is required"))
+    names = [b.name for b in boxes]
+    if len(set(names)) != len(names):
+        doc.fail(doc.error("boxes", "box names must be unique"))
+    return tuple(boxes)
+
+
+def _attempt(doc: Doc, read: Callable[[], T]) -> T | None:
+    """Read one part; a problem that stops it is kept, so the other parts are still checked."""
+    try:
+        return read()
+    except ConfigError as exc:
+        doc.fail(exc)
+        return None
 
 
 def _service(s: Section, base: Path) -> ServiceConfig:
@@ -188,6 +221,8 @@ def _github(s: Section) -> GitHubConfig:
         token_env=s.get("token_env", str, GitHubConfig.token_env),
         webhook_secret_env=s.get("webhook_secret_env", str, GitHubConfig.webhook_secret_env),
         bot_login=s.get("bot_login", str, GitHubConfig.bot_login),
+        app_id=s.get("app_id", int, 0),
+        installation_id=s.get("installation_id", int, 0),
         approval_label=s.get("approval_label", str, GitHubConfig.approval_label),
         evaluate_drafts=s.get("evaluate_drafts", bool, False),
         author_may_command=s.get("author_may_command", bool, True),
@@ -208,6 +243,12 @@ def _check_rounds(s: Section) -> bool:
             "must be merge, squash or rebase")
     s.check("close_stale_after_days", lambda d: isinstance(d, int) and d >= 0,
             "must be whole days >= 0 (0: never close)")
+    for quota in ("quota_per_author_per_day", "quota_per_pr_per_day"):
+        s.check(quota, lambda q: isinstance(q, int) and not isinstance(q, bool) and q >= 0,
+                "must be a whole number >= 0 (0: no limit)")
+    for key in ("app_id", "installation_id"):
+        s.check(key, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                "must be a GitHub id (a whole number)")
     auto_merge = bool(s.get("auto_merge", bool, False))
     if auto_merge and not s.get("merge_first", bool, False):
         raise s.doc.error(s.path("auto_merge"), "auto_merge merges the merge-first PR: "

@@ -21,7 +21,6 @@ import jinja2
 from markupsafe import Markup
 
 from evalbot.charts import Line, Marker, line_chart
-from evalbot.config import REPO_ROOT
 from evalbot.grading import ctx_name
 from evalbot.history import (
     NoisePoint,
@@ -31,10 +30,11 @@ from evalbot.history import (
     merges,
     noise_points,
 )
+from evalbot.resources import TEMPLATES_DIR
 from evalbot.signing import KEYS_DIR, SignatureError, load_public_keys, verify_verdict
 from evalbot.store import Store
 
-TEMPLATES = REPO_ROOT / "templates"
+TEMPLATES = TEMPLATES_DIR
 RECENT = 50
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 

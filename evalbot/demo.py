@@ -10,12 +10,13 @@ from pathlib import Path
 from rich.console import Console
 
 from engine.demo import generate
-from evalbot.config import REPO_ROOT, BoxConfig
+from evalbot.config import BoxConfig
 from evalbot.evaluation import Outcome, evaluate
 from evalbot.policy import load_labels
 from evalbot.profile import load_profile
 from evalbot.progress import evaluation_bar
 from evalbot.redact import for_boxes
+from evalbot.resources import LABELS_FILE
 from evalbot.store import Store
 from remote.local import LocalBox
 
@@ -36,11 +37,13 @@ class DemoResult:
         return self.outcome.verdict["kind"] == EXPECTED[self.name]
 
 
-def run_demo(out: Path, console: Console, seed: int | None = None) -> list[DemoResult]:
-    """Generate the demo repository, evaluate each PR commit against main, write the outputs."""
+def run_demo(out: Path, console: Console, seed: int | None = None,
+             only: tuple[str, ...] = ()) -> list[DemoResult]:
+    """Generate the demo repository, evaluate each PR commit (or those in `only`) against main,
+    write the outputs."""
     out.mkdir(parents=True, exist_ok=True)
     profile = load_profile("demo")
-    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
+    policy = load_labels(LABELS_FILE).policy("default")
     store = Store(out / "evalbot.sqlite3")
     results = []
     with tempfile.TemporaryDirectory(prefix="evalbot-demo-") as tmp:
@@ -52,6 +55,8 @@ def run_demo(out: Path, console: Console, seed: int | None = None) -> list[DemoR
         box = LocalBox(box_config.name, box_config.workdir)
         redact = for_boxes([box_config])
         for number, (name, sha) in enumerate(repo.prs.items(), start=1):
+            if only and name not in only:
+                continue
             with evaluation_bar(console, f"PR #{number} {name:<9}") as progress:
                 outcome = evaluate(box, box_config, profile, policy, repo=DEMO_REPO, pr=number,
                                    base_sha=repo.main_sha, head_sha=sha, out=out / name,

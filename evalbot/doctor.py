@@ -10,12 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from evalbot.config import BoxConfig, Config
+import click
+
 from evalbot.errors import EvalbotError
-from evalbot.profile import Profile
-from remote.box import Box, BoxError
+
+if TYPE_CHECKING:
+    from evalbot.config import BoxConfig, Config
+    from evalbot.profile import Profile
+    from remote.box import Box
+
+MODES = ("service", "actions", "poll")  # serve/webhook; `evalbot action` + worker; `evalbot poll`
 
 
 @dataclass(frozen=True)
@@ -25,14 +32,15 @@ class Check:
     detail: str
 
 
-def run_checks(config: Config, profile: Profile) -> Iterator[Check]:
+def run_checks(config: Config, profile: Profile, mode: str = "service") -> Iterator[Check]:
     for box_config in config.boxes:
         yield from _box_checks(box_config, profile)
-    yield from _secret_checks(config)
+    yield from _secret_checks(config, mode)
 
 
 def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
     from evalbot.pool import open_box
+    from remote.box import BoxError
 
     name = f"box {box_config.name}"
     try:
@@ -56,6 +64,8 @@ def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
 
 def _probe(box: Box, name: str, argv: list[str], optional: bool = False,
            show: object = None) -> Check:
+    from remote.box import BoxError
+
     try:
         got = box.run(argv, timeout_s=120)
     except BoxError as exc:
@@ -74,6 +84,8 @@ def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: s
                  pin: str) -> Check:
     path = file if file.startswith("/") or not box_config.models_dir else \
         str(PurePosixPath(box_config.models_dir) / file)
+    from remote.box import BoxError
+
     check = Check(f"{name}: model {model} sha256", False, "")
     try:
         got = box.run(["sha256sum", "--", path], timeout_s=1800)
@@ -88,14 +100,72 @@ def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: s
     return Check(check.name, True, f"{file} matches its pin")
 
 
-def _secret_checks(config: Config) -> Iterator[Check]:
+def _secret_checks(config: Config, mode: str) -> Iterator[Check]:
+    if config.service.signing_key_file is not None:
+        yield _signing_key_check(config.service.signing_key_file)
     if config.github is None:
         return
-    for env in (config.github.token_env, config.github.webhook_secret_env):
-        present = bool(os.environ.get(env))
-        yield Check(f"secret {env}", present, "set" if present else "not set in the environment")
+    gh = config.github
+    present = bool(os.environ.get(gh.token_env))
+    what = "the App's private key" if gh.app_id else "the token"
+    yield Check(f"secret {gh.token_env}", present,
+                f"set ({what})" if present else f"not set in the environment ({what})")
+    if mode == "service":
+        secret = bool(os.environ.get(gh.webhook_secret_env))
+        yield Check(f"secret {gh.webhook_secret_env}", secret,
+                    "set" if secret else "not set in the environment")
+    else:
+        yield Check(f"secret {gh.webhook_secret_env}", True, f"not used in {mode} mode")
+    if present:
+        from evalbot.github.app_auth import identity_checks
+
+        yield from (Check(name, ok, detail) for name, ok, detail in identity_checks(config))
+
+
+def _signing_key_check(path: Path) -> Check:
+    from evalbot.signing import SignatureError, load_signing_key
+
+    try:  # the same loader the service signs with: mode 0600, unencrypted Ed25519 PEM
+        key = load_signing_key(path)
+    except SignatureError as exc:
+        return Check("signing key file", False, _first_line(exc))
+    return Check("signing key file", True, f"{path}: Ed25519 key {key.key_id}")
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+@click.command("doctor")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--offline", is_flag=True, help="validate the files only; contact no box")
+@click.option("--mode", type=click.Choice(MODES), default="service", show_default=True,
+              help="how the bot runs: the webhook secret is needed only by the service")
+def doctor(config_file: Path, offline: bool, mode: str) -> None:
+    """Check the config, profile and policy, then each box, its models, and the secrets."""
+    from evalbot.config import load_config
+    from evalbot.policy import load_labels
+    from evalbot.profile import load_profile
+    from evalbot.redact import for_boxes
+
+    config = load_config(config_file)
+    book = load_labels(config.labels_file)
+    book.policy(config.policy, str(config.labels_file))
+    profile = load_profile(config.profile)
+    click.echo(f"ok    config: profile {profile.name} ({profile.cell_count} cells), "
+               f"policy {config.policy}, {len(config.boxes)} box(es): "
+               + ", ".join(_box_line(b) for b in config.boxes))
+    if offline:
+        return
+    redact = for_boxes(config.boxes)
+    failed = 0
+    for check in run_checks(config, profile, mode):
+        failed += not check.ok
+        click.echo(redact(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}"))
+    if failed:
+        raise EvalbotError(f"{failed} check(s) failed")
+
+
+def _box_line(box: BoxConfig) -> str:
+    return f"{box.name} ({box.kind}{', trusted' if box.trusted else ''})"

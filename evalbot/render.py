@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -12,8 +11,9 @@ import jinja2
 from evalbot.grading import ctx_name
 from evalbot.redact import Redactor
 from evalbot.report import DROP_ORDER, details
+from evalbot.resources import TEMPLATES_DIR
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = TEMPLATES_DIR
 MARKER_PREFIX = "<!-- evalbot:v1 "
 COMMENT_LIMIT = 65536
 LOG_TAIL_CAP = 3000

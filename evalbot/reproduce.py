@@ -15,9 +15,9 @@ from typing import Any
 import click
 
 from engine import __version__ as HARNESS_VERSION
-from evalbot.config import REPO_ROOT
 from evalbot.errors import EvalbotError
 from evalbot.policy import load_labels
+from evalbot.resources import LABELS_FILE
 from evalbot.signing import KEYS_DIR, SignatureError, load_public_keys, verify_verdict
 from evalbot.signing_cli import read_verdict
 
@@ -85,7 +85,7 @@ def reproduction(verdict: Any, repo: str | None = None, signature_note: str = ""
 
 def _policy_note(name: str, version: str) -> str:
     try:
-        here = load_labels(REPO_ROOT / "labels.yaml").policy(name).version
+        here = load_labels(LABELS_FILE).policy(name).version
     except EvalbotError:
         return f" (this evalbot has no policy {name!r}: grade with the measuring release)"
     return "" if str(here) == version else f" (this evalbot has version {here}: results may differ)"

@@ -32,13 +32,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from evalbot.config import REPO_ROOT
 from evalbot.errors import EvalbotError
+from evalbot.resources import KEYS_DIR as PUBLISHED_KEYS
 
 ALG = "ed25519"
 ENCODING = "evalbot-canonical-json/1"
 KEY_ENV = "EVALBOT_SIGNING_KEY_FILE"
-KEYS_DIR = REPO_ROOT / "keys"
+KEYS_DIR = PUBLISHED_KEYS
 
 
 class SignatureError(EvalbotError):

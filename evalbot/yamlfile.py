@@ -14,18 +14,41 @@ T = TypeVar("T")
 
 
 class Doc:
-    """A loaded YAML file: values plus the line of every key path (`a.b[2].c`)."""
+    """A loaded YAML file: values plus the line of every key path (`a.b[2].c`).
 
-    def __init__(self, path: Path) -> None:
+    With `collect=True` every problem that does not stop the reading is kept (`fail`) and
+    `finish` reports them all at once, so a user fixes a file in one round, not one per error.
+    """
+
+    def __init__(self, path: Path, collect: bool = False) -> None:
         self.path = path
+        self.collect = collect
+        self.problems: list[str] = []
         self.lines: dict[str, int] = {}
         try:
             node = yaml.compose(path.read_text())
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = f":{mark.line + 1}" if mark is not None else ""
+            what = " ".join(x for x in (exc.context, exc.problem) if x)
+            raise ConfigError(f"{path}{line}: not valid YAML: {what}") from exc
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+            raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
         self.data = self._build(node, "") if node is not None else {}
+
+    def fail(self, error: ConfigError) -> None:
+        """A problem the reading can go past: kept when collecting, raised otherwise."""
+        if not self.collect:
+            raise error
+        self.problems.append(str(error))
+
+    def finish(self) -> None:
+        if len(self.problems) == 1:
+            raise ConfigError(self.problems[0])
+        if self.problems:
+            raise ConfigError(f"{len(self.problems)} problems:\n  " + "\n  ".join(self.problems))
 
     def _build(self, node: yaml.Node, where: str) -> Any:
         self.lines.setdefault(where, node.start_mark.line + 1)
@@ -34,6 +57,9 @@ class Doc:
             for key_node, value_node in node.value:
                 key = key_node.value
                 path = f"{where}.{key}" if where else key
+                if key in out:  # PyYAML keeps the last silently; a typo'd copy must not win
+                    raise ConfigError(f"{self.path}:{key_node.start_mark.line + 1}: {path}: "
+                                      f"duplicate key (first at line {self.lines[path]})")
                 self.lines[path] = key_node.start_mark.line + 1
                 out[key] = self._build(value_node, path)
             return out
@@ -57,10 +83,9 @@ class Section:
     def __init__(self, doc: Doc, where: str, value: Any, allowed: set[str]) -> None:
         if not isinstance(value, dict):
             raise doc.error(where, f"expected a mapping, got {type(value).__name__}")
-        unknown = sorted(set(value) - allowed)
-        if unknown:
-            prefix = f"{where}." if where else ""
-            raise doc.error(f"{prefix}{unknown[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        prefix = f"{where}." if where else ""
+        for key in sorted(set(value) - allowed):
+            doc.fail(doc.error(f"{prefix}{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})"))
         self.doc, self.where, self.value = doc, where, value
 
     def path(self, key: str) -> str:
@@ -74,12 +99,18 @@ class Section:
         value = self.value[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        problem = None
         if isinstance(value, bool) and kind in (int, float):
-            raise self.doc.error(self.path(key), f"expected {kind}, got a boolean")
-        if not isinstance(value, kind):
+            problem = self.doc.error(self.path(key), f"expected {kind}, got a boolean")
+        elif not isinstance(value, kind):
             name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise self.doc.error(self.path(key), f"expected {name}, got {type(value).__name__}")
-        return value
+            problem = self.doc.error(self.path(key), f"expected {name}, got {type(value).__name__}")
+        if problem is None:
+            return value
+        if default is ...:
+            raise problem
+        self.doc.fail(problem)
+        return default
 
     def section(self, key: str, allowed: set[str]) -> Section:
         return Section(self.doc, self.path(key), self.value.get(key, {}), allowed)
@@ -90,4 +121,4 @@ class Section:
 
     def check(self, key: str, ok: Callable[[Any], bool], message: str) -> None:
         if key in self.value and not ok(self.value[key]):
-            raise self.doc.error(self.path(key), message)
+            self.doc.fail(self.doc.error(self.path(key), message))

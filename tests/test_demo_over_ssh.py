@@ -93,7 +93,7 @@ def test_broken_demo_pr_over_ssh_is_incorrect_and_names_no_box(sshd, box_python,
     root, repo = demo
     config = _box_config(sshd, root, repo, box_python)
     box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
-    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
     store = Store(tmp_path / "evalbot.sqlite3")
     try:
         outcome = evaluate(box, config, load_profile("demo"), policy, repo="demo/engine", pr=4,

@@ -21,7 +21,7 @@ pytest_plugins = ["tests.github.fixtures"]
 
 @pytest.fixture
 def publisher(port: GitHubPort) -> Publisher:
-    return Publisher(port, BOT, LabelFamily(load_labels(REPO_ROOT / "labels.yaml")),
+    return Publisher(port, BOT, LabelFamily(load_labels(REPO_ROOT / "evalbot" / "labels.yaml")),
                      backoff=Backoff(transient_wait_s=0.05))
 
 

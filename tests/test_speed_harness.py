@@ -30,7 +30,7 @@ from evalbot.policy import load_labels
 from evalbot.profile import Profile, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICY = load_labels(ROOT / "labels.yaml").policy("default")
+POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 
 
 # Each process draws its rates from a generator seeded by (the build's speed.json, how many

@@ -22,9 +22,10 @@ SECONDARY_WAIT_S = 60.0  # GitHub's advice when a secondary limit names no Retry
 
 
 class PyGithubPort:
-    def __init__(self, repo: str, token: str, api_url: str, *, throttle: bool = True,
+    def __init__(self, repo: str, token: str | Auth.Auth, api_url: str, *, throttle: bool = True,
                  timeout_s: int = 15) -> None:
-        self._gh = Github(auth=Auth.Token(token), base_url=api_url.rstrip("/"), retry=None,
+        auth = token if isinstance(token, Auth.Auth) else Auth.Token(token)  # App: app_auth.py
+        self._gh = Github(auth=auth, base_url=api_url.rstrip("/"), retry=None,
                           timeout=timeout_s, per_page=100, lazy=True,
                           seconds_between_requests=0.25 if throttle else None,
                           seconds_between_writes=1.0 if throttle else None)

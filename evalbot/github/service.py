@@ -37,16 +37,19 @@ def github_config(config: Config) -> GitHubConfig:
 
 
 def make_port(gh: GitHubConfig, token: str, throttle: bool = True) -> GitHubPort:
+    from evalbot.github.app_auth import github_auth
     from evalbot.github.pygithub_client import PyGithubPort
 
-    return PyGithubPort(gh.repo, token, gh.api_url, throttle=throttle)
+    return PyGithubPort(gh.repo, github_auth(gh, token), gh.api_url, throttle=throttle)
 
 
 def make_publisher(config: Config, port: GitHubPort,
                    backoff: Backoff | None = None) -> PublisherProtocol:
     """The GitHub publisher; in shadow mode (`service: {shadow: true}`) the ShadowPublisher,
     which records every write in the store and writes nothing to GitHub."""
-    gh = github_config(config)
+    from evalbot.github.app_auth import identified
+
+    gh = identified(config)
     if config.service.shadow:
         from evalbot.shadow import ShadowPublisher
 
@@ -58,8 +61,10 @@ def make_publisher(config: Config, port: GitHubPort,
 
 def make_handlers(config: Config, store: Store, port: GitHubPort,
                   backoff: Backoff | None = None) -> Handlers:
+    from evalbot.github.app_auth import identified
+
     policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
-    return Handlers(github_config(config), store, port, make_publisher(config, port, backoff),
+    return Handlers(identified(config), store, port, make_publisher(config, port, backoff),
                     policy.ident)
 
 
