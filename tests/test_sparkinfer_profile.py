@@ -147,3 +147,29 @@ def test_the_score_tool_is_sized_for_the_longest_window_and_scores_int8_kv() -> 
     assert p.env["SPARKINFER_KV_INT8"] == "1"
     assert "qwen3_gguf_generate" in p.build_argv[-1]
     assert "build/runtime/qwen3_gguf_generate" in p.artifacts
+
+
+def test_the_phase_2_profile_is_the_shipped_one_cut_to_the_device(tmp_path: Path) -> None:
+    import importlib.util
+
+    import yaml
+
+    script = Path(__file__).parents[1] / "scripts" / "gpu_sparkinfer_profile.py"
+    spec = importlib.util.spec_from_file_location("gpu_sparkinfer_profile", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shipped_path = Path(__file__).parents[1] / "evalbot" / "profiles" / "sparkinfer.yaml"
+    digests = {"qwythos-synth.gguf": "a" * 64, "qwen36-synth-4l.gguf": "b" * 64}
+    doc = module.e2e(yaml.safe_load(shipped_path.read_text()), digests, "src-90e3f6adf8120749")
+    path = tmp_path / "e2e.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    e2e, shipped = load_profile(str(path)), load_profile("sparkinfer")
+    assert {(r.model, c.metric, c.ctx) for r in e2e.runs for c in r.cells} == {
+        ("qwythos-9b", "decode", 128), ("qwythos-9b", "decode", 4096),
+        ("qwythos-9b", "prefill", 4096), ("qwen3.6-35b-a3b", "decode", 128),
+        ("qwen3.6-35b-a3b", "decode", 512), ("qwen3.6-35b-a3b", "prefill", 512)}
+    assert e2e.speed.looks == shipped.speed.looks and e2e.speed.sd_floor == shipped.speed.sd_floor
+    assert e2e.env == shipped.env and e2e.build_argv == shipped.build_argv
+    assert e2e.correctness is not None and "src-90e3f6adf8120749" in e2e.correctness.reference_argv
+    assert [m.sha256 for m in e2e.models] == ["a" * 64, "b" * 64]
