@@ -64,22 +64,25 @@ stage_box() {  # the users of `evalbot box init`, and proof that the sandbox use
   cd "$ROOT" && "$PY" -m evalbot box init --workdir "$W/box" --python "$PY" 2>&1 | tail -5
   id "$SANDBOX" >/dev/null 2>&1 || fail "box init did not create $SANDBOX" || return 1
   ls -l /dev/nvidia* 2>&1 | tee "$W/log/dev-nvidia.txt"
-  command -v prlimit >/dev/null || fail "prlimit (util-linux) is missing" || return 1
-  local as_user
-  if command -v setpriv >/dev/null; then
-    as_user="setpriv --reuid=$SANDBOX --regid=$SANDBOX --init-groups"
-  else as_user="runuser -u $SANDBOX --"; fi
-  # The run stage's limits (engine/sandbox.py: nproc 1024, nofile 4096, no address-space cap:
-  # CUDA reserves far more virtual memory than it uses).
-  prlimit --nproc=1024 --nofile=4096 $as_user nvidia-smi -L 2>&1 | tee "$W/log/sandbox-gpu.txt"
-  grep -q "GPU 0" "$W/log/sandbox-gpu.txt" ||
-    fail "$SANDBOX cannot open the GPU: it needs read+write on /dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm (see dev-nvidia.txt)" || return 1
-  prlimit --nproc=1024 --nofile=4096 $as_user "$PY" -c \
-    "import ctypes; c=ctypes.CDLL('libcuda.so.1'); n=ctypes.c_int(); assert c.cuInit(0)==0 and c.cuDeviceGetCount(ctypes.byref(n))==0 and n.value>0; print('cuInit ok, devices', n.value)" \
-    2>&1 | tee -a "$W/log/sandbox-gpu.txt"
-  grep -q "cuInit ok" "$W/log/sandbox-gpu.txt" || fail "CUDA cannot initialise as $SANDBOX" || return 1
-  [ "${EUID:-$(id -u)}" = 0 ] && ! command -v sudo >/dev/null &&
-    log "no sudo here: the harness runs as root and enters the sandbox directly (docs/box.md)"
+  # Through the real launcher (engine/sandbox_exec.py: new net/UTS/IPC namespaces, no groups,
+  # no new privileges, exactly the given environment) with the run stage's limits (nproc 1024,
+  # nofile 4096, no address-space cap: CUDA reserves far more virtual memory than it uses).
+  local probe="import ctypes; c=ctypes.CDLL('libcuda.so.1'); n=ctypes.c_int(); assert c.cuInit(0)==0 and c.cuDeviceGetCount(ctypes.byref(n))==0 and n.value>0; print('cuInit ok, devices', n.value)"
+  sandboxed() {  # extra env JSON, argv...
+    local extra=$1; shift
+    "$PY" -I engine/sandbox_exec.py run "{\"user\":\"$SANDBOX\",\"cwd\":\"/tmp\",\"limits\":{\"nproc\":1024,\"nofile\":4096,\"fsize_mb\":1024},\"env\":{\"PATH\":\"$PATH\",\"LC_ALL\":\"C\",\"HOME\":\"/tmp\"$extra}}" -- "$@"
+  }
+  : > "$W/sandbox-env.txt"
+  if ! sandboxed "" "$PY" -c "$probe" 2>&1 | tee "$W/log/sandbox-gpu.txt" | grep -q "cuInit ok"; then
+    [ -n "${LD_LIBRARY_PATH:-}" ] && sandboxed ",\"LD_LIBRARY_PATH\":\"$LD_LIBRARY_PATH\"" "$PY" -c "$probe" 2>&1 |
+      tee -a "$W/log/sandbox-gpu.txt" | grep -q "cuInit ok" &&
+      echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" > "$W/sandbox-env.txt" &&
+      log "the sandbox needs LD_LIBRARY_PATH for libcuda: the e2e profile's env carries it"
+    [ -s "$W/sandbox-env.txt" ] ||
+      fail "CUDA cannot initialise as $SANDBOX in the sandbox: it needs read+write on /dev/nvidiactl, /dev/nvidia0 and /dev/nvidia-uvm without extra groups (see dev-nvidia.txt, sandbox-gpu.txt)" || return 1
+  fi
+  sandboxed "" nvidia-smi -L 2>&1 | tee -a "$W/log/sandbox-gpu.txt"
+  [ "$(id -u)" = 0 ] && log "harness as root: it enters the sandbox directly (docs/box.md)"
   return 0
 }
 
@@ -94,7 +97,8 @@ stage_model() {  # the two synthetic models (written in parallel) and the e2e pr
   chmod -R a+rX "$W/models"
   (cd "$W/models" && sha256sum qwythos-synth.gguf qwen36-synth-4l.gguf) | tee "$W/log/models.sha256"
   "$PY" scripts/gpu_sparkinfer_profile.py evalbot/profiles/sparkinfer.yaml "$W/log/models.sha256" \
-    "$REF_KEY" > "$W/sparkinfer-e2e.yaml" || fail "e2e profile" || return 1
+    "$REF_KEY" $(cat "$W/sandbox-env.txt" 2>/dev/null) > "$W/sparkinfer-e2e.yaml" ||
+    fail "e2e profile" || return 1
   "$PY" -c "from evalbot.profile import load_profile; load_profile('$W/sparkinfer-e2e.yaml')" ||
     fail "the e2e profile does not load" || return 1
   cp "$W/sparkinfer-e2e.yaml" "$W/log/"
