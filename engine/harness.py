@@ -9,7 +9,7 @@ import platform
 import shutil
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,11 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
         status.set("score")
         try:
             doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"])
+            guards = job.correctness.guards
+            if guards:  # each other model, scored the same way: its section decides too
+                doc["correctness_guards"] = [
+                    score(replace(job, correctness=replace(job.correctness, model=name, guards=[])),
+                          built, jobdir, HARNESS_ROOT, doc["cells"]) for name in guards]
         except ScoreFailure as exc:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))

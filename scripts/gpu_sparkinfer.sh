@@ -111,6 +111,20 @@ stage_reference() {  # the pinned llama.cpp (qwen35 architecture) the correctnes
     fail "llama.cpp reference build (see reference-build.txt)" || return 1
   chmod -R a+rX "$W/models"
   tail -2 "$W/log/reference-build.txt"
+  # Can the reference score each model? The first must (or correctness cannot run); without the
+  # second, the e2e profile scores the first only and the log says so.
+  "$PY" -c "import random; r=random.Random(20); print([[r.randrange(1000, 150000) for _ in range(64)]])" > "$W/probe.json"
+  local m
+  for m in qwythos-synth qwen36-synth-4l; do
+    "$PY" engine/llamacpp/score.py --reference "$REF_KEY" --model "$W/models/$m.gguf" \
+      --tokens "$W/probe.json" --topk 8 --out "$W/probe-$m.json" > "$W/log/probe-$m.txt" 2>&1 &&
+      log "reference scores $m" && continue
+    [ $m = qwythos-synth ] && { fail "the reference cannot score $m (see probe-$m.txt)"; return 1; }
+    log "the reference cannot score $m (probe-$m.txt): e2e profile without correctness guards"
+    "$PY" scripts/gpu_sparkinfer_profile.py evalbot/profiles/sparkinfer.yaml "$W/log/models.sha256" \
+      "$REF_KEY" --no-guards $(cat "$W/sandbox-env.txt" 2>/dev/null) > "$W/sparkinfer-e2e.yaml" &&
+      cp "$W/sparkinfer-e2e.yaml" "$W/log/" || { fail "e2e profile"; return 1; }
+  done
 }
 
 evaluation() {  # name, base branch, head branch
