@@ -101,3 +101,31 @@ def test_a_profile_guard_must_be_another_model_of_it(tmp_path: Path, guards: lis
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="guards"):
         load_profile(str(path))
+
+
+def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
+        tmp_path: Path) -> None:
+    """The demo engine for real: a broken PR, a second model (the same weights under another
+    name) as the guard; its section is its own model's and rejects as the first does."""
+    from engine.build import build_side
+    from engine.demo import generate
+    from engine.harness import guard_sections
+    from evalbot.correctness_policy import decide
+
+    repo = generate(tmp_path / "demo")
+    doc = yaml.safe_load((PROFILES / "demo.yaml").read_text())
+    doc["models"].append({**doc["models"][0], "name": "tiny-guard", "namespace": "eval-guard"})
+    doc["correctness"]["guards"] = ["tiny-guard"]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    box = BoxConfig(name="local", kind="local", workdir=str(tmp_path / "box"),
+                    repo=str(repo.path), models_dir=str(repo.model_path.parent), trusted=True)
+    job = make_job(load_profile(str(path)), POLICY, box, repo.main_sha, repo.prs["broken"],
+                   seed=7)
+    jobdir = tmp_path / "job"
+    built = {side: build_side(job, side, sha, jobdir)
+             for side, sha in (("base", job.base_sha), ("head", job.head_sha))}
+    assert all(b.ok for b in built.values())
+    sections = guard_sections(job, built, jobdir, REPO_ROOT, [])
+    assert [s["model"] for s in sections] == ["tiny-guard"]
+    assert decide(sections[0], POLICY.correctness)["decision"] == "reject"
