@@ -9,7 +9,7 @@ import platform
 import shutil
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +83,22 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
         status.set("score")
         try:
             doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"])
+            if job.correctness.guards:  # each other model, scored the same way, decides too
+                doc["correctness_guards"] = guard_sections(job, built, jobdir, HARNESS_ROOT,
+                                                           doc["cells"])
         except ScoreFailure as exc:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
     doc["box"]["gpu_end"] = gpu.gpu_state()
+
+
+def guard_sections(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
+                   cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The correctness section of each guard model: the scored model's recipe, its own model."""
+    spec = job.correctness
+    assert spec is not None
+    return [score(replace(job, correctness=replace(spec, model=name, guards=[])), built, jobdir,
+                  harness, cells) for name in spec.guards]
 
 
 def _header(job: Job) -> dict[str, Any]:

@@ -109,6 +109,9 @@ class Correctness:
     # The scored model's tokenizer: writes the corpus text as a JSON list of ids; empty: the
     # corpus bytes are the ids (a byte vocabulary).
     tokenize_argv: list[str] = field(default_factory=list)
+    # More models scored with this same recipe (windows, reference, tokenizer each their own),
+    # one results section each: a profile's models guard one another's correctness too.
+    guards: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,7 @@ def _correctness(d: Any) -> Correctness | None:
         max_mismatch=_opt(d, "max_mismatch", 0.02),
         path=get(d, w, "path", str, optional=True) or "",
         tokenize_argv=_tokenize_argv(d.get("tokenize_argv"), f"{w}.tokenize_argv"),
+        guards=[str(g) for g in d.get("guards") or []],
     )
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
         raise ContractError(f"{w}: windows need at least 2 tokens")
@@ -318,6 +322,9 @@ def parse_job(doc: Any) -> Job:
             raise ContractError(f"cell {cell.key}: model {cell.model!r} is not in models")
     if len({c.key for c in job.cells}) != len(job.cells):
         raise ContractError("runs: a cell appears twice")
+    guards = job.correctness.guards if job.correctness else []
+    if set(guards) - names or len(set(guards)) != len(guards):
+        raise ContractError(f"correctness.guards: {guards} must name models of the job, once each")
     return job
 
 

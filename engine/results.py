@@ -49,6 +49,10 @@ def validate(doc: Any) -> dict[str, Any]:
     corr = field(doc, "", "correctness", dict, optional=True)
     if corr is not None:
         _correctness(corr)
+    for guard in field(doc, "", "correctness_guards", list, optional=True) or []:
+        if not isinstance(guard, dict):
+            raise ContractError("correctness_guards: sections only")
+        _correctness(guard)
     for i, failure in enumerate(field(doc, "", "failures", list)):
         where = f"failures[{i}]"
         one_of(field(failure, where, "side", str), SIDES, f"{where}.side")

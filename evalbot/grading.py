@@ -35,15 +35,18 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
     cells = [_cell(c, results["rule"], roles, policy) for c in results["cells"]]
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
+    guards = [correctness_policy.decide(s, policy.correctness)
+              for s in results.get("correctness_guards") or []]
     verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,
         "cells": cells,
         "correctness": corr,
+        "correctness_guards": guards,
         "failures": results["failures"],
         "provenance": _provenance(results, policy),
         "reasons": [],
     }
-    kind, best = _kind(results, cells, corr, policy, verdict["reasons"])
+    kind, best = _kind(results, cells, guarded(corr, guards), policy, verdict["reasons"])
     tier = best["tier"] if best else None
     headline = _headline(kind, tier)
     regressions = sorted({_regression_label(c) for c in cells if c["decision"] == "regressed"})
@@ -186,6 +189,17 @@ def _best(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     return max(tiered, key=lambda c: (RANK[c["tier"]], c["metric"] == "decode",
                                       (c["compat"] or {}).get("effective", c["speedup"])))
+
+
+def guarded(corr: dict[str, Any], guards: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scored model's decision, turned to reject when another model's scoring rejects:
+    each model of the profile guards the others' correctness (profile `correctness.guards`)."""
+    rejected = [g for g in guards if g["decision"] == "reject"]
+    if corr["decision"] == "reject" or not rejected:
+        return corr
+    return {**corr, "decision": "reject",
+            "reasons": [f"{g.get('model') or 'guard model'}: {r}" for g in rejected
+                        for r in g["reasons"]]}
 
 
 def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, Any],

@@ -66,6 +66,7 @@ class CorrectnessSettings:
     max_mismatch: float = 0.02
     path: str = ""  # the numeric path the score command runs, when not the benchmarked one
     tokenize_argv: tuple[str, ...] = ()  # the model's tokenizer (docs/profiles.md); (): bytes
+    guards: tuple[str, ...] = ()  # more models scored with this recipe, each deciding as well
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
     s = top.section("correctness", {"model", "score_argv", "reference_argv", "windows",
                                     "window_tokens", "topk", "timeout_s", "looks",
                                     "long_windows", "long_window_tokens", "floors", "tie_nats",
-                                    "max_mismatch", "path", "tokenize_argv"})
+                                    "max_mismatch", "path", "tokenize_argv", "guards"})
     model = s.get("model", str)
     if model not in models:
         raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
@@ -192,13 +193,17 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
     floors = {str(k): float(v) for k, v in s.get("floors", dict, {}).items()}
     if set(floors) - {"top1", "kl"}:
         raise s.doc.error(s.path("floors"), "only the keys top1 and kl")
+    guards = tuple(str(g) for g in s.get("guards", list, []))
+    if set(guards) - (models - {model}) or len(set(guards)) != len(guards):
+        raise s.doc.error(s.path("guards"), f"must name other models of this profile, once "
+                          f"each (the scored model is {model!r})")
     return CorrectnessSettings(model, _argv(s, "score_argv"), _argv(s, "reference_argv"),
                                s.get("windows", int), s.get("window_tokens", int),
                                s.get("topk", int, 8), s.get("timeout_s", float, 600.0),
                                looks, s.get("long_windows", int, 0),
                                s.get("long_window_tokens", int, 0), floors or None,
                                s.get("tie_nats", float, 0.01), s.get("max_mismatch", float, 0.02),
-                               s.get("path", str, ""), _tokenize_argv(s))
+                               s.get("path", str, ""), _tokenize_argv(s), guards)
 
 
 def _tokenize_argv(s: Section) -> tuple[str, ...]:

@@ -148,7 +148,17 @@ def _corr(verdict: dict[str, Any]) -> dict[str, Any] | None:
                    + ("; main is below them: reference drift, not applied" if c.get("drift")
                       else "")) if floors else "n/a",
         "consistency": _consistency_text(cons),
+        "guards": [_guard_text(g) for g in verdict.get("correctness_guards") or []],
     }
+
+
+def _guard_text(g: dict[str, Any]) -> str:
+    """One line per other model scored the same way (it can reject the PR too)."""
+    if g["decision"] == "not-scored":
+        return f"{g.get('model') or 'guard model'}: not scored"
+    return (f"{g.get('model') or 'guard model'} (scored the same way): {g['decision']}; "
+            f"PR − main top-1 {g['diff_top1']['mean']:+.4f}, KL {g['diff_kl']['mean']:+.3g} "
+            f"over {g['tokens']} tokens")
 
 
 def _consistency_text(cons: dict[str, Any]) -> str:

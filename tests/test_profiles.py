@@ -24,7 +24,8 @@ def cells(profile_name: str, model: str) -> dict[tuple[str, int], float]:
 def test_sparkinfer_cells_contexts_and_anchors() -> None:
     qwythos = cells("sparkinfer", "qwythos-9b")
     assert sorted(k for k in qwythos if k[0] == "decode") == [
-        ("decode", 128), ("decode", 4096), ("decode", 32768), ("decode", 65536)]
+        ("decode", 128), ("decode", 4096), ("decode", 32768), ("decode", 65536),
+        ("decode", 131072)]
     assert sorted(k for k in qwythos if k[0] == "prefill") == [
         ("prefill", 4096), ("prefill", 32768), ("prefill", 65536), ("prefill", 131072)]
     assert qwythos[("decode", 4096)] == 221.8 and qwythos[("prefill", 131072)] == 6000
@@ -39,10 +40,10 @@ def test_sparkinfer_models_guard_each_other_under_their_namespaces() -> None:
     assert {m.name: (m.role, m.namespace) for m in p.models} == {
         "qwythos-9b": ("primary", "eval-qwen35"),
         "qwen3.6-35b-a3b": ("primary", "eval-qwen36")}
-    assert p.cell_count == 17
+    assert p.cell_count == 18
     assert p.speed.budget_s > 0
     assert p.correctness is not None and "git-6f4f53f" in p.correctness.reference_argv
-    assert "SPARKINFER_DOWN_REQUANT_Q4K=0" in p.correctness.path
+    assert "consistency check cannot run" in p.correctness.path
 
 
 def test_sparkinfer_sweep_parse_reads_the_h200_fixture() -> None:

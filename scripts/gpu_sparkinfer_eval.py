@@ -1,0 +1,56 @@
+"""`evalbot eval --dry-run --json` on the local box with the box's sandbox (scripts/gpu_sparkinfer.sh).
+
+The CLI's `eval` builds a local box without a sandbox user; production boxes have one (`evalbot
+box init`). This is the same call with the sandbox of a box set up by `evalbot box init`: PR
+builds and samples run as SANDBOX_USER through the launcher (none when the harness is root, as
+docs/box.md says for a root harness; `sudo -n` and the installed launcher otherwise).
+
+    python scripts/gpu_sparkinfer_eval.py --repo R --base SHA --head SHA --profile P.yaml
+        --models-dir D --workdir W --out OUT --sandbox-user evalbot-sandbox
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evalbot.boxinit import LAUNCHER  # noqa: E402
+from evalbot.cli import LABELS  # noqa: E402
+from evalbot.config import BoxConfig  # noqa: E402
+from evalbot.evaluation import evaluate  # noqa: E402
+from evalbot.policy import load_labels  # noqa: E402
+from evalbot.profile import load_profile  # noqa: E402
+from evalbot.redact import for_boxes  # noqa: E402
+from evalbot.store import Store  # noqa: E402
+from remote.local import LocalBox  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    for flag in ("--repo", "--base", "--head", "--profile", "--models-dir", "--workdir", "--out",
+                 "--sandbox-user"):
+        ap.add_argument(flag, required=True)
+    ap.add_argument("--policy", default="default")
+    a = ap.parse_args()
+    launcher = () if os.geteuid() == 0 else ("sudo", "-n", str(LAUNCHER))
+    box = BoxConfig(name="local", kind="local", workdir=str(Path(a.workdir).resolve()),
+                    repo=a.repo, models_dir=a.models_dir, trusted=True, python=sys.executable,
+                    sandbox_user=a.sandbox_user, sandbox_launcher=launcher)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    outcome = evaluate(LocalBox("local", box.workdir), box, load_profile(a.profile),
+                       load_labels(LABELS).policy(a.policy), repo=a.repo, pr=None,
+                       base_sha=a.base, head_sha=a.head, out=out,
+                       store=Store(out / "evalbot.sqlite3"), redact=for_boxes([box]),
+                       seed=None, progress=None, signer=None)
+    print(json.dumps(outcome.verdict, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
