@@ -20,7 +20,7 @@ from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort, RateLimited, Transient
 from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
-from evalbot.github.webhook import MAX_BODY, WebhookApp
+from evalbot.github.webhook import SERVER_SETTINGS, WebhookApp
 from evalbot.overrides import decorate, status_of
 from evalbot.policy import load_labels
 from evalbot.redact import Redactor
@@ -180,18 +180,20 @@ def _stop_waitress(server: Any) -> None:
 
 def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: GitHubPort,
           host: str = "127.0.0.1", listen_port: int = 0,
-          backoff: Backoff | None = None) -> Running:
+          backoff: Backoff | None = None,
+          server_settings: dict[str, Any] | None = None) -> Running:
     """The waitress server and the dispatcher, each on a thread; returns the bound port.
 
     `secret` is the webhook secret, or a callable giving the secrets accepted right now
-    (`SecretRing.accepted`: the new one and, during a rotation, the old one)."""
+    (`SecretRing.accepted`: the new one and, during a rotation, the old one). waitress runs
+    with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares)."""
     wake = threading.Event()
     store = Store(config.store)
     store.github_tables()
     store.close()
     app = WebhookApp(secret, str(config.store), wake)
-    server = create_server(app, host=host, port=listen_port, threads=4,
-                           max_request_body_size=MAX_BODY + 1)
+    server = create_server(app, host=host, port=listen_port,
+                           **(SERVER_SETTINGS if server_settings is None else server_settings))
     dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake,
                             pause=backoff.sleep if backoff is not None else None)
     threads = (threading.Thread(target=server.run, daemon=True, name="webhook"),
