@@ -19,9 +19,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from evalbot.config import Config, load_config
-from evalbot.github.port import GitHubPort
+from evalbot.github.port import GitHubPort, RateLimited
 from evalbot.github.publish import Backoff
-from evalbot.github.service import Running, start
+from evalbot.github.service import Running, make_publisher, start
 from evalbot.store import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, fast_backoff
@@ -93,10 +93,10 @@ def test_no_reply_or_comment_carries_a_live_mention(bot: tuple[Running, Sender, 
     replies = [c["body"] for c in fake.comments_on(3)]
     assert len(replies) == len(hostile), replies
     assert all("octo-org/everyone" in r for r in replies)  # echoed, but inert
-    [sticky] = [c["body"] for c in fake.comments_on(8)]
-    assert "Cancelled by @\u200bCodertocat" in sticky
     for text in bot_texts(fake):
         assert live_mentions(text) == [], text
+    [sticky] = [c["body"] for c in fake.comments_on(8)]
+    assert "Cancelled by @\u200bCodertocat" in sticky
 
 
 # ---- 2. one reply when GitHub answers 502 after storing it ---------------------------------------
@@ -168,6 +168,26 @@ def test_no_request_before_githubs_deadline(clocked_bot: tuple[Running, Sender, 
     assert clock.now >= 1000.0 + wait_s
     assert len(fake.comments_on(6)) == 1
     assert fake.calls(op) == 2  # the limited call and one after the deadline: no polling
+
+
+def test_a_limit_seen_by_one_publisher_holds_back_the_others(config: Config, port: GitHubPort,
+                                                            fake: FakeGitHub) -> None:
+    assert make_publisher(config, port).backoff is make_publisher(config, port).backoff
+    clock = VirtualClock()
+    fake.clock = clock
+    shared = Backoff(clock=clock, sleep=clock.sleep)
+    dispatcher_side, worker_side = (make_publisher(config, port, shared) for _ in range(2))
+    fake.inject(Fault("repos/create-commit-status", 429, headers={"Retry-After": "3600"},
+                      message="API rate limit exceeded"))
+    with pytest.raises(RateLimited):
+        dispatcher_side.status(A, "pending", "queued")
+    with pytest.raises(RateLimited):  # the other one does not even try
+        worker_side.status(A, "success", "done")
+    assert fake.calls("repos/create-commit-status") == 1
+    clock.sleep(3600)
+    worker_side.status(A, "success", "done")
+    assert [s["state"] for s in fake.state.statuses[A]] == ["success"]
+    _quiet_after_limit(fake, 429, 3600.0)
 
 
 # ---- 4. a poison delivery is set aside, the next one handled ------------------------------------
