@@ -26,6 +26,7 @@ from tests.github.openapi import Operation, RestSpec, rest_spec
 
 REPO = "Codertocat/Hello-World"  # the repository of GitHub's published webhook examples
 PREFIX = "/api/v3"
+LEGACY_PERMISSION = {"triage": "read", "maintain": "write"}
 logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log lines in test output
 
 
@@ -190,7 +191,9 @@ class FakeGitHub:
         doc = self.spec.example(
             "repository-collaborator-permission-response-if-user-has-admin-permissions")
         perm = self.state.permissions[user]
-        doc["permission"] = perm
+        # GitHub's `permission` is the legacy level: triage shows as read, maintain as write;
+        # `role_name` carries the role.
+        doc["permission"] = LEGACY_PERMISSION.get(perm, perm)
         doc["role_name"] = perm
         doc["user"]["login"] = user
         doc["user"]["role_name"] = perm  # the example lacks this required field
