@@ -406,6 +406,11 @@ class Store:
                               (repo, since, pr, pr, author, author)).fetchone()
         return int(row[0])
 
+    def noted_within(self, key: str, every_s: float) -> bool:
+        """Whether note_once(key) was made within every_s seconds (and nothing recorded)."""
+        row = self.db.execute("SELECT at FROM notes WHERE key=?", (key,)).fetchone()
+        return row is not None and time.time() - row["at"] < every_s
+
     def note_once(self, key: str, every_s: float) -> bool:
         """True (and remembered) unless the same note was made within every_s seconds."""
         now = time.time()

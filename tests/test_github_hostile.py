@@ -115,6 +115,22 @@ def test_help_after_two_502s_that_stored_the_comment_is_posted_once(
     assert fake.calls("issues/create-comment") == 1
 
 
+def test_a_refusal_survives_a_delivery_that_failed_and_is_posted_once(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, _store = bot
+    fake.add_pull(Pull(6, A, "b" * 40, MAINTAINER))
+    fake.add_user("Octocat", "read")
+    # Every create of the first handling fails (nothing stored): the delivery is tried again.
+    fake.inject(Fault("issues/create-comment", 502, times=5))
+    send.post("issue_comment", comment(6, "/evalbot rerun", "Octocat", MAINTAINER, 7250))
+    assert settle(running, 1, timeout_s=60)[-1].endswith(": refused Octocat")
+    send.post("issue_comment", comment(6, "/evalbot cancel", "Octocat", MAINTAINER, 7251))
+    assert settle(running, 2)[-1].endswith(": refused Octocat (already told)")
+    [refusal] = [c["body"] for c in fake.comments_on(6)]
+    assert refusal.startswith("@\u200bOctocat sorry, evalbot takes commands only from")
+    assert fake.calls("issues/create-comment") == 6
+
+
 # ---- 3. no request before Retry-After (or the rate limit's reset) has passed --------------------
 class VirtualClock:
     """The bot's clock and sleep in one: sleeping moves time on at once."""

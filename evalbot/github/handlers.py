@@ -156,13 +156,15 @@ class Handlers:
             return "no command"
         can_write = self.can_write(ev.author)
         if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
-            if self.store.note_once(f"refusal:{ev.repo}#{ev.number}:{ev.author}",
-                                    REFUSAL_EVERY_S):
-                self.publisher.reply(ev.number, texts.refusal(ev.author,
-                                                              self.config.author_may_command),
-                                     key=_key(ev))
-                return f"refused {ev.author}"
-            return f"refused {ev.author} (already told)"
+            note = f"refusal:{ev.repo}#{ev.number}:{ev.author}"
+            if self.store.noted_within(note, REFUSAL_EVERY_S):
+                return f"refused {ev.author} (already told)"
+            # Noted only once posted: a retried delivery still tells them (the key keeps it one).
+            self.publisher.reply(ev.number, texts.refusal(ev.author,
+                                                          self.config.author_may_command),
+                                 key=_key(ev))
+            self.store.note_once(note, REFUSAL_EVERY_S)
+            return f"refused {ev.author}"
         if not isinstance(parsed, Command):
             self.publisher.reply(ev.number, f"@{ev.author} {parsed.sentence()}", key=_key(ev))
             return f"parse error: {type(parsed).__name__}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from evalbot.github.labels_sync import LabelFamily
-from evalbot.github.port import Comment, GitHubError, GitHubPort, RateLimited, Transient
+from evalbot.github.port import Comment, GitHubPort, RateLimited, Transient
 from evalbot.neutral import quiet_mentions
 from evalbot.render import MARKER_PREFIX
 
@@ -190,7 +190,8 @@ class Publisher:
                 if found is not None:
                     return found
                 self.backoff._wait(self.backoff.transient_wait_s)
-        raise GitHubError(f"could not create the evalbot comment on #{number}")
+        # Transient: the dispatcher keeps the delivery and tries again later (at least once).
+        raise Transient(f"could not create the evalbot comment on #{number}")
 
 
 def reply_marker(key: str) -> str:
