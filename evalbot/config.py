@@ -54,6 +54,7 @@ class GitHubConfig:
     approval_label: str = "evalbot-approved"
     evaluate_drafts: bool = False
     author_may_command: bool = True  # the PR author may /evalbot rerun|cancel|help on own PR
+    approve_later_pushes: bool = False  # an approval label admits later heads too (else: its head)
     quota_per_author_per_day: int = 20  # evaluations admitted per author per 24 h (0: no limit)
     quota_per_pr_per_day: int = 10  # ... per PR per 24 h (maintainers' reruns are exempt)
     status_context: str = "evalbot"
@@ -105,7 +106,8 @@ _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user",
 _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
            "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
-           "auto_merge", "merge_method", "close_stale_after_days", "app_id", "installation_id"}
+           "auto_merge", "merge_method", "close_stale_after_days", "app_id", "installation_id",
+           "approve_later_pushes"}
 
 
 def load_config(path: Path) -> Config:
@@ -226,6 +228,7 @@ def _github(s: Section) -> GitHubConfig:
         approval_label=s.get("approval_label", str, GitHubConfig.approval_label),
         evaluate_drafts=s.get("evaluate_drafts", bool, False),
         author_may_command=s.get("author_may_command", bool, True),
+        approve_later_pushes=s.get("approve_later_pushes", bool, False),
         quota_per_author_per_day=s.get("quota_per_author_per_day", int, 20),
         quota_per_pr_per_day=s.get("quota_per_pr_per_day", int, 10),
         status_context=s.get("status_context", str, "evalbot"),

@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 
 from evalbot.grading import ctx_name
+from evalbot.neutral import neutral
 from evalbot.redact import Redactor
 from evalbot.report import DROP_ORDER, details
 from evalbot.resources import TEMPLATES_DIR
@@ -177,8 +178,7 @@ def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
 
 def _neutral(text: str) -> str:
     """Untrusted text inside a fence: no fence breaks, mentions, markers or HTML."""
-    return (text.replace("```", "ʼʼʼ").replace("@", "@\u200b").replace("<", "&lt;")
-            .replace(">", "&gt;"))
+    return neutral(text)  # evalbot/neutral.py: shared with the GitHub replies
 
 
 def render_labels(verdict: dict[str, Any]) -> str:

@@ -64,8 +64,11 @@ class ShadowPublisher:
     def sticky(self, number: int, body: str) -> None:
         self._record("comment", number, "", {"body": body})
 
-    def reply(self, number: int, text: str) -> None:
+    def reply(self, number: int, text: str, key: str = "") -> None:
         self._record("reply", number, "", {"body": text})
+
+    def unlabel(self, number: int, name: str) -> None:
+        self._record("unlabel", number, "", {"label": name})
 
     def labels(self, number: int, wanted: list[str]) -> None:
         self._record("labels", number, "", {"labels": wanted})

@@ -349,6 +349,9 @@ class Store:
     _GITHUB_DDL = """
     CREATE TABLE IF NOT EXISTS inbox (delivery TEXT PRIMARY KEY, event TEXT NOT NULL,
                                       body BLOB NOT NULL, received REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS inbox_aside (delivery TEXT PRIMARY KEY, event TEXT NOT NULL,
+                                            body BLOB NOT NULL, received REAL NOT NULL,
+                                            error TEXT NOT NULL, at REAL NOT NULL);
     CREATE TABLE IF NOT EXISTS admissions (job_id TEXT PRIMARY KEY, repo TEXT NOT NULL,
                                            pr INTEGER, author TEXT NOT NULL, created REAL NOT NULL);
     CREATE TABLE IF NOT EXISTS notes (key TEXT PRIMARY KEY, at REAL NOT NULL);
@@ -377,6 +380,19 @@ class Store:
         with self._tx() as db:
             db.execute("DELETE FROM inbox WHERE delivery=?", (delivery_id,))
 
+    def inbox_set_aside(self, delivery_id: str, error: str) -> None:
+        """Move a delivery that cannot be handled (a poison payload) out of the inbox, kept
+        with the error for a person to look at, so the deliveries behind it go on."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO inbox_aside SELECT delivery, event, body, received,"
+                       " ?, ? FROM inbox WHERE delivery=?", (error, time.time(), delivery_id))
+            db.execute("DELETE FROM inbox WHERE delivery=?", (delivery_id,))
+
+    def inbox_aside(self) -> list[tuple[str, str, str]]:
+        """(delivery, event, error) of every delivery set aside, oldest first."""
+        rows = self.db.execute("SELECT delivery, event, error FROM inbox_aside ORDER BY at")
+        return [(r["delivery"], r["event"], r["error"]) for r in rows]
+
     def pr_jobs(self, repo: str, pr: int) -> list[JobRow]:
         rows = self.db.execute("SELECT * FROM jobs WHERE repo=? AND pr=? ORDER BY created, rowid",
                                (repo, pr))
@@ -393,6 +409,11 @@ class Store:
                               "(? IS NULL OR pr=?) AND (? IS NULL OR author=?)",
                               (repo, since, pr, pr, author, author)).fetchone()
         return int(row[0])
+
+    def noted_within(self, key: str, every_s: float) -> bool:
+        """Whether note_once(key) was made within every_s seconds (and nothing recorded)."""
+        row = self.db.execute("SELECT at FROM notes WHERE key=?", (key,)).fetchone()
+        return row is not None and time.time() - row["at"] < every_s
 
     def note_once(self, key: str, every_s: float) -> bool:
         """True (and remembered) unless the same note was made within every_s seconds."""

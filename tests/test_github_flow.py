@@ -40,19 +40,26 @@ def test_fork_pr_by_outsider_waits_for_the_approval_label(
     running, send, store = bot
     send.post("pull_request", payloads.pull_request("opened", number=3, head_sha=A,
                                                     author=OUTSIDER, fork=True))
-    # The outsider labels their own PR: they lack write access, so it is no approval.
+    settle(running, 1)
+    # The outsider labels their own PR: they lack write access, so it is no approval, and the
+    # label comes off again with one reply.
+    fake.add_pull(Pull(3, A, "b" * 40, OUTSIDER, fork=True), ["evalbot-approved"])
     send.post("pull_request", payloads.pull_request(
         "labeled", number=3, head_sha=A, author=OUTSIDER, sender=OUTSIDER, fork=True,
         labels=("evalbot-approved",), label="evalbot-approved"))
     settle(running, 2)
-    assert jobs(store) == [] and fake.comments_on(3) == []
+    assert jobs(store) == [] and fake.labels_on(3) == set()
+    [refusal] = fake.comments_on(3)
+    assert "label approves an evaluation only when someone with write access" in refusal["body"]
+    fake.state.issue_labels[3] = ["evalbot-approved"]  # the maintainer applies it
     assert fake.state.statuses[A][-1]["description"].startswith("waiting for a maintainer")
     send.post("pull_request", payloads.pull_request(
         "labeled", number=3, head_sha=A, author=OUTSIDER, sender=MAINTAINER, fork=True,
         labels=("evalbot-approved",), label="evalbot-approved"))
     settle(running, 3)
     assert jobs(store) == [(3, A, "queued", 1)]
-    assert len(fake.comments_on(3)) == 1 and fake.labels_on(3) == {"eval:pending"}
+    assert len(fake.comments_on(3)) == 2
+    assert fake.labels_on(3) == {"eval:pending", "evalbot-approved"}
 
 
 def test_drafts_wait_and_closed_cancels(bot: tuple[Running, Sender, Store],
@@ -95,8 +102,8 @@ def test_commands_permissions_and_refusals(bot: tuple[Running, Sender, Store],
         settle(running, i + 1)
     bodies = [c["body"] for c in fake.comments_on(6)]
     assert len(bodies) == 4, bodies  # refusal, sticky pending, parse error, help
-    assert bodies[0] == ("@Octocat sorry, evalbot takes commands only from people with write "
-                         "access to this repository and the PR's author.")
+    assert bodies[0].startswith("@\u200bOctocat sorry, evalbot takes commands only from people "
+                                "with write access to this repository and the PR's author.")
     assert bodies[1].startswith("<!-- evalbot:v1 ") and A[:10] in bodies[1]
     assert "Did you mean `/evalbot rerun`?" in bodies[2]
     assert bodies[3].startswith("### evalbot commands")

@@ -1,7 +1,8 @@
 """PR comment commands: a closed set, a parser returning a command or a typed error, help.
 
 Only lines that start with `/evalbot` count; fenced code blocks, inline code and `>` quotes are
-removed first, so quoting someone's command never runs it again.
+removed first, so quoting someone's command never runs it again. A sentence that echoes the
+user's text quotes it with `neutral.code_span`, which it cannot break out of.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+
+from evalbot.neutral import code_span
 
 PREFIX = "/evalbot"
 
@@ -81,7 +84,7 @@ class UnknownCommand:
 
     def sentence(self) -> str:
         hint = f" Did you mean `{PREFIX} {self.suggestion}`?" if self.suggestion else ""
-        return f"`{self.word}` is not an evalbot command (commands: {_verbs()}).{hint}"
+        return f"{code_span(self.word)} is not an evalbot command (commands: {_verbs()}).{hint}"
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ class UnexpectedArgument:
     argument: str
 
     def sentence(self) -> str:
-        return f"`{PREFIX} {self.verb.value}` takes no arguments; remove `{self.argument}`."
+        return f"`{PREFIX} {self.verb.value}` takes no arguments; remove {code_span(self.argument)}."
 
 
 @dataclass(frozen=True)

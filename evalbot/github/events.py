@@ -1,12 +1,18 @@
-"""Webhook payloads parsed once, at the edge, into typed frozen events; handlers never see dicts."""
+"""Webhook payloads parsed once, at the edge, into typed frozen events; handlers never see dicts.
+
+Every field evalbot uses is checked for its type (a SHA is 40 or 64 lowercase hex digits): a
+payload that fails is refused by the webhook with a 400 naming the field, never stored.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from evalbot.errors import EvalbotError
 
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1, or SHA-256 object format
 PR_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review", "closed",
                         "labeled"})
 
@@ -54,12 +60,15 @@ def parse_event(name: str, payload: Any) -> Event | None:
         issue = _get(payload, "issue")
         if not isinstance(issue, dict) or "pull_request" not in issue:
             return None  # a comment on a plain issue
-        return CommentEvent(repo=_get(payload, "repository", "full_name"),
-                            number=int(_get(issue, "number")),
-                            comment_id=int(_get(payload, "comment", "id")),
-                            author=_get(payload, "comment", "user", "login"),
-                            body=_get(payload, "comment", "body") or "",
-                            pr_author=_get(issue, "user", "login"))
+        body = _get(payload, "comment", "body")
+        if body is not None and not isinstance(body, str):
+            raise PayloadError("payload field comment.body is not a string")
+        return CommentEvent(repo=_str(payload, "repository", "full_name"),
+                            number=_int(issue, "number"),
+                            comment_id=_int(payload, "comment", "id"),
+                            author=_str(payload, "comment", "user", "login"),
+                            body=body or "",
+                            pr_author=_str(issue, "user", "login"))
     return None
 
 
@@ -68,19 +77,46 @@ def _pull_request(action: str, payload: dict[str, Any]) -> PullRequestEvent:
     head_repo = _get(pr, "head").get("repo")  # None when the fork was deleted
     base_repo = _get(pr, "base", "repo", "full_name")
     label = payload.get("label")
+    labels = pr.get("labels") or []
+    if not isinstance(labels, list) or not all(isinstance(lb, dict) and isinstance(
+            lb.get("name"), str) for lb in labels):
+        raise PayloadError("payload field pull_request.labels is not a list of named labels")
+    if not isinstance(pr.get("draft", False), bool):
+        raise PayloadError("payload field pull_request.draft is not a boolean")
     return PullRequestEvent(
         action=action,
-        repo=_get(payload, "repository", "full_name"),
-        number=int(_get(pr, "number")),
-        head_sha=_get(pr, "head", "sha"),
-        base_sha=_get(pr, "base", "sha"),
-        author=_get(pr, "user", "login"),
-        sender=_get(payload, "sender", "login"),
-        draft=bool(pr.get("draft", False)),
+        repo=_str(payload, "repository", "full_name"),
+        number=_int(pr, "number"),
+        head_sha=_sha(pr, "head", "sha"),
+        base_sha=_sha(pr, "base", "sha"),
+        author=_str(pr, "user", "login"),
+        sender=_str(payload, "sender", "login"),
+        draft=pr.get("draft", False),
         fork=not isinstance(head_repo, dict) or head_repo.get("full_name") != base_repo,
-        labels=tuple(str(lb.get("name")) for lb in pr.get("labels") or [] if isinstance(lb, dict)),
-        label=str(label["name"]) if isinstance(label, dict) and "name" in label else None,
+        labels=tuple(lb["name"] for lb in labels),
+        label=_str(payload, "label", "name") if isinstance(label, dict) else None,
     )
+
+
+def _str(doc: Any, *keys: str) -> str:
+    value = _get(doc, *keys)
+    if not isinstance(value, str) or not value:
+        raise PayloadError(f"payload field {'.'.join(keys)} is not a non-empty string")
+    return value
+
+
+def _int(doc: Any, *keys: str) -> int:
+    value = _get(doc, *keys)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise PayloadError(f"payload field {'.'.join(keys)} is not a positive integer")
+    return value
+
+
+def _sha(doc: Any, *keys: str) -> str:
+    value = _get(doc, *keys)
+    if not isinstance(value, str) or not _SHA.fullmatch(value):
+        raise PayloadError(f"payload field {'.'.join(keys)} is not a full commit SHA")
+    return value
 
 
 def _get(doc: Any, *keys: str) -> Any:

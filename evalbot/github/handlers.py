@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from evalbot.config import GitHubConfig
 from evalbot.github import admission, texts
+from evalbot.github.approvals import Approvals
 from evalbot.github.commands import Command, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
@@ -44,6 +45,7 @@ class Handlers:
                                        config.quota_per_pr_per_day)
         store.github_tables()
         self.overrides = Overrides(store.path)
+        self.approvals = Approvals(store)
         self.measure_factor = DEFAULT_FACTOR
 
     def handle(self, event: Event) -> str:
@@ -62,7 +64,8 @@ class Handlers:
             if ev.label != self.config.approval_label:
                 return f"ignored: label {ev.label}"
             if not self.can_write(ev.sender):
-                return f"ignored: {ev.sender} cannot approve (no write access)"
+                return self._refuse_approval(ev)
+            self.approvals.record(ev.repo, ev.number, ev.head_sha, ev.sender)
         if target.draft and not self.config.evaluate_drafts:
             return "waiting: draft"
         return self.admit(target)
@@ -80,13 +83,15 @@ class Handlers:
             since = time.time() - admission.DAY_S
             facts = admission.Facts(
                 author_can_write=self.can_write(t.author),
-                approved=self.config.approval_label in t.labels,
+                approved=self._approved(t),
                 author_today=self.store.admissions_since(self.config.repo, since, author=t.author),
                 pr_today=self.store.admissions_since(self.config.repo, since, pr=t.number))
             decision = admission.decide(facts, self.quotas, self.config.approval_label)
             if not decision.admit:
-                self.publisher.status(t.head_sha, "pending", decision.reason)
-                return f"waiting: {decision.reason}"
+                unapproved = not (facts.author_can_write or facts.approved)
+                reason = (unapproved and self._stale_approval(t)) or decision.reason
+                self.publisher.status(t.head_sha, "pending", reason)
+                return f"waiting: {reason}"
         job = self.store.enqueue(self.config.repo, t.number, t.head_sha, self.policy,
                                  base_sha=t.base_sha, attempt=attempt)
         self.store.record_admission(job.id, self.config.repo, t.number, t.author)
@@ -118,6 +123,30 @@ class Handlers:
         return self.publisher.backoff.call(lambda: self.port.permission(login)) \
             in WRITE_PERMISSIONS
 
+    # ---- approval (evalbot/github/approvals.py) -------------------------------------------
+    def _approved(self, t: Target) -> bool:
+        return self.config.approval_label in t.labels and self.approvals.covers(
+            self.config.repo, t.number, t.head_sha, self.config.approve_later_pushes)
+
+    def _refuse_approval(self, ev: PullRequestEvent) -> str:
+        """An approval label from someone without write access is taken off again, with a reply,
+        so the PR does not look approved to anyone."""
+        label = self.config.approval_label
+        self.publisher.unlabel(ev.number, label)
+        self.publisher.reply(ev.number, texts.approval_refused(ev.sender, label),
+                             key=f"approval {ev.head_sha} {ev.sender}")
+        return f"approval refused: {ev.sender} has no write access; {label} removed"
+
+    def _stale_approval(self, t: Target) -> str:
+        """The label is on, but approved an earlier head: take it off, so that a maintainer can
+        apply it again for this one. '' when that is not the case."""
+        label = self.config.approval_label
+        if label not in t.labels or not self.approvals.of(self.config.repo, t.number):
+            return ""
+        self.publisher.unlabel(t.number, label)
+        return f"waiting for a maintainer to apply the {label} label again: the approval " \
+               f"was for an earlier head, not {t.head_sha[:10]}"
+
     # ---- issue_comment ---------------------------------------------------------------------
     def _comment(self, ev: CommentEvent) -> str:
         if ev.author == self.config.bot_login:
@@ -127,31 +156,35 @@ class Handlers:
             return "no command"
         can_write = self.can_write(ev.author)
         if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
-            if self.store.note_once(f"refusal:{ev.repo}#{ev.number}:{ev.author}",
-                                    REFUSAL_EVERY_S):
-                self.publisher.reply(ev.number, texts.refusal(ev.author,
-                                                              self.config.author_may_command))
-                return f"refused {ev.author}"
-            return f"refused {ev.author} (already told)"
+            note = f"refusal:{ev.repo}#{ev.number}:{ev.author}"
+            if self.store.noted_within(note, REFUSAL_EVERY_S):
+                return f"refused {ev.author} (already told)"
+            # Noted only once posted: a retried delivery still tells them (the key keeps it one).
+            self.publisher.reply(ev.number, texts.refusal(ev.author,
+                                                          self.config.author_may_command),
+                                 key=_key(ev))
+            self.store.note_once(note, REFUSAL_EVERY_S)
+            return f"refused {ev.author}"
         if not isinstance(parsed, Command):
-            self.publisher.reply(ev.number, f"@{ev.author} {parsed.sentence()}")
+            self.publisher.reply(ev.number, f"@{ev.author} {parsed.sentence()}", key=_key(ev))
             return f"parse error: {type(parsed).__name__}"
         return self._run(parsed, ev, can_write)
 
     def _run(self, command: Command, ev: CommentEvent, can_write: bool) -> str:
         if command.verb is Verb.HELP:
-            self.publisher.reply(ev.number, texts.help_comment(self.config.approval_label))
+            self.publisher.reply(ev.number, texts.help_comment(self.config.approval_label),
+                                 key=_key(ev))
             return "help"
         if command.verb in OVERRIDES and not can_write:
             self.publisher.reply(ev.number, f"@{ev.author} `/evalbot {command.verb.value}` is "
-                                            "for users with write access.")
+                                            "for users with write access.", key=_key(ev))
             return f"override refused: {ev.author}"
         pull = self.publisher.backoff.call(lambda: self.port.pull(ev.number))
         if command.verb in OVERRIDES:
-            return self._override(command, pull, ev.author)
+            return self._override(command, pull, ev.author, _key(ev))
         if command.verb is Verb.CANCEL:
             return self._cancel(pull, ev.author)
-        return self._rerun(pull, ev.author, can_write)
+        return self._rerun(pull, ev.author, can_write, _key(ev))
 
     def _cancel(self, pull: PullInfo, who: str) -> str:
         n = self.store.cancel(self.config.repo, pull.number)
@@ -163,7 +196,7 @@ class Handlers:
                                    f"cancelled by {who}")
         return f"cancelled {n} job(s)"
 
-    def _rerun(self, pull: PullInfo, who: str, can_write: bool) -> str:
+    def _rerun(self, pull: PullInfo, who: str, can_write: bool, key: str = "") -> str:
         same = [j for j in self.store.pr_jobs(self.config.repo, pull.number)
                 if j.head_sha == pull.head_sha and j.policy == self.policy]
         if any(j.state in ACTIVE for j in same):
@@ -171,7 +204,8 @@ class Handlers:
         evaluated = any(j.state in ("done", "failed") for j in same)
         if not admission.rerun_allowed(can_write, evaluated):
             self.publisher.reply(pull.number, f"@{who} this head was already evaluated; "
-                                              "reruns of an unchanged head are for maintainers.")
+                                              "reruns of an unchanged head are for maintainers.",
+                                 key=key or f"rerun {pull.head_sha} {who}")
             return "rerun refused: unchanged head"
         attempt = max((j.attempt for j in same), default=0) + 1
         target = Target(pull.number, pull.head_sha, pull.base_sha, pull.author, pull.draft,
@@ -180,7 +214,7 @@ class Handlers:
 
 
     # ---- maintainer overrides (evalbot/overrides.py keeps the audit trail) ---------------------
-    def _override(self, command: Command, pull: PullInfo, who: str) -> str:
+    def _override(self, command: Command, pull: PullInfo, who: str, key: str) -> str:
         if command.verb is Verb.HOLD:
             self.overrides.record(self.config.repo, pull.number, pull.head_sha, "hold", who)
             n = self.store.cancel(self.config.repo, pull.number)
@@ -197,17 +231,18 @@ class Handlers:
             attempt = max((j.attempt for j in same), default=0) + 1  # the hold cancelled one
             return "unheld: " + self.admit(_target(pull), attempt=attempt, maintainer_rerun=True)
         if command.verb is Verb.WAIVE:
-            return self._waive(pull, who, command.argument)
-        return self._measure_more(pull, who)
+            return self._waive(pull, who, command.argument, key)
+        return self._measure_more(pull, who, key)
 
-    def _waive(self, pull: PullInfo, who: str, reason: str) -> str:
+    def _waive(self, pull: PullInfo, who: str, reason: str, key: str) -> str:
         latest = [h for h in self.store.history(self.config.repo, pull.number, pull.head_sha)
                   if h["head_sha"] == pull.head_sha]
         kind = latest[0]["verdict"]["kind"] if latest else None
         if kind not in WAIVABLE:
             what = f"its verdict is {kind}" if kind else "it has no verdict yet"
             self.publisher.reply(pull.number, f"@{who} nothing to waive on `{pull.head_sha[:10]}`:"
-                                              f" {what} (waivers are for failed gates).")
+                                              f" {what} (waivers are for failed gates).",
+                                 key=key)
             return f"waive refused: {kind or 'no verdict'}"
         self.overrides.record(self.config.repo, pull.number, pull.head_sha, "waive", who,
                               reason=reason)
@@ -216,7 +251,7 @@ class Handlers:
         self.publisher.status(pull.head_sha, "success", f"{headline} waived by {who}")
         return f"waived {kind} of {pull.head_sha[:10]} by {who}"
 
-    def _measure_more(self, pull: PullInfo, who: str) -> str:
+    def _measure_more(self, pull: PullInfo, who: str, key: str) -> str:
         same = [j for j in self.store.pr_jobs(self.config.repo, pull.number)
                 if j.head_sha == pull.head_sha and j.policy == self.policy]
         if any(j.state in ACTIVE for j in same):
@@ -224,7 +259,7 @@ class Handlers:
         done = [j for j in same if j.state == "done"]
         if not done:
             self.publisher.reply(pull.number, f"@{who} `{pull.head_sha[:10]}` has no finished "
-                                              "evaluation to measure more of yet.")
+                                              "evaluation to measure more of yet.", key=key)
             return "measure-more refused: nothing measured"
         attempt = max(j.attempt for j in same) + 1
         line = self.admit(_target(pull), attempt=attempt, maintainer_rerun=True)
@@ -247,6 +282,11 @@ class Handlers:
             pull.head_sha, state, f"State: {state}.", self.config.status_context)
         trail = self.overrides.trail(self.config.repo, pull.number)
         self.publisher.sticky(pull.number, with_note(body, trail))
+
+
+def _key(ev: CommentEvent) -> str:
+    """A reply's idempotency key: the comment it answers (ids are unique in a repository)."""
+    return f"comment {ev.comment_id}"
 
 
 def _target(p: PullInfo) -> Target:

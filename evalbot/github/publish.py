@@ -3,18 +3,22 @@
 The sticky comment is the bot's own comment whose first line is the hidden marker; a marker in
 anyone else's comment is ignored. Creating a comment is the one non-idempotent write: after an
 ambiguous failure (5xx, dropped connection) the comments are listed again before another create,
-so a 502 sent after GitHub stored the comment cannot produce a second one.
+so a 502 sent after GitHub stored the comment cannot produce a second one; a reply carries a
+hidden key (the comment it answers) and is not posted when one under that key exists. Every
+text written passes `neutral.quiet_mentions`: evalbot's comments notify nobody.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from evalbot.github.labels_sync import LabelFamily
-from evalbot.github.port import Comment, GitHubError, GitHubPort, RateLimited, Transient
+from evalbot.github.port import Comment, GitHubPort, RateLimited, Transient
+from evalbot.neutral import quiet_mentions
 from evalbot.render import MARKER_PREFIX
 
 T = TypeVar("T")
@@ -23,19 +27,29 @@ FAILING_KINDS = {"regressed", "incorrect", "build-failed", "crashed", "timeout"}
 
 @dataclass
 class Backoff:
-    """Retries rate limits (honouring Retry-After) and transient errors, a bounded number of times."""
+    """Retries rate limits (honouring Retry-After) and transient errors, a bounded number of times.
+
+    A rate limit also closes a gate: no request goes out through this Backoff before
+    `not_before` (GitHub's Retry-After or reset, on `clock`), whichever caller asks. A wait
+    longer than `max_wait_s` is not slept here: RateLimited is raised with the time left, and
+    the dispatcher pauses that long (interruptibly) before it tries the delivery again."""
 
     tries: int = 5
     max_wait_s: float = 300.0
     transient_wait_s: float = 1.0
     sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
     waits: list[float] = field(default_factory=list)  # what was slept, for logs and tests
+    not_before: float = 0.0  # on `clock`
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def call(self, fn: Callable[[], T], *, retry_transient: bool = True) -> T:
         for attempt in range(1, self.tries + 1):
+            self._hold_off()
             try:
                 return fn()
             except RateLimited as exc:
+                self.defer(exc.retry_after)
                 if attempt == self.tries or exc.retry_after > self.max_wait_s:
                     raise
                 self._wait(exc.retry_after)
@@ -44,6 +58,21 @@ class Backoff:
                     raise
                 self._wait(self.transient_wait_s * 2 ** (attempt - 1))
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def defer(self, seconds: float) -> None:
+        """Close the gate for `seconds` from now (never reopening it earlier than set)."""
+        with self._lock:
+            self.not_before = max(self.not_before, self.clock() + seconds)
+
+    def remaining(self) -> float:
+        return max(0.0, self.not_before - self.clock())
+
+    def _hold_off(self) -> None:
+        left = self.remaining()
+        if left > self.max_wait_s:
+            raise RateLimited(f"GitHub asked for no requests for {left:.0f} s more", left, 429)
+        if left > 0:
+            self._wait(left)
 
     def _wait(self, seconds: float) -> None:
         self.waits.append(seconds)
@@ -74,7 +103,9 @@ class PublisherProtocol(Protocol):
 
     def sticky(self, number: int, body: str) -> None: ...
 
-    def reply(self, number: int, text: str) -> None: ...
+    def reply(self, number: int, text: str, key: str) -> None: ...
+
+    def unlabel(self, number: int, name: str) -> None: ...
 
     def labels(self, number: int, wanted: list[str]) -> None: ...
 
@@ -99,18 +130,27 @@ class Publisher:
                      status_state(verdict["kind"]), f"{verdict['headline']}: {verdict['kind']}")
 
     def sticky(self, number: int, body: str) -> None:
+        body = quiet_mentions(body)
         ours = self._ours(number)
         if not ours:
-            ours = [self._create(number, body)]
+            ours = [self._create(number, body, lambda: next(iter(self._ours(number)), None))]
         keep, extra = ours[0], ours[1:]
         if keep.body != body:
             self.backoff.call(lambda: self.port.edit_comment(keep.id, body))
         for dup in extra:  # heal duplicates left by an earlier race: keep the oldest
             self.backoff.call(lambda d=dup: self.port.delete_comment(d.id))  # type: ignore[misc]
 
-    def reply(self, number: int, text: str) -> None:
-        """A one-off comment (help, refusals); never carries the marker."""
-        self.backoff.call(lambda: self.port.create_comment(number, text), retry_transient=False)
+    def reply(self, number: int, text: str, key: str) -> None:
+        """A one-off comment (help, refusals), never the sticky marker; idempotent by `key` (the
+        comment or event it answers): a reply under that key already there is not posted again,
+        so a 502 after GitHub stored it, or the dispatcher retrying the delivery, leaves one."""
+        body = f"{quiet_mentions(text)}\n\n{reply_marker(key)}"
+        if self._reply_under(number, key) is None:
+            self._create(number, body, lambda: self._reply_under(number, key))
+
+    def unlabel(self, number: int, name: str) -> None:
+        """Remove one label (any label: the approval label when it does not count)."""
+        self.backoff.call(lambda: self.port.remove_label(number, name))
 
     def labels(self, number: int, wanted: list[str]) -> None:
         existing = {lb.name.lower() for lb in self.backoff.call(self.port.repo_labels)}
@@ -133,14 +173,27 @@ class Publisher:
         comments = self.backoff.call(lambda: self.port.comments(number))
         return sorted((c for c in comments if is_ours(c, self.bot_login)), key=lambda c: c.id)
 
-    def _create(self, number: int, body: str) -> Comment:
+    def _reply_under(self, number: int, key: str) -> Comment | None:
+        mark = reply_marker(key)
+        comments = self.backoff.call(lambda: self.port.comments(number))
+        return next((c for c in comments if c.author == self.bot_login
+                     and c.body.rstrip().endswith(mark)), None)
+
+    def _create(self, number: int, body: str, stored: Callable[[], Comment | None]) -> Comment:
+        """Create a comment once: after an ambiguous failure, `stored` looks for it first."""
         for _ in range(self.backoff.tries):
             try:
                 return self.backoff.call(lambda: self.port.create_comment(number, body),
                                          retry_transient=False)
             except Transient:
-                found = self._ours(number)  # did GitHub store it before failing?
-                if found:
-                    return found[0]
+                found = stored()  # did GitHub store it before failing?
+                if found is not None:
+                    return found
                 self.backoff._wait(self.backoff.transient_wait_s)
-        raise GitHubError(f"could not create the evalbot comment on #{number}")
+        # Transient: the dispatcher keeps the delivery and tries again later (at least once).
+        raise Transient(f"could not create the evalbot comment on #{number}")
+
+
+def reply_marker(key: str) -> str:
+    """The hidden last line of a reply: which comment or event it answers."""
+    return f"<!-- evalbot:reply {' '.join(key.split())[:100]} -->"

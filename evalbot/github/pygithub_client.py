@@ -130,7 +130,7 @@ def _translated() -> Iterator[None]:
         yield
     except GithubException as exc:
         raise _from_github(exc) from exc
-    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+    except requests.exceptions.RequestException as exc:  # reset, timeout, a truncated answer
         raise Transient(f"GitHub unreachable: {type(exc).__name__}") from exc
 
 

@@ -20,7 +20,7 @@ from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort, RateLimited, Transient
 from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
-from evalbot.github.webhook import MAX_BODY, WebhookApp
+from evalbot.github.webhook import SERVER_SETTINGS, WebhookApp
 from evalbot.overrides import decorate, status_of
 from evalbot.policy import load_labels
 from evalbot.redact import Redactor
@@ -28,6 +28,9 @@ from evalbot.render import render_comment
 from evalbot.store import Store
 
 log = logging.getLogger("evalbot.github")
+# One token, one rate limit: every publisher of the process (dispatcher and workers) shares
+# one back-off, so a Retry-After seen by any of them holds back all of them.
+PROCESS_BACKOFF = Backoff()
 
 
 def github_config(config: Config) -> GitHubConfig:
@@ -54,9 +57,9 @@ def make_publisher(config: Config, port: GitHubPort,
         from evalbot.shadow import ShadowPublisher
 
         return ShadowPublisher(config.store, config.service.shadow_log, gh.bot_login,
-                               gh.status_context, backoff)
+                               gh.status_context, backoff or PROCESS_BACKOFF)
     return Publisher(port, gh.bot_login, LabelFamily(load_labels(config.labels_file)),
-                     gh.status_context, backoff)
+                     gh.status_context, backoff or PROCESS_BACKOFF)
 
 
 def make_handlers(config: Config, store: Store, port: GitHubPort,
@@ -69,20 +72,31 @@ def make_handlers(config: Config, store: Store, port: GitHubPort,
 
 
 class Dispatcher:
-    """Drains the inbox in order on one thread; GitHub outages leave deliveries for later."""
+    """Drains the inbox in order on one thread; GitHub outages leave deliveries for later.
+
+    It never dies on a delivery: one that cannot be handled (a payload the edge should have
+    refused, a bug) is set aside in the store with its error and a log line, and the next one
+    is handled. A rate limit pauses it until GitHub's Retry-After has passed."""
 
     def __init__(self, make: Callable[[Store], Handlers], store_path: Path,
-                 wake: threading.Event, retry_s: float = 5.0) -> None:
+                 wake: threading.Event, retry_s: float = 5.0,
+                 pause: Callable[[float], object] | None = None) -> None:
         self._make = make  # called on the dispatcher's own thread: SQLite is per thread
         self.store_path, self.wake, self.retry_s = store_path, wake, retry_s
         self.stopping = threading.Event()
+        self.pause = pause or self.stopping.wait  # for rate limits; interruptible by stop()
         self.done: list[str] = []  # one line per handled delivery, newest last
 
     def run(self) -> None:
         store = Store(self.store_path)
         handlers = self._make(store)
         while not self.stopping.is_set():
-            if not self.drain_once(store, handlers):
+            try:
+                busy = self.drain_once(store, handlers)
+            except Exception:  # the store itself failed (disk, lock): keep the thread alive
+                log.exception("dispatcher: the inbox could not be read; trying again")
+                busy = False
+            if not busy:
                 self.wake.wait(1.0)
                 self.wake.clear()
         store.close()
@@ -94,16 +108,33 @@ class Dispatcher:
         delivery, name, body = item
         try:
             event = parse_event(name, json.loads(body))
+        except (PayloadError, ValueError) as exc:  # ValueError: not JSON (or not UTF-8)
+            return self._set_aside(store, delivery, name, f"bad payload: {exc}")
+        try:
             line = handlers.handle(event) if event is not None else "ignored"
-        except (Transient, RateLimited) as exc:
+        except RateLimited as exc:
+            log.warning("delivery %s: GitHub rate limit; no request for %.0f s (%s)", delivery,
+                        exc.retry_after, exc)
+            self.pause(exc.retry_after)
+            return True
+        except Transient as exc:
             log.warning("delivery %s: GitHub unavailable (%s); retrying", delivery, exc)
             self.stopping.wait(self.retry_s)
             return True
-        except (EvalbotError, PayloadError) as exc:
+        except EvalbotError as exc:
             line = f"failed: {exc}"
+        except Exception as exc:  # a bug must not stop every later delivery
+            log.exception("delivery %s (%s): handler failed", delivery, name)
+            return self._set_aside(store, delivery, name, f"{type(exc).__name__}: {exc}")
         log.info("delivery %s (%s): %s", delivery, name, line)
         self.done.append(f"{delivery}: {line}")
         store.inbox_done(delivery)
+        return True
+
+    def _set_aside(self, store: Store, delivery: str, name: str, error: str) -> bool:
+        log.error("delivery %s (%s) set aside: %s", delivery, name, error)
+        store.inbox_set_aside(delivery, error[:500])
+        self.done.append(f"{delivery}: set aside: {error[:500]}")
         return True
 
 
@@ -154,19 +185,22 @@ def _stop_waitress(server: Any) -> None:
 
 def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: GitHubPort,
           host: str = "127.0.0.1", listen_port: int = 0,
-          backoff: Backoff | None = None) -> Running:
+          backoff: Backoff | None = None,
+          server_settings: dict[str, Any] | None = None) -> Running:
     """The waitress server and the dispatcher, each on a thread; returns the bound port.
 
     `secret` is the webhook secret, or a callable giving the secrets accepted right now
-    (`SecretRing.accepted`: the new one and, during a rotation, the old one)."""
+    (`SecretRing.accepted`: the new one and, during a rotation, the old one). waitress runs
+    with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares)."""
     wake = threading.Event()
     store = Store(config.store)
     store.github_tables()
     store.close()
     app = WebhookApp(secret, str(config.store), wake)
-    server = create_server(app, host=host, port=listen_port, threads=4,
-                           max_request_body_size=MAX_BODY + 1)
-    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake)
+    server = create_server(app, host=host, port=listen_port,
+                           **(SERVER_SETTINGS if server_settings is None else server_settings))
+    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake,
+                            pause=backoff.sleep if backoff is not None else None)
     threads = (threading.Thread(target=server.run, daemon=True, name="webhook"),
                threading.Thread(target=dispatcher.run, daemon=True, name="dispatcher"))
     for t in threads:

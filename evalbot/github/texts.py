@@ -20,3 +20,8 @@ def refusal(login: str, author_may_command: bool) -> str:
     who = "people with write access to this repository" + \
         (" and the PR's author" if author_may_command else "")
     return f"@{login} sorry, evalbot takes commands only from {who}."
+
+
+def approval_refused(login: str, label: str) -> str:
+    return (f"@{login} the `{label}` label approves an evaluation only when someone with write "
+            "access applies it; it was removed. A maintainer can apply it.")

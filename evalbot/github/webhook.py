@@ -1,8 +1,9 @@
 """The webhook endpoint: verify, de-duplicate, record, answer. Nothing slow happens here.
 
 A WSGI app served by waitress (a production server). A delivery is checked (size, HMAC over the
-raw body, JSON, a handled event) and stored in the SQLite inbox together with its delivery id in
-one transaction; the dispatcher thread does everything that talks to GitHub.
+raw body, content type application/json, JSON, a handled event with well-typed fields) and
+stored in the SQLite inbox together with its delivery id in one transaction; the dispatcher
+thread does everything that talks to GitHub.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from evalbot.github.events import PayloadError, parse_event
 from evalbot.store import Store
 
 MAX_BODY = 5 * 1024 * 1024  # GitHub caps payloads at 25 MB; ours are far smaller
+# waitress reads request bodies on its event loop and hands only complete requests to its
+# threads, so a client dribbling a body holds a connection slot, not a thread. Enough slots
+# that a few hundred slow clients leave room for GitHub (bench/slow_clients.py), poll() rather
+# than select() (no 1024-descriptor ceiling), and a connection silent for 30 s is closed.
+SERVER_SETTINGS: dict[str, Any] = {"threads": 4, "connection_limit": 1000, "channel_timeout": 30,
+                                   "cleanup_interval": 10, "asyncore_use_poll": True,
+                                   "max_request_body_size": MAX_BODY + 1}
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
@@ -62,6 +70,11 @@ class WebhookApp:
         header = environ.get("HTTP_X_HUB_SIGNATURE_256")
         if not any([verify(s, body, header) for s in self.accepted()]):  # all compared: no hint
             return "401 Unauthorized", "missing or wrong X-Hub-Signature-256"
+        media = str(environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+        if media != "application/json":  # after the HMAC: only GitHub learns how to fix it
+            return "415 Unsupported Media Type", (
+                f"content type {media or '(none)'} is not application/json: set the webhook's "
+                "\"Content type\" to application/json (repository Settings > Webhooks)")
         event = environ.get("HTTP_X_GITHUB_EVENT", "")
         delivery = environ.get("HTTP_X_GITHUB_DELIVERY", "")
         if not event or not delivery:

@@ -13,6 +13,8 @@ import itertools
 import json
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -24,6 +26,7 @@ from tests.github.openapi import Operation, RestSpec, rest_spec
 
 REPO = "Codertocat/Hello-World"  # the repository of GitHub's published webhook examples
 PREFIX = "/api/v3"
+LEGACY_PERMISSION = {"triage": "read", "maintain": "write"}
 logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log lines in test output
 
 
@@ -70,6 +73,10 @@ class FakeGitHub:
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, int]] = []  # (method, operationId, status)
         self.violations: list[str] = []
+        # When each request arrived, on `clock` (a test may give it a virtual clock):
+        # (time, operationId or path, status).
+        self.clock: Callable[[], float] = time.monotonic
+        self.stamps: list[tuple[float, str, int]] = []
         self._ids = itertools.count(1001)
         self._lock = threading.Lock()
         self._server: BaseWSGIServer = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
@@ -110,7 +117,10 @@ class FakeGitHub:
     def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
         with self._lock:  # GitHub serialises writes per repository closely enough for tests
+            at, logged = self.clock(), len(self.log)
             response = self._handle(request)
+            what = self.log[logged][1] if len(self.log) > logged else request.path
+            self.stamps.append((at, what, response.status_code))
         return response(environ, start_response)
 
     def _handle(self, request: Request) -> Response:
@@ -181,7 +191,9 @@ class FakeGitHub:
         doc = self.spec.example(
             "repository-collaborator-permission-response-if-user-has-admin-permissions")
         perm = self.state.permissions[user]
-        doc["permission"] = perm
+        # GitHub's `permission` is the legacy level: triage shows as read, maintain as write;
+        # `role_name` carries the role.
+        doc["permission"] = LEGACY_PERMISSION.get(perm, perm)
         doc["role_name"] = perm
         doc["user"]["login"] = user
         doc["user"]["role_name"] = perm  # the example lacks this required field
