@@ -44,6 +44,7 @@ def shared_dir(parent: Path, prefix: str, gid: int) -> Path:
 
 def harness_dir(path: Path, mode: int = 0o711) -> Path:
     """Make `path` (a directory of the harness's own, no link) or check the one that is there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(path, mode)
     except FileExistsError:

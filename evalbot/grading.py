@@ -18,6 +18,7 @@ from engine import speed, stats
 from evalbot import compat, correctness_policy
 from evalbot.errors import ResultsError
 from evalbot.policy import TIER_ORDER, Policy
+from evalbot.redact import public_failure
 from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
 
 VERDICT_SCHEMA = "evalbot.verdict/1"
@@ -39,7 +40,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "schema": VERDICT_SCHEMA,
         "cells": cells,
         "correctness": corr,
-        "failures": results["failures"],
+        "failures": [public_failure(f) for f in results["failures"]],  # no raw PR output
         "provenance": _provenance(results, policy),
         "reasons": [],
     }

@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 
 from evalbot.grading import ctx_name
-from evalbot.redact import Redactor
+from evalbot.redact import Redactor, public_failure
 from evalbot.report import DROP_ORDER, details
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -161,8 +161,8 @@ def _consistency_text(cons: dict[str, Any]) -> str:
 
 
 def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
-    return {**f, "message": _neutral(redact(f["message"])),
-            "log_tail": _neutral(redact(f.get("log_tail", "")[-LOG_TAIL_CAP:]))}
+    shown = public_failure(f)  # a stored verdict of an older version may still carry a tail
+    return {**shown, "message": _neutral(redact(shown["message"])), "log_tail": ""}
 
 
 def _neutral(text: str) -> str:
