@@ -11,6 +11,7 @@ next to them.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -103,7 +104,8 @@ def _open_beneath(root: Path, rel: str | Path, cap: int) -> BinaryIO:
         try:
             file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=fd)
         except OSError as exc:
-            raise Untrusted(f"{rel}: cannot open ({exc.strerror})") from exc
+            why = "a link" if exc.errno == errno.ELOOP else exc.strerror
+            raise Untrusted(f"{rel}: cannot open ({why})") from exc
     finally:
         os.close(fd)
     f = os.fdopen(file_fd, "rb")
@@ -119,8 +121,9 @@ def read(path: Path, cap: int) -> bytes:
 
 
 def read_json(path: Path, cap: int) -> Any:
+    data = read(path, cap)
     try:
-        return json.loads(read(path, cap))
+        return json.loads(data)
     except ValueError as exc:
         raise Untrusted(f"{path.name}: not JSON ({exc})") from exc
 
