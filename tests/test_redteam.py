@@ -446,3 +446,27 @@ def test_a_head_that_knows_its_earlier_runs_gains_nothing(box: Path) -> None:
     assert head and all(v == 1000.0 for v in head)  # never the doubled rate
     verdict = grade(results, POLICY)
     assert verdict["tier"] is None and verdict["kind"] != "improved"
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["worker", "--until-idle"],
+                                     ["action"]])
+def test_the_service_refuses_a_box_without_a_sandbox_user(tmp_path: Path, command: list[str]
+                                                          ) -> None:
+    """Attack 5: a local box marked trusted, no sandbox user (as the old docs showed): the PR
+    would run as the bot and read its token from /proc. serve, worker and action refuse it."""
+    config = tmp_path / "evalbot.yaml"
+    config.write_text(f"profile: demo\nstore: {tmp_path / 'store.sqlite3'}\ngithub:\n"
+                      "  repo: owner/engine\n  api_url: http://127.0.0.1:9\nboxes:\n"
+                      f"  - {{name: gpu1, kind: local, workdir: {tmp_path / 'box'}, "
+                      "trusted: true}\n")
+    event = tmp_path / "event.json"
+    event.write_text("{}")
+    env = {**os.environ, "EVALBOT_GITHUB_TOKEN": CANARY_TOKEN, "GITHUB_TOKEN": CANARY_TOKEN,
+           "EVALBOT_WEBHOOK_SECRET": CANARY_HOOK, "GITHUB_EVENT_NAME": "ping",
+           "GITHUB_EVENT_PATH": str(event)}
+    got = subprocess.run([sys.executable, "-m", "evalbot", *command, "--config", str(config)],
+                         capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert got.returncode != 0
+    assert "box gpu1 has no sandbox_user" in got.stderr
+    assert not (tmp_path / "box").exists()  # nothing was run, nothing was made
+    assert CANARY_TOKEN not in got.stderr + got.stdout
