@@ -216,7 +216,7 @@ def fresh_home(trusted: bool) -> Path:
     """A new, empty HOME/TMPDIR for one run: the sandbox group's for a sandboxed run, the
     harness's alone (0700) for a trusted one (reference, tokenizer) or on an unsandboxed box."""
     root = _active.jobdir / HOMES if _active is not None else _homes
-    if root is None:  # proc.run outside a harness (tests, tools): the system's temporary dir
+    if root is None or not root.is_dir():  # outside a harness (tests, tools): the system's tmp
         return Path(tempfile.mkdtemp(prefix="evalbot-home-"))
     if _active is not None and not trusted:
         return safe_io.shared_dir(root, "home-", _active.gid)
