@@ -179,6 +179,9 @@ for found in glob.glob(str(jobdir / "**" / "*.json"), recursive=True) + glob.glo
 if cfg.get("link_out"):  # hand in a link to a file outside the run instead of a file
     os.symlink(cfg["victim"], out)
     sys.exit(0)
+if cfg.get("fifo_out"):  # a FIFO: a harness that opened it to read would wait forever
+    os.mkfifo(out)
+    sys.exit(0)
 rows = [{"top": [[[0, -0.01]] for _ in w[1:]], "argmax": [0] * (len(w) - 1)} for w in windows]
 json.dump({"windows": rows}, open(out, "w"))
 '''
@@ -373,18 +376,20 @@ def test_a_poisoned_reference_is_impossible(box: Path) -> None:
             assert entry.stat().st_uid == os.getuid() and entry.stat().st_mode & 0o077 == 0
 
 
-def test_links_in_the_output_directories_redirect_nothing(box: Path) -> None:
+@pytest.mark.parametrize("output", ["link_out", "fifo_out"])
+def test_links_in_the_output_directories_redirect_nothing(box: Path, output: str) -> None:
     """Attack 3: links where the harness used to write (score/tokens-0.json) and read
-    (score/base-0.json), and a score output that is a link: no file outside the run changes,
-    nothing of main's answers is copied, and the linked output is the PR's failure."""
-    doc, jobdir = _job(box, {"links": True, "link_out": True}, correctness=True)
+    (score/base-0.json), and a score output that is a link (or a FIFO): no file outside the run
+    changes, nothing of main's answers is copied, and the odd output is the PR's failure."""
+    doc, jobdir = _job(box, {"links": True, output: True}, correctness=True)
     before = _snapshot(box)
     results = _run(doc, jobdir)
     _assert_untouched(box, before)
     assert (box / "victim").read_text() == "root's own file\n"
     [failure] = results["failures"]
     assert (failure["side"], failure["attribution"], failure["kind"]) == ("head", "pr", "crashed")
-    assert "score output unreadable" in failure["message"] and "link" in failure["message"]
+    assert "score output unreadable" in failure["message"]
+    assert ("a link" if output == "link_out" else "not a regular file") in failure["message"]
     verdict = grade(results, POLICY)
     assert verdict["kind"] == "crashed" and verdict["tier"] is None
 
