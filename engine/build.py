@@ -8,9 +8,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import proc
+from engine import proc, safe_io
 from engine.integrity import file_sha256
 from engine.job import Job
+
+ARTIFACT_CAP = 16 << 30  # bytes of one artifact
 
 
 @dataclass
@@ -102,12 +104,12 @@ def _collect(tree: Path, artifacts: list[str], dest: Path) -> dict[str, str]:
     if dest.exists():
         shutil.rmtree(dest)
     hashes = {}
-    for rel in artifacts:
-        src = tree / rel
-        if not src.is_file():
-            raise FileNotFoundError(rel)
+    for rel in artifacts:  # the tree is the sandbox's: never follow a link it planted there
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
+        try:
+            safe_io.copy_beneath(tree, rel, dest / rel, ARTIFACT_CAP)
+        except safe_io.Untrusted as exc:
+            raise FileNotFoundError(f"{rel} ({exc})") from exc
         hashes[rel] = file_sha256(dest / rel)
     return hashes
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import proc
+from engine import proc, safe_io, sandbox
 from engine.build import Built, verify
 from engine.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.job import Correctness, Job, Model
@@ -31,6 +31,7 @@ from engine.job import Correctness, Job, Model
 CORPUS_DIR = Path(__file__).parent / "corpus"
 HARNESS = Path(__file__).resolve().parent.parent
 MAX_ID = 2**31  # token ids are int32 in every tool the harness drives
+OUTPUT_CAP = 256 << 20  # bytes of one score or tokenizer output file the harness will read
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
 
 
@@ -84,10 +85,11 @@ def token_stream(job: Job | None, jobdir: Path, harness: Path = HARNESS) -> Stre
                                ).hexdigest()[:16]
     cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
     cached = cache_root / "tokens" / f"{corpus}-{tokenizer}.json"
-    if cached.is_file():
-        return Stream(json.loads(cached.read_text()), f"{corpus}/{tokenizer}")
+    hit = safe_io.cache_get(cached, OUTPUT_CAP)
+    if hit is not None:
+        return Stream(hit, f"{corpus}/{tokenizer}")
     ids = _tokenize(job, spec, model.path, text, corpus, jobdir, harness)
-    _write_atomic(cached, ids)
+    safe_io.cache_put(cached, ids)
     return Stream(ids, f"{corpus}/{tokenizer}")
 
 
@@ -215,9 +217,7 @@ def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[in
                 model: str, jobdir: Path, harness: Path, built: Built,
                 env: dict[str, str]) -> list[Any]:
     verify(built)
-    tokens_file = jobdir / "score" / f"tokens-{round_}.json"
-    tokens_file.parent.mkdir(parents=True, exist_ok=True)
-    tokens_file.write_text(json.dumps(windows))
+    tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json", json.dumps(windows).encode())
     out = _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model, jobdir,
                      harness, built.artifact_dir, env)
     lengths = [len(w) - 1 for w in windows]  # position i predicts token i + 1
@@ -242,54 +242,48 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, ve
         recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
                                             size, spec.topk]).encode()).hexdigest()[:24]
         folder = cache_root / "reference" / recipe
-        missing = [w for w in wanted if not (folder / f"{w.index}.json").is_file()]
+        for w in wanted:  # each entry checked against the folder's sha256 manifest
+            hit = safe_io.cache_get(folder / f"{w.index}.json", OUTPUT_CAP)
+            if hit is not None:
+                out[kind, w.index] = hit
+        missing = [w for w in wanted if (kind, w.index) not in out]
         if missing:
-            tokens_file = jobdir / "score" / f"reference-tokens-{size}.json"
-            tokens_file.parent.mkdir(parents=True, exist_ok=True)
-            tokens_file.write_text(json.dumps([w.tokens for w in missing]))
+            tokens_file = safe_io.input_file(jobdir, f"reference-tokens-{size}.json",
+                                             json.dumps([w.tokens for w in missing]).encode())
             got = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec,
                              tokens_file, model_path, jobdir, harness, harness, job.env)
             for w, ref in zip(missing, got, strict=True):
-                _write_atomic(folder / f"{w.index}.json", ref)
-        for w in wanted:
-            out[kind, w.index] = json.loads((folder / f"{w.index}.json").read_text())
+                safe_io.cache_put(folder / f"{w.index}.json", ref)
+                out[kind, w.index] = ref
     return out
-
-
-def _write_atomic(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    tmp.rename(path)
 
 
 def _tokenize(job: Job, spec: Correctness, model: str, text: bytes, corpus: str, jobdir: Path,
               harness: Path) -> list[int]:
     """Run the profile's tokenizer the way the reference runs: from the harness copy, never
     from a built side. Its failure is the reference's, so infrastructure's, never the PR's."""
-    text_file = jobdir / "score" / f"corpus-{corpus}.txt"
-    out = jobdir / "score" / "tokenize.json"
+    text_file = safe_io.input_file(jobdir, f"corpus-{corpus}.txt", text)
+    outdir = sandbox.output_dir(jobdir, trusted=True)
+    out = outdir / "tokenize.json"
     log = jobdir / "logs" / "tokenize.log"
-    text_file.parent.mkdir(parents=True, exist_ok=True)
-    text_file.write_bytes(text)
     filled = [a.format(python=sys.executable, harness=str(harness), model=model,
                        text=str(text_file), out=str(out)) for a in spec.tokenize_argv]
     try:
-        done = proc.run(filled, cwd=harness, timeout_s=spec.timeout_s, log=log,
-                        env={**job.env, "PYTHONPATH": str(harness)})
+        done = proc.run(filled, cwd=harness, timeout_s=spec.timeout_s, log=log, env=job.env,
+                        trusted=True)
         if not done.ok:
             kind = "timeout" if done.timed_out else "crashed"
             raise ScoreFailure("reference", kind, f"tokenizer (correctness.tokenize_argv) {kind} "
                                f"(exit {done.returncode})", log)
         return _read_ids(out, log)
     finally:
-        out.unlink(missing_ok=True)  # writable from the sandbox: nothing stays to be swapped
+        safe_io.remove_tree(outdir)
 
 
 def _read_ids(out: Path, log: Path) -> list[int]:
     """The tokenizer's output: a non-empty JSON list of int token ids in [0, 2^31)."""
     try:
-        ids = json.loads(out.read_text())
+        ids = safe_io.read_json(out, OUTPUT_CAP)
     except (OSError, ValueError) as exc:
         raise ScoreFailure("reference", "unparsable",
                            f"tokenizer output unreadable: {exc}", log) from exc
@@ -306,24 +300,28 @@ def _read_ids(out: Path, log: Path) -> list[int]:
 def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_file: Path,
                model: str, jobdir: Path, harness: Path, build: Path,
                env: dict[str, str]) -> list[Any]:
-    out = jobdir / "score" / f"{tag}.json"
+    outdir = sandbox.output_dir(jobdir, trusted=side == "reference")
+    out = outdir / f"{tag}.json"
     log = jobdir / "logs" / f"score-{tag}.log"
     filled = [a.format(python=sys.executable, harness=str(harness), build=str(build),
                        model=model, tokens=str(tokens_file), out=str(out), topk=str(spec.topk))
               for a in argv]
     cwd = harness if side == "reference" else build
-    env = {**env, "PYTHONPATH": str(harness)} if side == "reference" else env
-    done = proc.run(filled, cwd=cwd, timeout_s=spec.timeout_s, log=log, env=env)
-    if not done.ok:
-        kind = "timeout" if done.timed_out else "crashed"
-        raise ScoreFailure(side, kind, f"score run {kind} (exit {done.returncode})", log)
+    try:  # the run's output directory, made for it alone, goes: nothing stays to be found
+        done = proc.run(filled, cwd=cwd, timeout_s=spec.timeout_s, log=log, env=env,
+                        trusted=side == "reference")
+        if not done.ok:
+            kind = "timeout" if done.timed_out else "crashed"
+            raise ScoreFailure(side, kind, f"score run {kind} (exit {done.returncode})", log)
+        return _read_score(out, side, log)
+    finally:
+        safe_io.remove_tree(outdir)
+
+
+def _read_score(out: Path, side: str, log: Path) -> list[Any]:
     try:
-        doc = json.loads(out.read_text())
+        doc = safe_io.read_json(out, OUTPUT_CAP)
         return [[{"top": top, "argmax": am} for top, am in zip(w["top"], w["argmax"], strict=True)]
                 for w in doc["windows"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ScoreFailure(side, "unparsable", f"score output unreadable: {exc}", log) from exc
-    finally:
-        # The score directory is writable from the sandbox: a head that found the reference's
-        # or main's answers there could hand them in as its own. Nothing stays behind.
-        out.unlink(missing_ok=True)

@@ -62,6 +62,7 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
         status.set(f"build-{side}")
         built[side] = build_side(job, side, sha, jobdir)
         doc[side] = built[side].facts()
+    sandbox.seal_trees()  # the artifacts are copied out: no later run reaches the trees
     if not all(b.ok for b in built.values()):
         failures.extend(_build_failures(built))
         return

@@ -1,8 +1,13 @@
-"""Run one untrusted engine process: own process group, timeout, capped output, always reaped."""
+"""Run one engine process: own process group, timeout, capped output, always reaped.
+
+Every run gets a HOME/TMPDIR of its own, made empty before and removed after, so nothing one
+run plants (a `usercustomize.py`, a `.pth` file, a cache) reaches another; every Python it starts
+directly runs isolated (`-I`: no user site, no PYTHON* variables, no cwd on sys.path)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -13,6 +18,19 @@ from pathlib import Path
 from engine import sandbox
 
 LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+# Under -I Python puts neither the script's directory nor the cwd on sys.path; a script that
+# imports its siblings, or `-m` run from the harness, needs exactly that one entry, so this
+# bootstrap adds it back (the script's own directory; the cwd for -m) and nothing else.
+_BOOTSTRAP = ("import os, runpy, sys\n"
+              "mode, target = sys.argv[1], sys.argv[2]\n"
+              "sys.argv = [target, *sys.argv[3:]]\n"
+              "if mode == 'module':\n"
+              "    sys.path.insert(0, os.getcwd())\n"
+              "    runpy.run_module(target, run_name='__main__', alter_sys=True)\n"
+              "else:\n"
+              "    sys.path.insert(0, os.path.dirname(os.path.abspath(target)))\n"
+              "    runpy.run_path(target, run_name='__main__')\n")
 
 
 @dataclass(frozen=True)
@@ -34,13 +52,42 @@ def run(
     timeout_s: float,
     log: Path,
     env: Mapping[str, str] | None = None,
+    trusted: bool = False,
 ) -> Finished:
     """Run argv (never through a shell), write its output to `log`, kill its group at the end.
 
     Inside an active sandbox (engine.sandbox.enter) argv runs as the sandbox user with the
-    stage's limits, and afterwards every process of that user is killed."""
-    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **(env or {})}
-    argv, full_env, preexec = sandbox.wrap(list(argv), cwd, full_env)
+    stage's limits, and afterwards every process of that user is killed. A `trusted` run (the
+    reference, the tokenizer: harness code) never runs as the sandbox user: it runs as the
+    harness, in a HOME only the harness can enter."""
+    home = sandbox.fresh_home(trusted)
+    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
+                **{k: v for k, v in (env or {}).items() if not k.startswith("PYTHON")},
+                "HOME": str(home), "TMPDIR": str(home)}
+    argv = isolated(list(argv))
+    preexec = None
+    if not trusted:
+        argv, full_env, preexec = sandbox.wrap(argv, cwd, full_env)
+    try:
+        return _run(argv, cwd, timeout_s, log, full_env, preexec)
+    finally:
+        sandbox.after_run(home)
+
+
+def isolated(argv: list[str]) -> list[str]:
+    """argv with a Python interpreter started isolated (-I); other programs unchanged."""
+    if not argv or not _PYTHON.fullmatch(os.path.basename(argv[0])):
+        return argv
+    python, rest = argv[0], argv[1:]
+    if rest and rest[0] == "-m" and len(rest) > 1:
+        return [python, "-I", "-c", _BOOTSTRAP, "module", *rest[1:]]
+    if rest and not rest[0].startswith("-"):
+        return [python, "-I", "-c", _BOOTSTRAP, "script", *rest]
+    return [python, "-I", *rest]
+
+
+def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict[str, str],
+         preexec: sandbox.Preexec | None) -> Finished:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "wb") as sink:
@@ -102,7 +149,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except (ProcessLookupError, PermissionError):
         pass  # a sudo launcher is root's: the sandbox's kill below ends it through its child
     try:
-        sandbox.after_run()
+        sandbox.kill_all()
     finally:
         proc.wait()
     if proc.stdout is not None:

@@ -3,8 +3,10 @@
 `enter` (called once by the harness) fetches the repository while the harness still has the
 network, locks every other job directory away, makes the few directories the sandbox may write,
 and activates the sandbox. From then on `proc.run` wraps each engine process with `wrap` and
-calls `after_run` when it ends: every process of the sandbox user is killed and the GPU must be
-idle before the next run. The privileged part lives in sandbox_exec.py.
+calls `after_run` when it ends: every process of the sandbox user is killed, its HOME/TMPDIR
+(made fresh for that one run) and whatever it left in the box's shared temporary directories are
+removed, and the GPU must be idle before the next run. The privileged part lives in
+sandbox_exec.py.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import sandbox_exec
+from engine import safe_io, sandbox_exec
 from engine.checks import ContractError
 from engine.integrity import verify_files
 
@@ -34,7 +37,11 @@ EXEC = Path(__file__).resolve().with_name("sandbox_exec.py")
 STAGES = ("build", "run")
 _KEYS = {"user", "hostname", "network", "launcher", "limits", "gpu_idle_timeout_s"}
 _LIMIT_KEYS = {"as_mb", "nproc", "fsize_mb", "nofile"}
-WRITABLE = ("trees", "score", "scratch")  # the only places in a job directory the sandbox writes
+WRITABLE = ("trees",)  # the only place of a job directory the sandbox writes by name
+HOMES = "homes"  # harness-owned; one fresh HOME per run inside, removed after the run
+# World-writable places outside the job directory: what the sandbox leaves there is removed
+# after every run, so no file carries from one run to the next.
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 DEFAULT_LIMITS = {"build": {"nproc": 4096, "fsize_mb": 8192, "nofile": 4096},
                   "run": {"nproc": 1024, "fsize_mb": 1024, "nofile": 4096}}
 
@@ -77,6 +84,7 @@ class Active:
     jobdir: Path
     gpu_idle_timeout_s: float
     mirror: Path | None = None
+    gid: int = -1
 
     def stage(self, cwd: Path) -> str:
         """Checkout and build run in the trees; everything else is a run of built code."""
@@ -85,6 +93,7 @@ class Active:
 
 
 _active: Active | None = None
+_homes: Path | None = None  # where an unsandboxed harness makes its runs' private HOMEs
 
 
 def active() -> Active | None:
@@ -96,7 +105,8 @@ def enter(job: Job, jobdir: Path) -> Job:
 
     The models are checked against their pinned sha256 here, by the harness, before any PR code
     runs (IntegrityError: infra)."""
-    global _active
+    global _active, _homes
+    _homes = safe_io.harness_dir(jobdir.resolve() / HOMES)
     spec = getattr(job, "sandbox", None)
     if spec is None:
         _active = None
@@ -105,8 +115,9 @@ def enter(job: Job, jobdir: Path) -> Job:
               for stage in STAGES}
     act = Active(spec["user"], spec.get("hostname", "evalbot-sandbox"),
                  bool(spec.get("network", False)), list(spec.get("launcher", [])), limits,
-                 jobdir.resolve(), float(spec.get("gpu_idle_timeout_s", 120)))
-    _lock_down(jobdir.resolve(), _sandbox_gid(act.user), job.cache_dir)
+                 jobdir.resolve(), float(spec.get("gpu_idle_timeout_s", 120)),
+                 gid=_sandbox_gid(spec["user"]))
+    _lock_down(jobdir.resolve(), act.gid, job.cache_dir)
     cache = Path(job.cache_dir) / "model-hashes.json" if job.cache_dir else None
     verify_files(((m.name, m.path, m.sha256) for m in job.models), cache)
     mirror = _fetch(job.repo, jobdir.resolve())
@@ -178,11 +189,10 @@ def wrap(argv: list[str], cwd: Path,
     act = _active
     if act is None:
         return argv, env, None
-    scratch = str(act.jobdir / "scratch")
     spec: dict[str, object] = {
         "user": act.user, "hostname": act.hostname, "network": act.network,
         "limits": act.limits[act.stage(cwd.resolve())], "cwd": str(cwd),
-        "env": {**env, "HOME": scratch, "TMPDIR": scratch, **_git_trust(act.mirror)}}
+        "env": {**env, **_git_trust(act.mirror)}}
     if not act.launcher and os.geteuid() == 0:
         return argv, sandbox_exec.environment(spec), lambda: sandbox_exec.confine(spec)
     launcher = act.launcher or [sys.executable, "-I", str(EXEC)]
@@ -202,12 +212,62 @@ def _git_trust(mirror: Path | None) -> dict[str, str]:
     return {"GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-def after_run() -> None:
-    """After every sandboxed run: nothing of the sandbox user survives, and the GPU is idle."""
+def fresh_home(trusted: bool) -> Path:
+    """A new, empty HOME/TMPDIR for one run: the sandbox group's for a sandboxed run, the
+    harness's alone (0700) for a trusted one (reference, tokenizer) or on an unsandboxed box."""
+    root = _active.jobdir / HOMES if _active is not None else _homes
+    if root is None or not root.is_dir():  # outside a harness (tests, tools): the system's tmp
+        return Path(tempfile.mkdtemp(prefix="evalbot-home-"))
+    if _active is not None and not trusted:
+        return safe_io.shared_dir(root, "home-", _active.gid)
+    return safe_io.private_dir(root, "home-")
+
+
+def output_dir(jobdir: Path, trusted: bool) -> Path:
+    """A fresh directory for one run's output file, in `outputs/` (the harness's): writable by
+    the sandbox group for a sandboxed run, by the harness alone for a trusted one."""
+    root = safe_io.harness_dir(jobdir.resolve() / "outputs")
+    if _active is not None and not trusted:
+        return safe_io.shared_dir(root, "out-", _active.gid)
+    return safe_io.private_dir(root, "out-")
+
+
+def seal_trees() -> None:
+    """After the builds: the trees are the harness's alone, so no run leaves state there for a
+    later one (the artifacts were copied out and hashed)."""
+    if _active is not None:
+        os.chmod(_active.jobdir / "trees", 0o700)
+
+
+def after_run(home: Path | None = None) -> None:
+    """After every run: nothing of the sandbox user survives, nothing it wrote stays (its HOME,
+    its files in the shared temporary directories), and the GPU is idle."""
     if _active is None:
+        if home is not None:
+            safe_io.remove_tree(home)
         return
     kill_all()
+    _purge(home)
+    kill_all()  # the purge itself ran as the sandbox user
+    if home is not None:
+        safe_io.remove_tree(home)
     _wait_gpu_idle(_active.gpu_idle_timeout_s)
+
+
+def _purge(home: Path | None) -> None:
+    """Delete, as the sandbox user (so only what it could delete itself), every file it owns
+    in the shared temporary directories and everything in the run's HOME."""
+    act = _active
+    assert act is not None
+    targets = [d for d in SHARED_TMP if os.path.isdir(d)]
+    argv = ["find", *targets, "-xdev", "-mindepth", "1", "-user", act.user, "-delete"]
+    runs = [argv] if targets else []
+    if home is not None:
+        runs.append(["find", str(home), "-mindepth", "1", "-delete"])
+    for command in runs:
+        cmd, env, preexec = wrap(command, Path("/"), {"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+        subprocess.run(cmd, env=env, preexec_fn=preexec, cwd="/", stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=300, check=False)
 
 
 def kill_all() -> None:

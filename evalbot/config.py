@@ -40,6 +40,9 @@ class BoxConfig:
     python: str = "python3"  # the box's interpreter for the harness (Python 3.10+ with numpy)
     sandbox_user: str = ""  # PR code runs as this user (docs/box.md); "" only on a trusted box
     sandbox_launcher: tuple[str, ...] = ()  # how a non-root harness enters it (sudo rule)
+    # PR code runs as the bot's own user on this box: the test suite's and demos' local boxes
+    # only; serve, worker and action refuse a box without a sandbox user unless this is set.
+    unsandboxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ _SERVICE = {"shadow", "shadow_log", "metrics_host", "metrics_port", "aa_every_h"
             "signing_key_file"}
 _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user", "key_file", "known_hosts",
         "labels", "trusted", "lock_clocks", "sd_floor", "python", "sandbox_user",
-        "sandbox_launcher"}
+        "sandbox_launcher", "unsandboxed"}
 _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "approval_label",
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
            "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
@@ -210,6 +213,7 @@ def _box(s: Section, base: Path) -> BoxConfig:
         sandbox_user=s.get("sandbox_user", str, "" if kind == "local" else "evalbot-sandbox"),
         sandbox_launcher=tuple(s.get("sandbox_launcher", list, [] if kind == "local" else
                                      ["sudo", "-n", "/usr/local/lib/evalbot/sandbox-exec"])),
+        unsandboxed=s.get("unsandboxed", bool, False),
     )
 
 

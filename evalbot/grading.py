@@ -18,6 +18,7 @@ from engine import speed, stats
 from evalbot import compat, correctness_policy
 from evalbot.errors import ResultsError
 from evalbot.policy import TIER_ORDER, Policy
+from evalbot.redact import public_failure
 from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
 
 VERDICT_SCHEMA = "evalbot.verdict/1"
@@ -42,7 +43,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "cells": cells,
         "correctness": corr,
         "correctness_guards": guards,
-        "failures": results["failures"],
+        "failures": [public_failure(f) for f in results["failures"]],  # no raw PR output
         "provenance": _provenance(results, policy),
         "reasons": [],
     }

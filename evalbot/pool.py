@@ -29,6 +29,7 @@ def check_pool(config: Config, profile: Profile, *, serving: bool) -> list[BoxCo
     """The boxes to run workers on; refuses an empty pool and, for the service, any local box
     not marked trusted (a local box runs PR code on the bot host, DESIGN section 6)."""
     if serving:
+        require_sandbox(config)
         untrusted = [b.name for b in config.boxes if b.kind == "local" and not b.trusted]
         if untrusted:
             raise ConfigError(f"{config.source}: box {', '.join(untrusted)} is local but not "
@@ -40,6 +41,16 @@ def check_pool(config: Config, profile: Profile, *, serving: bool) -> list[BoxCo
         raise ConfigError(f"{config.source}: no box carries the labels profile "
                           f"{profile.name} requires ({need})")
     return boxes
+
+
+def require_sandbox(config: Config) -> None:
+    """The service runs PR code only as a sandbox user: without one the PR runs as the bot
+    itself and can read its environment (tokens) through /proc (docs/box.md)."""
+    bare = [b.name for b in config.boxes if not b.sandbox_user and not b.unsandboxed]
+    if bare:
+        raise ConfigError(f"{config.source}: box {', '.join(bare)} has no sandbox_user; "
+                          "evalbot would run PR code as its own user there (run `evalbot box "
+                          "init` on the box and set sandbox_user)")
 
 
 def open_box(box_config: BoxConfig) -> Box:

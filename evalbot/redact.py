@@ -1,9 +1,17 @@
-"""Everything published passes here: secrets, token shapes, box hosts, addresses, ports, user@host."""
+"""Everything published passes here: secrets, token shapes, box hosts, addresses, ports, user@host.
+
+Each configured literal (secret, host, path) is masked in the encodings a hostile build can
+produce from what it reads on the box: any case, reversed, hex, base64 (every alignment, standard
+and URL-safe), and letter-spaced (up to three separators between characters). Raw log tails are
+never published at all (`public_failure`; docs/box.md says why).
+"""
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
+from typing import Any
 
 _PATTERNS = [
     re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),
@@ -15,20 +23,58 @@ _PATTERNS = [
     re.compile(r"\b(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}\b"),  # IPv6 (full forms)
 ]
 MASK = "[redacted]"
+_SEPARATORS = r"[\W_]{0,3}"  # what a letter-spacing encoding puts between characters
+_MIN_VARIANT = 4  # shorter encodings would mask ordinary words
+
+
+def _base64_cores(raw: bytes) -> list[str]:
+    """The base64 characters that depend on `raw` alone, at each of the three alignments."""
+    out = []
+    for shift in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * shift + raw).decode().rstrip("=")
+            start, end = -(-8 * shift // 6), 8 * (shift + len(raw)) // 6
+            out.append(text[start:end])
+    return out
+
+
+def _variants(literal: str) -> set[str]:
+    raw = literal.encode()
+    found = {literal, literal[::-1], raw.hex(), *_base64_cores(raw)}
+    return {v for v in found if len(v) >= _MIN_VARIANT} | {literal}
+
+
+def _pattern(variant: str) -> re.Pattern[str]:
+    return re.compile(_SEPARATORS.join(re.escape(c) for c in variant), re.IGNORECASE)
 
 
 class Redactor:
     def __init__(self, literals: Iterable[str] = ()) -> None:
         # Longest first, so a host name inside a longer secret does not leave half of it.
         self.literals = sorted({s for s in literals if s and len(s) >= 3}, key=len, reverse=True)
+        variants = sorted({v for lit in self.literals for v in _variants(lit)}, key=len,
+                          reverse=True)
+        self._encoded = [_pattern(v) for v in variants]
 
     def __call__(self, text: str) -> str:
         # Patterns first: `user@host:port` must go as a whole before its host part is masked.
         for pattern in _PATTERNS:
             text = pattern.sub(MASK, text)
-        for literal in self.literals:
-            text = text.replace(literal, MASK)
+        for pattern in self._encoded:
+            text = pattern.sub(MASK, text)
         return text
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def public_failure(failure: dict[str, Any]) -> dict[str, Any]:
+    """A failure as it may be published: no log tail (the operator reads it in the job's
+    results.json and logs), and in a PR-side message no quoted excerpt of the PR's output."""
+    message = str(failure.get("message", ""))
+    if failure.get("side") == "head":
+        message = _QUOTED.sub("'…'", message)
+    return {**failure, "message": message, "log_tail": ""}
 
 
 def for_boxes(boxes: Iterable[object], secrets: Iterable[str] = ()) -> Redactor:
@@ -47,4 +93,5 @@ def for_boxes(boxes: Iterable[object], secrets: Iterable[str] = ()) -> Redactor:
         if port and port != 22:
             literals.append(f":{port}")
             literals.append(f"port {port}")
+            literals.append(f"port={port}")
     return Redactor(literals)

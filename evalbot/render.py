@@ -10,7 +10,7 @@ import jinja2
 
 from evalbot.grading import ctx_name
 from evalbot.neutral import neutral
-from evalbot.redact import Redactor
+from evalbot.redact import Redactor, public_failure
 from evalbot.report import DROP_ORDER, details
 from evalbot.resources import TEMPLATES_DIR
 
@@ -172,8 +172,8 @@ def _consistency_text(cons: dict[str, Any]) -> str:
 
 
 def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
-    return {**f, "message": _neutral(redact(f["message"])),
-            "log_tail": _neutral(redact(f.get("log_tail", "")[-LOG_TAIL_CAP:]))}
+    shown = public_failure(f)  # a stored verdict of an older version may still carry a tail
+    return {**shown, "message": _neutral(redact(shown["message"])), "log_tail": ""}
 
 
 def _neutral(text: str) -> str:

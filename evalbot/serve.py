@@ -57,7 +57,8 @@ def runtime(config_file: Path, token: str | None = None, throttle: bool = True) 
     policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
     if config.github is not None:
         token = token or config.secret(config.github.token_env)
-    redact = for_boxes(config.boxes, secrets=[token] if token else [])
+    hook = os.environ.get(config.github.webhook_secret_env, "") if config.github else ""
+    redact = for_boxes(config.boxes, secrets=[s for s in (token, hook) if s])
     return Runtime(config, profile, policy, redact, token, throttle)
 
 

@@ -56,6 +56,7 @@ def write_config(root: Path, repo: Path, *, boxes: int = 1, github: str = "",
         tags = box_labels[i] if i < len(box_labels) else labels
         lines.append(f"  - {{name: box-{i}, kind: local, workdir: {root / f'box-{i}'}, "
                      f"repo: {repo}, python: {sys.executable}, trusted: {str(trusted).lower()},"
+                     " unsandboxed: true,"
                      f" labels: [{', '.join(tags)}]}}")
     path = root / "evalbot.yaml"
     path.write_text(f"profile: {profile}\nstore: {root / 'evalbot.sqlite3'}\n{github}"

@@ -45,7 +45,8 @@ github:
 service: {{metrics_port: 0}}
 boxes:
   - {{name: local, kind: local, workdir: {tmp_path / 'box'}, repo: {demo.path},
-      models_dir: {demo.model_path.parent}, trusted: true, python: {sys.executable}}}
+      models_dir: {demo.model_path.parent}, trusted: true, python: {sys.executable},
+      unsandboxed: true}}
 """)
     return load_config(path)
 

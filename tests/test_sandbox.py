@@ -105,7 +105,7 @@ def test_sandboxed_process_is_confined(box, stub, listener, tmp_path, monkeypatc
     artifact = jobdir / "artifacts" / "base" / "engine"
     artifact.parent.mkdir(parents=True)
     artifact.write_text("trusted")
-    pidfile = jobdir / "scratch" / "daemon.pid"
+    pidfile = jobdir / "trees" / "daemon.pid"  # not in /tmp: the sandbox's files there go
     args = [str(listener), str(token), str(artifact), str(box / "jobs" / "other"),
             str(box / "jobs"), str(pidfile)]
     done = proc.run([system_python(), "-c", PROBE, *args], cwd=artifact.parent,

@@ -40,7 +40,7 @@ def unlimited(tmp_path: Path, fake: FakeGitHub) -> Config:
                     f"  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
                     "  quota_per_author_per_day: 0\n  quota_per_pr_per_day: 0\nboxes:\n"
                     f"  - {{name: local, kind: local, workdir: {tmp_path / 'box'}, "
-                    "trusted: true}\n")
+                    "trusted: true, unsandboxed: true}\n")
     return load_config(path)
 
 

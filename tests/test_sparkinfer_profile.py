@@ -12,11 +12,11 @@ from engine.build import Built
 from engine.job import Cell, SpeedRun
 from engine.parsing import ParseError, read_rates, read_score_lines
 from engine.speed import Measurement, SampleFailure
-from evalbot.resources import LABELS_FILE as LABELS
 from evalbot.config import BoxConfig
 from evalbot.jobspec import make_job
 from evalbot.policy import load_labels
 from evalbot.profile import ProfileRun, load_profile
+from evalbot.resources import LABELS_FILE as LABELS
 
 DATA = Path(__file__).parent / "data" / "sparkinfer"
 SHA = "a" * 40

@@ -16,6 +16,7 @@ from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.service import github_config, make_handlers, make_port, start
 from evalbot.policy import load_labels
+from evalbot.pool import require_sandbox
 from evalbot.store import Store
 
 CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
@@ -74,7 +75,8 @@ def action(config_file: Path) -> None:
     name, path = os.environ.get("GITHUB_EVENT_NAME"), os.environ.get("GITHUB_EVENT_PATH")
     if not name or not path:
         raise EvalbotError("GITHUB_EVENT_NAME and GITHUB_EVENT_PATH must be set (Actions mode)")
-    _config, handlers = _setup(config_file, os.environ.get("GITHUB_TOKEN"))
+    config, handlers = _setup(config_file, os.environ.get("GITHUB_TOKEN"))
+    require_sandbox(config)  # the workflow's next step runs the jobs it queues: refuse first
     event = parse_event(name, json.loads(Path(path).read_text()))
     click.echo("ignored: not an event evalbot handles" if event is None
                else handlers.handle(event))

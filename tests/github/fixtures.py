@@ -43,7 +43,8 @@ github:
   quota_per_author_per_day: 3
   quota_per_pr_per_day: 2
 boxes:
-  - {{name: local, kind: local, workdir: {tmp_path / 'box'}, trusted: true}}
+  - {{name: local, kind: local, workdir: {tmp_path / 'box'}, trusted: true,
+      unsandboxed: true}}
 """)
     return load_config(path)
 

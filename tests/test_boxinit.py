@@ -1,0 +1,78 @@
+"""`evalbot box init` on this machine as on a fresh box: real users, a real sshd with `UsePAM no`
+(which refuses a locked account even with a valid key), the engine repository fetched by the
+harness user. The launcher, the sudo rule and the allowed-user file go to a temporary directory
+(this machine's own sandboxed tests use the system ones)."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalbot import boxinit
+from remote.ssh import SSHBox, SSHTarget
+from tests.sshd import Sshd
+from tests.stub_engine import make_repo
+
+HARNESS, SANDBOX = "evalbot-bi", "evalbot-bi-sbx"
+
+
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="evalbot-boxinit-") as tmp:
+        root = Path(tmp)
+        os.chmod(root, 0o711)
+        monkeypatch.setattr(boxinit, "LAUNCHER", root / "lib" / "sandbox-exec")
+        monkeypatch.setattr(boxinit, "SUDOERS", root / "sudoers.d" / "evalbot")
+        monkeypatch.setattr(boxinit, "ALLOWED_USER_FILE", str(root / "etc" / "sandbox-user"))
+        try:
+            yield root
+        finally:
+            for user in (HARNESS, SANDBOX):
+                subprocess.run(["userdel", "-r", user], capture_output=True, check=False)
+                subprocess.run(["groupdel", user], capture_output=True, check=False)
+
+
+def test_box_init_makes_a_box_the_bot_can_log_in_to_and_fetch_from(fresh: Path) -> None:
+    repo, main, _ = make_repo(fresh / "src", {})
+    sshd = Sshd(fresh / "sshd", user=HARNESS)
+    plan = boxinit.Plan(HARNESS, SANDBOX, fresh / "srv", sshd.client_key.with_suffix(".pub"),
+                        "/usr/bin/python3", repo=repo, install=False)
+    boxinit.init_box(plan)
+    boxinit.init_box(plan)  # idempotent
+    harness, sandbox = pwd.getpwnam(HARNESS), pwd.getpwnam(SANDBOX)
+    shadow = dict(line.split(":")[:2] for line in Path("/etc/shadow").read_text().splitlines())
+    assert shadow[HARNESS] == "*"  # not locked: sshd without PAM lets it in
+    assert HARNESS in grp.getgrgid(sandbox.pw_gid).gr_mem
+    for path, mode in ((fresh / "srv", 0o711), (fresh / "srv" / "jobs", 0o711),
+                       (fresh / "srv" / "cache", 0o700)):
+        assert (path.stat().st_uid, path.stat().st_mode & 0o7777) == (harness.pw_uid, mode)
+    assert all(p.stat().st_uid == harness.pw_uid for p in [repo, *repo.rglob("*")])
+    launcher = boxinit.LAUNCHER
+    assert (launcher.stat().st_uid, launcher.stat().st_mode & 0o777) == (0, 0o755)
+    assert Path(boxinit.ALLOWED_USER_FILE).read_text() == f"{SANDBOX}\n"
+    assert boxinit.SUDOERS.read_text() == f"{HARNESS} ALL=(root) NOPASSWD: {launcher}\n"
+    keys = Path(harness.pw_dir) / ".ssh" / "authorized_keys"
+    (sshd.root / "authorized_keys").write_text(keys.read_text())  # the key box init installed
+    sshd.start()
+    box = SSHBox("gpu1", str(fresh / "srv"), SSHTarget("127.0.0.1", sshd.port, HARNESS,
+                                                      str(sshd.client_key), str(sshd.known_hosts)))
+    try:
+        box.connect()
+        who = box.run(["id", "-un"], timeout_s=60)
+        assert who.output.strip() == HARNESS
+        clone = box.run(["git", "clone", "--quiet", "--mirror", str(repo),
+                         str(fresh / "srv" / "jobs" / "mirror.git")], timeout_s=120)
+        assert clone.returncode == 0, clone.output  # no "dubious ownership"
+        head = box.run(["git", "-C", str(fresh / "srv" / "jobs" / "mirror.git"), "rev-parse",
+                        "main"], timeout_s=60)
+        assert head.output.strip() == main
+    finally:
+        box.close()
+        sshd.stop()
