@@ -75,8 +75,8 @@ def action(config_file: Path) -> None:
     name, path = os.environ.get("GITHUB_EVENT_NAME"), os.environ.get("GITHUB_EVENT_PATH")
     if not name or not path:
         raise EvalbotError("GITHUB_EVENT_NAME and GITHUB_EVENT_PATH must be set (Actions mode)")
+    require_sandbox(load_config(config_file))  # the next step runs the jobs it queues: refuse first
     config, handlers = _setup(config_file, os.environ.get("GITHUB_TOKEN"))
-    require_sandbox(config)  # the workflow's next step runs the jobs it queues: refuse first
     event = parse_event(name, json.loads(Path(path).read_text()))
     click.echo("ignored: not an event evalbot handles" if event is None
                else handlers.handle(event))
