@@ -115,16 +115,19 @@ def counts(verdict: dict[str, Any]) -> str:
 def headline(verdict: dict[str, Any]) -> str:
     """One sentence: the answer, with the cell that carries it."""
     kind, cells = verdict["kind"], [c for c in verdict["cells"] if c["pairs"] > 0]
+    sure = confidence(verdict)
     if kind == "improved":
         best = next(c for c in cells if c["key"] == verdict["best_cell"])
-        return f"Faster: {_named(best, cells)} {pct(best['speedup'])} {interval(best['lo'], best['hi'])}"
+        return (f"Faster ({sure} sure): {_named(best, cells)} {pct(best['speedup'])} "
+                f"{interval(best['lo'], best['hi'])}")
     if kind == "regressed":
         slow = sorted((c for c in cells if c["decision"] == "regressed"), key=lambda c: c["speedup"])
         more = f" and {len(slow) - 2} more" if len(slow) > 2 else ""
-        return "Slower: " + ", ".join(f"{_named(c, cells)} {pct(c['speedup'])} "
+        return f"Slower ({sure} sure): " + ", ".join(f"{_named(c, cells)} {pct(c['speedup'])} "
                                       f"{interval(c['lo'], c['hi'])}" for c in slow[:2]) + more
     if kind == "neutral":
-        return "No speed change: every cell is within the tolerance of main"
+        band = 100 * (verdict["provenance"].get("rule") or {}).get("tolerance", 0)
+        return f"No speed change: every cell is within ±{band:g}% of main"
     if kind == "inconclusive":
         open_ = sum(1 for c in cells if c["decision"] == "inconclusive")
         return f"Not decided: {open_} of {len(cells)} cells stayed undecided within the budget"
