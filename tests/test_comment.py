@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from evalbot.comment import CommentContext, context_for
+from evalbot.config import REPO_ROOT
 from evalbot.evaluation import failure_verdict
 from evalbot.grading import grade
 from evalbot.numbers import newcombe, p_value, sparkline, wilson
-from evalbot.config import REPO_ROOT
 from evalbot.policy import load_labels
 from evalbot.render import COMMENT_LIMIT, render_comment
 from tests.comment_fixtures import DEMO, demo_results, demo_verdict, gpu_verdicts, seven_cells
