@@ -13,6 +13,7 @@ from typing import Any
 
 from waitress.server import create_server
 
+from evalbot.comment import context_for
 from evalbot.config import Config, GitHubConfig
 from evalbot.errors import ConfigError, EvalbotError
 from evalbot.github.events import PayloadError, parse_event
@@ -24,7 +25,6 @@ from evalbot.github.webhook import MAX_BODY, WebhookApp
 from evalbot.overrides import decorate, status_of
 from evalbot.policy import load_labels
 from evalbot.redact import Redactor
-from evalbot.comment import context_for
 from evalbot.render import render_comment
 from evalbot.store import Store
 
