@@ -114,10 +114,10 @@ def _failure_context(verdict: dict[str, Any], redact: Redactor,
 
 
 def _failure_headline(f: dict[str, Any], pr: bool) -> str:
-    side = "the PR" if f["side"] == "head" else ("main" if f["side"] == "base" else "the harness")
+    side = {"head": " on the PR", "base": " on main"}.get(f["side"], "")
     if pr:
-        return f"Not measured: the {f['stage']} step failed on {side} (main passed it)"
-    return f"Not measured: the {f['stage']} step failed on {side}; not the PR's fault"
+        return f"Not measured: the {f['stage']} step failed{side} (main passed it)"
+    return f"Not measured: the {f['stage']} step failed{side}; not the PR's fault"
 
 
 def _fit(text: str) -> str:
