@@ -247,3 +247,10 @@ def test_cells_never_measured_get_no_row() -> None:
     doc = Doc([C("m", "decode", 128, 1.0), C("m", "decode", 4096, 1.0, pairs=0)])
     text = render_comment(grade(results(doc), DEFAULT))
     assert "| decode @ 128 |" in text and "decode @ 4k" not in text
+
+
+def test_the_example_config_names_the_reports_url() -> None:
+    from evalbot.config import load_config
+
+    config = load_config(REPO_ROOT / "evalbot.example.yaml")
+    assert config.service.reports_url == "https://ci.example.org/evalbot"
