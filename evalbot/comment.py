@@ -133,6 +133,8 @@ def headline(verdict: dict[str, Any]) -> str:
         return f"Not decided: {open_} of {len(cells)} cells stayed undecided within the budget"
     if kind == "incorrect":
         return "Rejected: the PR changes what the model computes"
+    if kind == "spoofed":
+        return "Rejected: the speed the engine reported disagrees with the harness's own clock"
     if kind == "unconfirmed":
         return "Faster? Not confirmed: the harness's own clock did not see the claimed speed-up"
     return kind.replace("-", " ").capitalize()

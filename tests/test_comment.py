@@ -184,6 +184,8 @@ def test_unknown_decisions_and_kinds_read_as_words() -> None:
     assert "slower within tolerance" in text.splitlines()[1].lower()
     assert "1 slower within tolerance" in text.splitlines()[2]
     assert "| ⚠️ slower within tolerance |" in text
+    spoofed = render_comment({**v, "kind": "spoofed", "headline": "eval:REJECT"})
+    assert "harness's own clock" in spoofed.splitlines()[1]
 
 
 def test_links_reproduce_and_history_from_the_store_rows() -> None:

@@ -241,3 +241,11 @@ def test_one_main_commit_draws_no_line_and_claims_no_steps(tmp_path):
     assert "Main has not moved on this cell yet." in (site / "cells").rglob("*.html").__next__(
         ).read_text()
     assert "No regression measured yet." in (site / "regressions.html").read_text()
+
+
+def test_cell_page_paths_stay_inside_the_site():
+    """A hostile repository or model name cannot write a page outside cells/."""
+    for repo, model in (("../../etc", ".."), ("/abs/path", "a/../../b"), ("", "")):
+        path = Path(cell_page(repo, model, "decode/../x", 128))
+        assert path.parts[0] == "cells" and len(path.parts) == 3
+        assert ".." not in path.parts and not path.is_absolute()
