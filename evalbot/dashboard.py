@@ -38,6 +38,8 @@ from evalbot.store import Store
 
 TEMPLATES = REPO_ROOT / "templates"
 RECENT = 50
+CORRECTNESS_WORDS = {"inert": "identical to main", "pass": "same as main", "reject": "changed",
+                     "not-scored": "not scored"}
 _pr_url, _when = pr_url, when
 
 
@@ -155,7 +157,9 @@ def _recent(rows: list[dict[str, Any]], keys: dict[str, Any] | None) -> list[dic
             "best": (f"{best['model']} {best['metric']}@{ctx_name(best['ctx'])} "
                      f"{_pct(best['speedup'])} [{_pct(best['lo'])}, {_pct(best['hi'])}]"
                      if best else "-"),
-            "correctness": (v.get("correctness") or {}).get("decision", "-"),
+            "correctness": CORRECTNESS_WORDS.get(
+                str((v.get("correctness") or {}).get("decision", "-")),
+                str((v.get("correctness") or {}).get("decision", "-"))),
             "signature": _signature(v, keys),
         })
     return out

@@ -186,8 +186,9 @@ def test_cell_pages_show_history_band_movers_and_verdicts(history, tmp_path):
     shot = _screenshot(page, tmp_path)
     painted = {rgb: n for n, rgb in Image.open(shot).convert("RGB").getcolors(1 << 20) or []}
     assert painted.get((0x1F, 0x77, 0xB4), 0) > 300  # main's level line
-    band = sum(n for rgb, n in painted.items() if _is_band(rgb))
-    assert band > 2000  # the shaded noise band is drawn
+    # the shaded noise band is drawn (its height is the box's measured noise: small here)
+    assert 'style="fill: #1f77b4; fill-opacity: 0.15"' in history_part
+    assert sum(n for rgb, n in painted.items() if _is_band(rgb)) > 200
     assert sum(n for rgb, n in painted.items() if rgb[0] > 180 and rgb[1] < 80) > 50  # red row
 
 
