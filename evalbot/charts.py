@@ -34,6 +34,16 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Band:
+    """A shaded range per level (main's noise band): from each time to the next, lo..hi."""
+    label: str
+    times: Sequence[float]
+    lo: Sequence[float]
+    hi: Sequence[float]
+    color: int = 0
+
+
+@dataclass(frozen=True)
 class Marker:
     time: float
     value: float
@@ -42,10 +52,14 @@ class Marker:
 
 
 def line_chart(chart_id: str, title: str, ylabel: str, lines: Sequence[Line],
-               markers: Sequence[Marker] = ()) -> str:
+               markers: Sequence[Marker] = (), bands: Sequence[Band] = ()) -> str:
     """One chart as an <svg> element (no XML prolog), ids made unique by chart_id."""
     fig = Figure(figsize=(6.4, 3.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
+    for band in bands:
+        ax.fill_between([_when(t) for t in band.times], band.lo, band.hi, step="post",
+                        color=_PALETTE[band.color % len(_PALETTE)], alpha=0.15, linewidth=0,
+                        label=band.label)
     for i, line in enumerate(lines):
         color = _PALETTE[(i if line.color is None else line.color) % len(_PALETTE)]
         xs = [_when(t) for t in line.times]
@@ -69,7 +83,7 @@ def line_chart(chart_id: str, title: str, ylabel: str, lines: Sequence[Line],
     times = [t for line in lines for t in line.times]
     if times and max(times) - min(times) < 60:  # one moment: show an hour, not decades around it
         ax.set_xlim(_when(min(times) - 1800), _when(max(times) + 1800))
-    if len(lines) > 1:
+    if len(lines) + len(bands) > 1:
         ax.legend(fontsize=7, loc="best", frameon=False)
     return _svg(fig, chart_id)
 

@@ -79,6 +79,7 @@ class ServiceConfig:
     metrics_port: int = 9464  # 0: any free port (printed at start-up)
     aa_every_h: float = 24.0  # periodic A/A per box when idle; 0: never
     signing_key_file: Path | None = None  # Ed25519 private key (0600): sign every verdict
+    reports_url: str = ""  # where dashboard/ and runs/<job>/ are published (comment links)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class Config:
 
 _TOP = {"profile", "policy", "store", "boxes", "github", "labels_file", "service"}
 _SERVICE = {"shadow", "shadow_log", "metrics_host", "metrics_port", "aa_every_h",
-            "signing_key_file"}
+            "signing_key_file", "reports_url"}
 _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user", "key_file", "known_hosts",
         "labels", "trusted", "lock_clocks", "sd_floor", "python", "sandbox_user",
         "sandbox_launcher", "unsandboxed"}
@@ -176,6 +177,7 @@ def _service(s: Section, base: Path) -> ServiceConfig:
         metrics_port=s.get("metrics_port", int, ServiceConfig.metrics_port),
         aa_every_h=s.get("aa_every_h", float, ServiceConfig.aa_every_h),
         signing_key_file=_resolve(base, key) if key else None,
+        reports_url=s.get("reports_url", str, ""),
     )
 
 

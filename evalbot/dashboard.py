@@ -1,18 +1,18 @@
-"""`evalbot dashboard --out DIR`: a static site (one index.html, no JavaScript, no network).
+"""`evalbot dashboard --out DIR`: a static site (no JavaScript, no network).
 
-Three sections, from the store's verdict history: main's speed over time per repo, model, metric
-and context with each merged PR's step marked (the frontier journey); the recent verdicts with
-links to their PRs and the state of their signatures; each box's noise floor over time.
+index.html has three sections, from the store's verdict history: main's speed over time per
+repo, model, metric and context with each merged PR's step marked (the frontier journey); the
+recent verdicts with links to their PRs and the state of their signatures; each box's noise
+floor over time. cells/ holds a page per cell and regressions.html every slower cell
+(evalbot.dashboard_pages).
 Every text from the history is autoescaped (jinja2 autoescape=True); the charts are SVG written by
 matplotlib (evalbot.charts), which escapes its own text.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,13 @@ import jinja2
 from markupsafe import Markup
 
 from evalbot.charts import Line, Marker, line_chart
+from evalbot.dashboard_pages import CHARTABLE_S, cell_pages, one_level, pr_url, regressions, when
 from evalbot.grading import ctx_name
 from evalbot.history import (
     NoisePoint,
     Series,
     calibration_points,
+    cell_page,
     main_series,
     merges,
     noise_points,
@@ -36,36 +38,45 @@ from evalbot.store import Store
 
 TEMPLATES = TEMPLATES_DIR
 RECENT = 50
-_GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+CORRECTNESS_WORDS = {"inert": "identical to main", "pass": "same as main", "reject": "changed",
+                     "not-scored": "not scored"}
+_pr_url, _when = pr_url, when
 
 
 @dataclass(frozen=True)
 class Chart:
     title: str
-    svg: Markup
+    svg: Markup | None  # None: nothing honest to draw (one commit of main, or a few minutes)
     steps: list[dict[str, Any]]
+    page: str = ""
+    summary: str = ""
 
 
 def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
                calibrations: list[NoisePoint] | None = None) -> Path:
-    """Render the dashboard into out/index.html; returns its path."""
+    """Render the dashboard into out/ (index.html, regressions.html, cells/); returns index."""
     rows = store.history()
     counter = iter(range(1, 1_000_000))  # chart ids: unique and deterministic within the page
 
     def next_id() -> str:
         return f"c{next(counter)}"
 
-    frontier = _frontier(main_series(rows, merges(store.db)), next_id)
+    series = main_series(rows, merges(store.db))
+    frontier = _frontier(series, next_id)
     if calibrations is None:
         calibrations = calibration_points(store.db)
-    noise = _noise(noise_points(rows, calibrations), next_id)
-    page = _environment().get_template("dashboard.html.j2").render(
-        frontier=frontier, noise=noise, verdicts=_recent(rows, _keys(keys_dir)),
-        total=len(rows), updated=_when(rows[0]["created"]) if rows else "never")
-    out.mkdir(parents=True, exist_ok=True)
-    index = out / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index
+    points = noise_points(rows, calibrations)
+    env = _environment()
+    page = env.get_template("dashboard.html.j2").render(
+        page_title="dashboard", root="", frontier=frontier, noise=_noise(points, next_id),
+        verdicts=_recent(rows, _keys(keys_dir)), total=len(rows),
+        updated=_when(rows[0]["created"]) if rows else "never")
+    pages = {"index.html": page, "regressions.html": regressions(env, rows),
+             **cell_pages(env, rows, series, points, next_id)}
+    for path, html in pages.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_text(html, encoding="utf-8")
+    return out / "index.html"
 
 
 def _environment() -> jinja2.Environment:
@@ -82,6 +93,11 @@ def _frontier(series: list[Series], next_id: Any) -> dict[str, dict[str, list[Ch
     out: dict[str, dict[str, list[Chart]]] = defaultdict(lambda: defaultdict(list))
     for (repo, model, metric, ctx), boxes in sorted(grouped.items()):
         title = f"{model} · {metric} @ {ctx_name(ctx)}"
+        page = cell_page(repo, model, metric, ctx)
+        if all(len(s.levels) < 2 and s.times[-1] - s.times[0] < CHARTABLE_S for s in boxes):
+            summary = " ".join(one_level(s) for s in boxes)
+            out[repo][model].append(Chart(title, None, [], page, summary))
+            continue
         lines = [Line(s.box, [lv.first for lv in s.levels] + [s.times[-1]],
                       [lv.value for lv in s.levels] + [s.levels[-1].value], "steps", i)
                  for i, s in enumerate(boxes)]
@@ -91,7 +107,7 @@ def _frontier(series: list[Series], next_id: Any) -> dict[str, dict[str, list[Ch
                    for s in boxes for st in s.steps]
         svg = line_chart(next_id(), f"main: {title}", boxes[0].unit, lines, markers)
         steps = [_step_row(repo, s.box, st) for s in boxes for st in s.steps]
-        out[repo][model].append(Chart(title, Markup(svg), steps))
+        out[repo][model].append(Chart(title, Markup(svg), steps, page))
     return {repo: dict(models) for repo, models in out.items()}
 
 
@@ -113,6 +129,13 @@ def _noise(points: list[NoisePoint], next_id: Any) -> list[Chart]:
         per_box[p.box][p.cell + ("" if p.source == "verdict" else " (A/A)")].append(p)
     charts = []
     for box, cells in sorted(per_box.items()):
+        times = [p.time for ps in cells.values() for p in ps]
+        if max(times) - min(times) < CHARTABLE_S:
+            table = [{"cell": cell, "runs": len(ps),
+                      "sd": f"{100 * sorted(p.sd for p in ps)[len(ps) // 2]:.2f}%"}
+                     for cell, ps in sorted(cells.items())]
+            charts.append(Chart(box, None, table))
+            continue
         lines = [Line(cell, [p.time for p in ps], [100 * p.sd for p in ps])
                  for cell, ps in sorted(cells.items())]
         svg = line_chart(next_id(), f"noise on {box}: sd of ln(head/base) per pair",
@@ -134,7 +157,9 @@ def _recent(rows: list[dict[str, Any]], keys: dict[str, Any] | None) -> list[dic
             "best": (f"{best['model']} {best['metric']}@{ctx_name(best['ctx'])} "
                      f"{_pct(best['speedup'])} [{_pct(best['lo'])}, {_pct(best['hi'])}]"
                      if best else "-"),
-            "correctness": (v.get("correctness") or {}).get("decision", "-"),
+            "correctness": CORRECTNESS_WORDS.get(
+                str((v.get("correctness") or {}).get("decision", "-")),
+                str((v.get("correctness") or {}).get("decision", "-"))),
             "signature": _signature(v, keys),
         })
     return out
@@ -158,19 +183,8 @@ def _keys(keys_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _pr_url(repo: str, pr: int | None) -> str | None:
-    """A link only for a GitHub owner/name and a PR number (a local path gets none)."""
-    if pr is None or not _GITHUB_REPO.match(repo):
-        return None
-    return f"https://github.com/{repo}/pull/{int(pr)}"
-
-
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
-
-
-def _when(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @click.command()

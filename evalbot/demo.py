@@ -10,7 +10,9 @@ from pathlib import Path
 from rich.console import Console
 
 from engine.demo import generate
+from evalbot.comment import CommentContext
 from evalbot.config import BoxConfig
+from evalbot.dashboard import build_site
 from evalbot.evaluation import Outcome, evaluate
 from evalbot.policy import load_labels
 from evalbot.profile import load_profile
@@ -24,6 +26,9 @@ from remote.local import LocalBox
 EXPECTED = {"faster": "improved", "neutral": "neutral", "slow_long": "regressed",
             "broken": "incorrect"}
 DEMO_REPO = "demo/engine"
+# The comments link to the dashboard written next to them and to their own folder.
+LINKS = CommentContext(repo=DEMO_REPO, clone='"$ENGINE_REPO"', dashboard_url="../dashboard",
+                       run_url=".")
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,9 @@ def run_demo(out: Path, console: Console, seed: int | None = None,
             with evaluation_bar(console, f"PR #{number} {name:<9}") as progress:
                 outcome = evaluate(box, box_config, profile, policy, repo=DEMO_REPO, pr=number,
                                    base_sha=repo.main_sha, head_sha=sha, out=out / name,
-                                   store=store, redact=redact, seed=seed, progress=progress)
+                                   store=store, redact=redact, seed=seed, progress=progress,
+                                   links=LINKS)
             results.append(DemoResult(name, number, outcome))
+    build_site(store, out / "dashboard")  # what the comments' relative links point at
     store.close()
     return results

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from evalbot import pipeline
 from evalbot.calibrate import NoiseStore
+from evalbot.comment import CommentContext, context_for
 from evalbot.config import BoxConfig
 from evalbot.errors import PipelineError
 from evalbot.grading import VERDICT_SCHEMA, grade
@@ -39,8 +40,12 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
              repo: str, pr: int | None, base_sha: str, head_sha: str, out: Path,
              store: Store, redact: Redactor, seed: int | None = None,
              progress: pipeline.Progress | None = None,
-             signer: SigningKey | None = None) -> Outcome:
-    """Queue, lease, run on the box, grade, record and write comment.md / verdict.json."""
+             signer: SigningKey | None = None, reports_url: str = "",
+             links: CommentContext | None = None) -> Outcome:
+    """Queue, lease, run on the box, grade, record and write comment.md / verdict.json.
+
+    The comment links under `reports_url` (config `service.reports_url`), or where `links`
+    says (the demo: relative paths); main's recent levels come from the store either way."""
     row = store.enqueue(repo, pr, head_sha, policy.ident, base_sha=base_sha)
     worker = f"cli-{box_config.name}"
     leased = store.lease(worker, ttl_s=6 * 3600, box=box_config.name)
@@ -63,7 +68,10 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     if signer is not None:
         verdict = sign_verdict(verdict, signer)
     store.finish(row.id, worker, verdict, results)
-    comment = record_outputs(out, verdict, lambda v: render_comment(v, redact))
+    context = context_for(store.history(repo=repo), verdict, repo, reports_url)
+    if links is not None:
+        context = replace(links, main_history=context.main_history)
+    comment = record_outputs(out, verdict, lambda v: render_comment(v, redact, context=context))
     return Outcome(verdict, comment, out)
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import time
 from collections import defaultdict
@@ -180,3 +181,23 @@ def _pair_log_ratios(samples: list[dict[str, Any]]) -> list[float]:
         if not s.get("dropped") and s.get("value", 0) > 0:
             pairs[s["pair"]][s["side"]] = s["value"]
     return [math.log(p["head"] / p["base"]) for p in pairs.values() if len(p) == 2]
+
+
+def cell_page(repo: str, model: str, metric: str, ctx: int) -> str:
+    """The dashboard page of one cell, relative to the dashboard's root (safe as a file name)."""
+    return f"cells/{_slug(repo or 'local')}/{_slug(model)}-{_slug(metric)}-{int(ctx)}.html"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "_"
+
+
+def recent_main(rows: list[dict[str, Any]], repo: str, box: str,
+                limit: int = 12) -> dict[str, list[float]]:
+    """Cell key -> main's last levels (one per main SHA, oldest first) on this box: the
+    comment's sparkline. Boxes are never mixed."""
+    out = {}
+    for s in main_series([r for r in rows if r["repo"] == repo], {}):
+        if s.box == box:
+            out[f"{s.model}/{s.metric}@{s.ctx}"] = [lv.value for lv in s.levels][-limit:]
+    return out

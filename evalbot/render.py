@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
+import re
+import shlex
 from typing import Any
 
 import jinja2
 
-from evalbot.grading import ctx_name
+from evalbot import comment, comment_correctness
+from evalbot.comment import CommentContext
 from evalbot.neutral import neutral
 from evalbot.redact import Redactor, public_failure
 from evalbot.report import DROP_ORDER, details
@@ -18,7 +20,9 @@ TEMPLATES = TEMPLATES_DIR
 MARKER_PREFIX = "<!-- evalbot:v1 "
 COMMENT_LIMIT = 65536
 LOG_TAIL_CAP = 3000
-ICONS = {"improved": "✅", "neutral": "➖", "inconclusive": "❔", "infra-error": "⚠️"}
+ICONS = {"improved": "✅", "neutral": "➖", "inconclusive": "❔", "infra-error": "⚠️",
+         "regressed": "❌", "incorrect": "❌", "spoofed": "❌", "unconfirmed": "❓"}
+_GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 def environment() -> jinja2.Environment:
@@ -47,28 +51,75 @@ def _redact_body(text: str, redact: Redactor) -> str:
 
 
 def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
-                   results: dict[str, Any] | None = None) -> str:
+                   results: dict[str, Any] | None = None,
+                   context: CommentContext | None = None) -> str:
     """The PR comment; details are folded, and dropped (bulkiest first) to fit GitHub's limit."""
     redact = redact or Redactor()
+    ctx = context or CommentContext()
     env = environment()
     if verdict["failures"]:
-        text = env.get_template("failure.md.j2").render(
-            marker=marker(verdict), icon="❌" if verdict["kind"] != "infra-error" else "⚠️",
-            verdict=verdict, failures=[_failure(f, redact) for f in verdict["failures"]])
+        text = env.get_template("failure.md.j2").render(**_failure_context(verdict, redact, ctx))
         return _fit(_redact_body(text, redact))
     sections = details(verdict, results)
-    context = dict(marker=marker(verdict), icon=ICONS.get(verdict["kind"], "❌"), verdict=verdict,
-                   summary=summary(verdict), models=_models(verdict), correctness=_corr(verdict),
-                   reasons=verdict["reasons"], rule=verdict["provenance"]["rule"],
-                   family=len(verdict["cells"]))
+    values = _comment_context(verdict, ctx)
     for drop in (None, *DROP_ORDER):
         if drop is not None:
             sections.pop(drop, None)
         text = _redact_body(env.get_template("comment.md.j2").render(
-            **context, details=sections, trimmed=drop is not None), redact)
+            **values, details=sections, trimmed=drop is not None), redact)
         if len(text) <= COMMENT_LIMIT:
             return text
     return _fit(text)
+
+
+def _comment_context(verdict: dict[str, Any], ctx: CommentContext) -> dict[str, Any]:
+    corr = verdict["correctness"]
+    table_rows = comment.rows(verdict, ctx)
+    head = comment.headline(verdict)
+    if verdict["kind"] == "incorrect" and corr.get("base"):
+        head += f" ({comment_correctness.top1_drop(corr)})"
+    return dict(
+        marker=marker(verdict), icon=ICONS.get(verdict["kind"], "⚠️"), verdict=verdict,
+        head=head, counts=comment.counts(verdict),
+        counts_plain=comment.counts(verdict).replace("**", ""),
+        corr_line=comment_correctness.line(corr), next=comment.next_step(verdict),
+        links=comment.links(verdict, ctx), rows=table_rows,
+        show_history=any(r["history"] for r in table_rows),
+        has_equivalence=any(c.get("interval") == "equivalence" for c in verdict["cells"]),
+        fold_speed=verdict["kind"] == "incorrect",
+        corr_table=comment_correctness.table(corr) if comment_correctness.matters(corr) else None,
+        corr_details=comment_correctness.details(corr), confidence=comment.confidence(verdict),
+        rule=verdict["provenance"]["rule"], family=len(verdict["cells"]),
+        repo_arg=_repo_arg(ctx),
+        verdict_url=f"{ctx.run_url}/verdict.json" if ctx.run_url else "",
+        guards=[_guard_text(g) for g in verdict.get("correctness_guards") or []],
+    )
+
+
+def _repo_arg(ctx: CommentContext) -> str:
+    """The repository as `evalbot eval --repo` takes it: the given clone text (ours, not the
+    PR's), a GitHub clone URL for owner/name, else the quoted path."""
+    if ctx.clone:
+        return ctx.clone
+    if _GITHUB_REPO.match(ctx.repo):
+        return f"https://github.com/{ctx.repo}.git"
+    return shlex.quote(ctx.repo) if ctx.repo else '"$ENGINE_REPO"'
+
+
+def _failure_context(verdict: dict[str, Any], redact: Redactor,
+                     ctx: CommentContext) -> dict[str, Any]:
+    failures = [_failure(f, redact) for f in verdict["failures"]]
+    pr = any(f["attribution"] == "pr" for f in failures)
+    return dict(marker=marker(verdict), icon="❌" if pr else "⚠️", verdict=verdict,
+                failures=failures, pr=pr, links=comment.links(verdict, ctx),
+                head=_failure_headline(failures[0], pr))
+
+
+def _failure_headline(f: dict[str, Any], pr: bool) -> str:
+    side = {"head": " on the PR", "base": " on main"}.get(f["side"], "")
+    if pr:
+        return f"Not measured: the {f['stage']} step failed{side} (main passed it)"
+    return f"Not measured: the {f['stage']} step failed{side}; not the PR's fault"
 
 
 def _fit(text: str) -> str:
@@ -80,77 +131,14 @@ def _fit(text: str) -> str:
     return text[:cut] + note
 
 
-def summary(verdict: dict[str, Any]) -> str:
-    """The one headline sentence: verdict, best cell with its interval, correctness."""
-    kind = verdict["kind"]
-    corr = verdict["correctness"]["decision"]
-    if kind == "improved":
-        best = next(c for c in verdict["cells"] if c["key"] == verdict["best_cell"])
-        return (f"**{best['metric']} at {ctx_name(best['ctx'])}: {_pct(best['speedup'])} "
-                f"({_pct(best['lo'])} to {_pct(best['hi'])})**, tier {verdict['tier']}; "
-                f"correctness {corr}.")
-    texts = {
-        "neutral": "No material speed change in any cell",
-        "inconclusive": "Some cells stayed undecided within the pair budget",
-        "regressed": "Slower: " + ", ".join(verdict["regression_labels"]),
-        "incorrect": "The PR no longer computes the same model",
-    }
-    return f"{texts.get(kind, kind)}; correctness {corr}."
+def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
+    shown = public_failure(f)  # a stored verdict of an older version may still carry a tail
+    return {**shown, "message": _neutral(redact(shown["message"])), "log_tail": ""}
 
 
-def _pct(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{100 * x:+.1f}%"
-
-
-def _rate(x: float | None, unit: str) -> str:
-    return "n/a" if x is None else f"{x:,.1f} {unit}"
-
-
-def _models(verdict: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for model in verdict["models"]:
-        cells = [
-            {"metric": c["metric"], "ctx_name": ctx_name(c["ctx"]),
-             "base": _rate(c["base_median"], c["unit"]), "head": _rate(c["head_median"], c["unit"]),
-             "change": f"{_pct(c['speedup'])} ({_pct(c['lo'])} … {_pct(c['hi'])})",
-             "pairs": c["pairs"], "decision": c["decision"]}
-            for c in verdict["cells"] if c["model"] == model["name"] and c["pairs"] > 0
-        ]
-        out.append({**model, "cells": cells})
-    return out
-
-
-def _corr(verdict: dict[str, Any]) -> dict[str, Any] | None:
-    c = verdict["correctness"]
-    if c["decision"] == "not-scored":
-        return None
-
-    def ci(d: dict[str, float], kl: bool = False) -> str:
-        """top-1 as a fraction; KL with 3 significant digits (an exact engine reads ~1e-12)."""
-        lo, mid, hi = (f"{d[k]:.3g}" if kl else f"{d[k]:.4f}" for k in ("lo", "mean", "hi"))
-        return f"{mid} ({lo} … {hi})"
-
-    floors = c.get("floors") or {}
-    cons = c.get("consistency") or {}
-    return {
-        "decision": c["decision"], "tokens": c["tokens"], "seed": c["seed"],
-        "path": _neutral(str(c["path"])), "chunks": c.get("chunks", "?"),
-        "base_top1": ci(c["base"]["top1"]), "head_top1": ci(c["head"]["top1"]),
-        "base_kl": ci(c["base"]["kl"], kl=True), "head_kl": ci(c["head"]["kl"], kl=True),
-        "diff_top1": ci(c["diff_top1"]), "diff_kl": ci(c["diff_kl"], kl=True),
-        "growth": " → ".join(f"{lk['tokens']} ({lk['decision']})" for lk in c.get("looks", [])),
-        "margins": f"top-1 −{100 * c.get('margin', 0):g} pt, KL +{c.get('kl_margin', 0):g}",
-        "mcnemar": "n/a" if c.get("mcnemar_p") is None else f"{c['mcnemar_p']:.2g}",
-        "discordant": c.get("discordant") or {"head_only_right": 0, "base_only_right": 0},
-        "floors": (f"top-1 ≥ {floors['top1']:g}, KL ≤ {floors['kl']:g} "
-                   f"({'calibrated from main' if floors.get('calibrated') else 'policy default'})"
-                   + ("; main is below them: reference drift, not applied" if c.get("drift")
-                      else "")) if floors else "n/a",
-        "consistency": _consistency_text(cons),
-        "guards": [_guard_text(g) for g in verdict.get("correctness_guards") or []],
-    }
+def _neutral(text: str) -> str:
+    """Untrusted text inside a fence: no fence breaks, mentions, markers or HTML."""
+    return neutral(text)  # evalbot/neutral.py: shared with the GitHub replies
 
 
 def _guard_text(g: dict[str, Any]) -> str:
@@ -160,25 +148,6 @@ def _guard_text(g: dict[str, Any]) -> str:
     return (f"{g.get('model') or 'guard model'} (scored the same way): {g['decision']}; "
             f"PR − main top-1 {g['diff_top1']['mean']:+.4f}, KL {g['diff_kl']['mean']:+.3g} "
             f"over {g['tokens']} tokens")
-
-
-def _consistency_text(cons: dict[str, Any]) -> str:
-    if not cons.get("checked"):
-        return f"not checked ({cons.get('note') or 'no greedy tokens recorded'})"
-    parts = [f"{r['key']} {'main' if r['side'] == 'base' else 'PR'}: "
-             f"{r['mismatches']}/{r['compared']} mismatches" for r in cons.get("cells", [])]
-    verdict = "MISMATCH" if cons.get("head_mismatch") else "consistent"
-    return f"{verdict} ({'; '.join(parts)})"
-
-
-def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
-    shown = public_failure(f)  # a stored verdict of an older version may still carry a tail
-    return {**shown, "message": _neutral(redact(shown["message"])), "log_tail": ""}
-
-
-def _neutral(text: str) -> str:
-    """Untrusted text inside a fence: no fence breaks, mentions, markers or HTML."""
-    return neutral(text)  # evalbot/neutral.py: shared with the GitHub replies
 
 
 def render_labels(verdict: dict[str, Any]) -> str:

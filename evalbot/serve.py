@@ -71,7 +71,8 @@ def github_publish(rt: Runtime) -> Publish | None:
     publisher = make_publisher(rt.config, make_port(rt.config.github, rt.token, rt.throttle))
 
     def publish(store: Store, job_id: str) -> None:
-        publish_finished(store, publisher, job_id, rt.redact)  # False: nothing to say (newer)
+        publish_finished(store, publisher, job_id, rt.redact,  # False: nothing to say (newer)
+                         rt.config.service.reports_url)
     return publish
 
 

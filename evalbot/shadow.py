@@ -49,7 +49,7 @@ class ShadowPublisher:
         self.backoff = backoff or Backoff()  # handlers read GitHub through it; reads still happen
 
     def publish(self, number: int, sha: str, body: str, labels: list[str], state: str,
-                description: str) -> None:
+                description: str, target_url: str = "") -> None:
         self._record("publish", number, sha, {"body": body, "labels": labels, "state": state,
                                                "description": description})
 
@@ -73,8 +73,9 @@ class ShadowPublisher:
     def labels(self, number: int, wanted: list[str]) -> None:
         self._record("labels", number, "", {"labels": wanted})
 
-    def status(self, sha: str, state: str, description: str) -> None:
-        self._record("status", None, sha, {"state": state, "description": description})
+    def status(self, sha: str, state: str, description: str, target_url: str = "") -> None:
+        self._record("status", None, sha, {"state": state, "description": description,
+                                           **({"target_url": target_url} if target_url else {})})
 
     def close(self) -> None:
         self.db.close()

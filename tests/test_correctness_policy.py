@@ -197,9 +197,11 @@ def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
     assert verdict["kind"] == "incorrect"
     text = render_comment(verdict)
     corr = verdict["correctness"]
-    for side in ("base", "head"):
+    from evalbot.numbers import wilson
+    for side in ("base", "head"):  # proportions with Wilson intervals; KL with its own
         top1, kl = corr[side]["top1"], corr[side]["kl"]
-        assert f"{top1['mean']:.4f} ({top1['lo']:.4f} … {top1['hi']:.4f})" in text
-        assert f"{kl['mean']:.3g} ({kl['lo']:.3g} … {kl['hi']:.3g})" in text
-    assert "seed `5`" in text and "path scored: score path" in text
-    assert "consistent (tiny/decode@64 main: 0/8 mismatches" in text
+        lo, hi = wilson(top1["mean"], top1["lo"], top1["hi"], corr["tokens"])
+        assert f"{top1['mean']:.3f} [{lo:.3f}, {hi:.3f}]" in text
+        assert f"{kl['mean']:.3g} [{max(0.0, kl['lo']):.3g}, {kl['hi']:.3g}]" in text
+    assert "seed `5`" in text and "scored: score path" in text
+    assert "Speed/score consistency: consistent (0 of 16 greedy tokens differ)" in text

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from evalbot.dashboard import build_site, dashboard
-from evalbot.history import main_series, merges, noise_points, record_merge
+from evalbot.history import cell_page, main_series, merges, noise_points, record_merge
 from evalbot.store import Store
 from tests.graded_history import measure, record
 from tests.stub_engine import make_repo
@@ -119,9 +119,11 @@ def test_chromium_renders_the_charts_without_errors(history, tmp_path):
     dom = done.stdout
     assert "data-pwned" not in dom
     charts = re.findall(r'<svg class="chart" data-chart="(c\d+)"', dom)
-    assert len(charts) == 2 * 2 + 1  # 2 repos x 2 cells, and one box's noise chart
+    assert len(charts) == 2 + 1  # acme's 2 cells and one box's noise chart
     frontier = dom.split('id="frontier"')[1].split('id="verdicts"')[0]
-    assert frontier.count('<svg class="chart"') == 4
+    assert frontier.count('<svg class="chart"') == 2
+    # the planted repository has main at one commit: a sentence per cell, no flat line
+    assert frontier.count("main was measured at one commit so far") == 2
     assert "#1 +" in frontier and "#2 +" in frontier  # the step markers, as SVG text
     assert re.search(r'<a href="https://github.com/acme/engine/pull/2">#2</a>', dom)
     verdicts = dom.split('id="verdicts"')[1].split('id="noise"')[0]
@@ -150,3 +152,101 @@ def test_cli_writes_the_site_and_names_a_missing_store(history, tmp_path):
 def test_empty_history_renders_a_page_that_says_so(tmp_path):
     html = build_site(Store(tmp_path / "empty.sqlite3"), tmp_path / "site").read_text()
     assert "No measurement of main yet." in html and "No verdict yet." in html
+
+
+def _page(site: Path, dom: str, href: str) -> Path:
+    """The file a relative link of a page points at (it must exist)."""
+    target = (site / href).resolve()
+    assert target.is_file(), href
+    return target
+
+
+def test_cell_pages_show_history_band_movers_and_verdicts(history, tmp_path):
+    store, _ = history
+    site = tmp_path / "site"
+    build_site(store, site)
+    index = (site / "index.html").read_text()
+    pages = re.findall(r'<a class="cell" href="([^"]+)"', index)
+    assert len(pages) == 4 and all(_page(site, index, p) for p in pages)
+    page = site / cell_page("acme/engine", EVIL_MODEL, "decode", 128)
+    done = _chromium(["--dump-dom"], page, tmp_path / "profile")
+    assert done.returncode == 0 and _console(done.stderr) == []
+    dom = done.stdout
+    assert "data-pwned" not in dom
+    history_part = dom.split('id="history"')[1].split('id="moved"')[0]
+    assert history_part.count('<svg class="chart"') == 1
+    assert "noise band (±2 sd of one run)" in history_part  # the legend of the band
+    moved = dom.split('id="moved"')[1].split('id="verdicts"')[0]
+    assert re.search(r'<a href="https://github.com/acme/engine/pull/1">#1</a>', moved)
+    assert re.search(r'<a href="https://github.com/acme/engine/pull/2">#2</a>', moved)
+    verdicts = dom.split('id="verdicts"')[1]
+    assert verdicts.count("<tr") == 1 + 4  # acme's four verdicts, not the planted repo's
+    assert verdicts.count('<tr class="slower">') == 1  # #3 made decode slower
+    assert re.search(r"−15\.\d% \[−1\d\.\d%, −1\d\.\d%\]", verdicts)
+    shot = _screenshot(page, tmp_path)
+    painted = {rgb: n for n, rgb in Image.open(shot).convert("RGB").getcolors(1 << 20) or []}
+    assert painted.get((0x1F, 0x77, 0xB4), 0) > 300  # main's level line
+    # the shaded noise band is drawn (its height is the box's measured noise: small here)
+    assert 'style="fill: #1f77b4; fill-opacity: 0.15"' in history_part
+    assert sum(n for rgb, n in painted.items() if _is_band(rgb)) > 200
+    assert sum(n for rgb, n in painted.items() if rgb[0] > 180 and rgb[1] < 80) > 50  # red row
+
+
+def _is_band(rgb: tuple[int, int, int]) -> bool:
+    """#1f77b4 at 15% over white: about (221, 235, 244)."""
+    return all(abs(a - b) <= 6 for a, b in zip(rgb, (221, 235, 244), strict=True))
+
+
+def _screenshot(page: Path, tmp_path: Path) -> Path:
+    shot = tmp_path / f"{page.stem}.png"
+    done = _chromium([f"--screenshot={shot}", "--window-size=1280,1600"], page,
+                     tmp_path / "profile")
+    assert done.returncode == 0 and shot.is_file()
+    assert Image.open(shot).size[0] == 1280
+    return shot
+
+
+def test_regressions_page_lists_slower_cells_with_links(history, tmp_path):
+    store, _ = history
+    site = tmp_path / "site"
+    build_site(store, site)
+    page = site / "regressions.html"
+    done = _chromium(["--dump-dom"], page, tmp_path / "profile")
+    assert done.returncode == 0 and _console(done.stderr) == []
+    rows = re.findall(r'<tr class="slower">(.*?)</tr>', done.stdout, re.S)
+    assert len(rows) == 2  # #3 on acme and the planted repo's run of the same head
+    assert "#3" in rows[0] or "#3" in rows[1]
+    for row in rows:
+        href = re.search(r'<td><a href="(cells/[^"]+)">', row)
+        assert href and _page(site, done.stdout, href.group(1))
+        assert "decode @ 128" in row
+    _screenshot(page, tmp_path)
+
+
+def test_one_main_commit_draws_no_line_and_claims_no_steps(tmp_path):
+    """The demo's history: every verdict measured the same main within minutes."""
+    repo, main0, shas = make_repo(tmp_path, {"pr1": {"decode": 1200.0, "prefill": 1.1e6}})
+    store = Store(tmp_path / "evalbot.sqlite3")
+    for n in (1, 2):
+        results, verdict = measure(repo, main0, shas["pr1"], tmp_path / f"job{n}", "tiny")
+        record(store, "demo/engine", n, main0, shas["pr1"], results, verdict, 1)
+    site = tmp_path / "site"
+    build_site(store, site)
+    for page in [site / "index.html", *sorted((site / "cells").rglob("*.html"))]:
+        html = page.read_text()
+        assert '<svg class="chart"' not in html, page  # no flat line over seconds of axis
+        assert "Each step of main" not in html  # no caption about steps that do not exist
+        assert "main was measured at one commit so far" in html
+        assert f"({main0[:10]})" in html
+        _screenshot(page, tmp_path)
+    assert "Main has not moved on this cell yet." in (site / "cells").rglob("*.html").__next__(
+        ).read_text()
+    assert "No regression measured yet." in (site / "regressions.html").read_text()
+
+
+def test_cell_page_paths_stay_inside_the_site():
+    """A hostile repository or model name cannot write a page outside cells/."""
+    for repo, model in (("../../etc", ".."), ("/abs/path", "a/../../b"), ("", "")):
+        path = Path(cell_page(repo, model, "decode/../x", 128))
+        assert path.parts[0] == "cells" and len(path.parts) == 3
+        assert ".." not in path.parts and not path.is_absolute()

@@ -123,3 +123,19 @@ def test_stale_evalbot_labels_replaced_others_kept(fake: FakeGitHub,
     assert fake.state.repo_labels["32k-context"]["color"] == "d4c5f9"
     publisher.labels(2, ["eval:M", "eval-demo:M", "32k-context"])  # idempotent
     assert fake.calls("issues/add-labels") == 1 and fake.calls("issues/remove-label") == 4
+
+
+def test_verdict_status_links_to_the_run(fake: FakeGitHub, port: GitHubPort) -> None:
+    """With service.reports_url the commit status points at the run's published artifacts
+    (through PyGithub, checked against GitHub's OpenAPI description); without it, no link."""
+    from tests.comment_fixtures import gpu_verdicts
+
+    verdict = {**gpu_verdicts()["slow"], "provenance": {**gpu_verdicts()["slow"]["provenance"],
+                                                        "head_sha": SHA}}
+    family = LabelFamily(load_labels(REPO_ROOT / "evalbot" / "labels.yaml"))
+    Publisher(port, BOT, family, reports_url="https://reports.example/evalbot/").publish_verdict(
+        2, verdict, body("verdict"))
+    Publisher(port, BOT, family).publish_verdict(2, verdict, body("verdict"))
+    assert [s["target_url"] for s in fake.state.statuses[SHA]] == [
+        "https://reports.example/evalbot/runs/gpu-e2e/", ""]
+    assert fake.state.statuses[SHA][0]["state"] == "failure"

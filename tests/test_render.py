@@ -49,7 +49,7 @@ def test_verdict_comment_has_marker_table_and_units(results) -> None:
     first = text.splitlines()[0]
     assert first.startswith("<!-- evalbot:v1 ") and first.endswith(" -->")
     assert verdict["headline"] in text
-    assert "tok/s" in text and "| decode | 128 |" in text and "| prefill | 4k |" in text
+    assert "tok/s" in text and "| decode @ 128 |" in text and "| prefill @ 4k |" in text
     assert len(text) <= COMMENT_LIMIT
 
 

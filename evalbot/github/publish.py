@@ -97,7 +97,7 @@ class PublisherProtocol(Protocol):
     backoff: Backoff  # GitHub reads (permissions, PR heads) go through it in both
 
     def publish(self, number: int, sha: str, body: str, labels: list[str], state: str,
-                description: str) -> None: ...
+                description: str, target_url: str = "") -> None: ...
 
     def publish_verdict(self, number: int, verdict: dict[str, Any], comment: str) -> None: ...
 
@@ -109,25 +109,30 @@ class PublisherProtocol(Protocol):
 
     def labels(self, number: int, wanted: list[str]) -> None: ...
 
-    def status(self, sha: str, state: str, description: str) -> None: ...
+    def status(self, sha: str, state: str, description: str, target_url: str = "") -> None: ...
 
 
 class Publisher:
     def __init__(self, port: GitHubPort, bot_login: str, family: LabelFamily,
-                 context: str = "evalbot", backoff: Backoff | None = None) -> None:
+                 context: str = "evalbot", backoff: Backoff | None = None,
+                 reports_url: str = "") -> None:
         self.port, self.bot_login, self.family, self.context = port, bot_login, family, context
         self.backoff = backoff or Backoff()
+        self.reports_url = reports_url.rstrip("/")  # the status links to runs/<job>/ under it
 
     def publish(self, number: int, sha: str, body: str, labels: list[str], state: str,
-                description: str) -> None:
+                description: str, target_url: str = "") -> None:
         """Comment, labels, then status last: the status transition is what notifies people."""
         self.sticky(number, body)
         self.labels(number, labels)
-        self.status(sha, state, description)
+        self.status(sha, state, description, target_url)
 
     def publish_verdict(self, number: int, verdict: dict[str, Any], comment: str) -> None:
+        job = verdict["provenance"].get("job_id")
+        target = f"{self.reports_url}/runs/{job}/" if self.reports_url and job else ""
         self.publish(number, verdict["provenance"]["head_sha"], comment, list(verdict["labels"]),
-                     status_state(verdict["kind"]), f"{verdict['headline']}: {verdict['kind']}")
+                     status_state(verdict["kind"]), f"{verdict['headline']}: {verdict['kind']}",
+                     target)
 
     def sticky(self, number: int, body: str) -> None:
         body = quiet_mentions(body)
@@ -166,8 +171,9 @@ class Publisher:
         if missing:
             self.backoff.call(lambda: self.port.add_labels(number, missing))
 
-    def status(self, sha: str, state: str, description: str) -> None:
-        self.backoff.call(lambda: self.port.set_status(sha, state, description, self.context))
+    def status(self, sha: str, state: str, description: str, target_url: str = "") -> None:
+        self.backoff.call(lambda: self.port.set_status(sha, state, description, self.context,
+                                                       target_url))
 
     def _ours(self, number: int) -> list[Comment]:
         comments = self.backoff.call(lambda: self.port.comments(number))

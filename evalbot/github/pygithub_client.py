@@ -90,9 +90,11 @@ class PyGithubPort:
         _call(lambda: self._repo.get_label(label.name).edit(label.name, label.color,
                                                              label.description))
 
-    def set_status(self, sha: str, state: str, description: str, context: str) -> None:
+    def set_status(self, sha: str, state: str, description: str, context: str,
+                   target_url: str = "") -> None:
+        link = {"target_url": target_url} if target_url else {}
         _call(lambda: self._repo.get_commit(sha).create_status(
-            state, description=description[:140], context=context))
+            state, description=description[:140], context=context, **link))
 
     def branch_sha(self, branch: str) -> str:
         return _call(lambda: str(self._repo.get_branch(branch).commit.sha))

@@ -13,6 +13,7 @@ from typing import Any
 
 from waitress.server import create_server
 
+from evalbot.comment import context_for
 from evalbot.config import Config, GitHubConfig
 from evalbot.errors import ConfigError, EvalbotError
 from evalbot.github.events import PayloadError, parse_event
@@ -59,7 +60,7 @@ def make_publisher(config: Config, port: GitHubPort,
         return ShadowPublisher(config.store, config.service.shadow_log, gh.bot_login,
                                gh.status_context, backoff or PROCESS_BACKOFF)
     return Publisher(port, gh.bot_login, LabelFamily(load_labels(config.labels_file)),
-                     gh.status_context, backoff or PROCESS_BACKOFF)
+                     gh.status_context, backoff or PROCESS_BACKOFF, config.service.reports_url)
 
 
 def make_handlers(config: Config, store: Store, port: GitHubPort,
@@ -209,7 +210,7 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
 
 
 def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
-                     redact: Redactor) -> bool:
+                     redact: Redactor, reports_url: str = "") -> bool:
     """After the worker stored a verdict (done, or failed for good with an error verdict):
     publish it unless a newer job of the PR is queued, running or finished. A maintainer's
     waiver turns the status green and the overrides show in the comment (evalbot.overrides);
@@ -228,7 +229,8 @@ def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
     shown = found[0]["verdict"]
     if found[0]["stale"]:
         shown = {**shown, "main_moved": _current_main(store, job.repo, job.base_sha)}
-    comment = render_comment(shown, redact)
+    context = context_for(store.history(repo=job.repo), shown, job.repo, reports_url)
+    comment = render_comment(shown, redact, context=context)
     verdict, comment = decorate(store.path, job.repo, job.pr, found[0]["verdict"], comment)
     waived = status_of(verdict)
     if waived is None:

@@ -300,11 +300,13 @@ class FakeGitHub:
     def _op_repos_create_commit_status(self, login: str, p: dict[str, str], body: Any,
                                        args: Any) -> Any:
         entry = {"state": body["state"], "description": body.get("description", ""),
-                 "context": body.get("context", "default"), "creator": login}
+                 "context": body.get("context", "default"), "creator": login,
+                 "target_url": body.get("target_url") or ""}
         self.state.statuses.setdefault(p["sha"], []).append(entry)
         doc = self.spec.example("status")
         doc.update({"state": entry["state"], "description": entry["description"],
-                    "context": entry["context"], "id": next(self._ids)})
+                    "context": entry["context"], "id": next(self._ids),
+                    "target_url": entry["target_url"] or None})
         return 201, doc, None
 
     def _op_repos_get_branch(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
