@@ -24,6 +24,7 @@ from evalbot.errors import ConfigError
 # The Actions GITHUB_TOKEN is an installation token of GitHub's own Actions App: GET /user
 # answers 403 "Resource not accessible by integration", and its comments are this account's.
 ACTIONS_BOT = "github-actions[bot]"
+APP_WRITES = ("issues", "pull_requests", "statuses")  # comments and labels, PRs, commit statuses
 
 
 def github_auth(gh: GitHubConfig, secret: str) -> Auth.Auth:
@@ -100,20 +101,27 @@ def identity_checks(config: Config) -> Iterator[tuple[str, bool, str]]:
 def _write_access(gh: GitHubConfig, secret: str) -> tuple[str, bool, str]:
     name = "github write access"
     try:
-        with Github(auth=github_auth(gh, secret), base_url=gh.api_url.rstrip("/"),
-                    retry=None) as g:
+        if gh.app_id:
+            return name, *_installation_grants(gh, secret)
+        with Github(auth=Auth.Token(secret), base_url=gh.api_url.rstrip("/"), retry=None) as g:
             repo = g.get_repo(gh.repo)
-            if gh.app_id:
-                granted = g.requester.auth.token_permissions or {}  # type: ignore[union-attr]
-                missing = [p for p in ("issues", "pull_requests", "statuses")
-                           if granted.get(p) != "write"]
-                return (name, not missing, "issues, pull_requests, statuses: write" if not missing
-                        else f"the installation lacks write on {', '.join(missing)}")
             push = bool(repo.permissions and repo.permissions.push)
     except (GithubException, ConfigError) as exc:
         return name, False, _short(exc)
     return (name, push, f"{gh.repo}: push" if push else
             f"{gh.repo}: the token may not write (comments, labels and statuses need it)")
+
+
+def _installation_grants(gh: GitHubConfig, secret: str) -> tuple[bool, str]:
+    """What the App's installation on the repository may do (GET /repos/{o}/{r}/installation)."""
+    owner, repo = gh.repo.split("/")
+    with GithubIntegration(auth=_app(gh, secret), base_url=gh.api_url.rstrip("/")) as gi:
+        granted = gi.get_repo_installation(owner, repo).permissions or {}
+    missing = [p for p in APP_WRITES if granted.get(p) != "write"]
+    if missing:
+        return False, (f"the installation lacks write on {', '.join(missing)}: grant it in the "
+                       "App's settings, then accept the new permissions on the installation")
+    return True, ", ".join(APP_WRITES) + ": write"
 
 
 def _app(gh: GitHubConfig, secret: str) -> Auth.AppAuth:
