@@ -152,3 +152,15 @@ def test_only_evalbot_comments_on_prs_start_a_run() -> None:
 ])
 def test_the_expression_model_follows_githubs_rules(expression: str, expected: Any) -> None:
     assert evaluate(expression, {"github": {}}) == expected
+
+
+def test_the_token_reaches_only_the_steps_that_run_evalbot() -> None:
+    # The install step runs pip, whose dependencies' build scripts must not see the token.
+    for workflow in WORKFLOWS:
+        doc: dict[Any, Any] = yaml.safe_load(workflow.read_text())
+        for job in doc["jobs"].values():
+            assert "secrets." not in json.dumps(job.get("env", {}))
+            for step in job["steps"]:
+                has_secret = "secrets." in json.dumps(step.get("env", {}))
+                assert has_secret == (step["run"].startswith("evalbot ")
+                                      and "dashboard" not in step["run"]), step["name"]
