@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from dataclasses import replace
 
 from github import Auth, Github, GithubException, GithubIntegration
 
@@ -66,7 +67,6 @@ def bot_login(gh: GitHubConfig, secret: str) -> str:
 
 def identified(config: Config) -> GitHubConfig:
     """The config's github section with `bot_login` filled in from the API when not pinned."""
-    from dataclasses import replace
 
     if config.github is None:
         raise ConfigError(f"{config.source}: a `github:` section is required for this command")
@@ -81,7 +81,7 @@ def identity_checks(config: Config) -> Iterator[tuple[str, bool, str]]:
     assert config.github is not None
     gh, secret = config.github, config.secret(config.github.token_env)
     try:
-        login = bot_login(GitHubConfig(**{**gh.__dict__, "bot_login": ""}), secret)
+        login = bot_login(replace(gh, bot_login=""), secret)
     except (GithubException, ConfigError) as exc:
         yield "github identity", False, _short(exc)
         return
