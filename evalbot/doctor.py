@@ -7,7 +7,9 @@ secrets the config names. Nothing a check prints names a host, address or port.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -56,6 +58,8 @@ def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
             yield _probe(box, f"{name}: engine repository", ["git", "ls-remote", "--",
                          box_config.repo, "HEAD"], show=lambda out: out.split()[0][:12])
         yield _probe(box, f"{name}: GPU", ["nvidia-smi", "-L"], optional=not profile.gpu)
+        if box_config.sandbox_user:
+            yield _sandbox_entry_check(box, box_config, name)
         for model in profile.models:
             yield _model_check(box, box_config, name, model.name, model.file, model.sha256)
     finally:
@@ -80,6 +84,32 @@ def _probe(box: Box, name: str, argv: list[str], optional: bool = False,
     return Check(name, True, str(text))
 
 
+def _sandbox_entry_check(box: Box, box_config: BoxConfig, name: str) -> Check:
+    """How the harness enters the sandbox: as root directly, or through the one sudo rule."""
+    from remote.box import BoxError
+
+    check = f"{name}: sandbox entry"
+    launcher = list(box_config.sandbox_launcher)
+    try:
+        if not launcher:
+            uid = box.run(["id", "-u"], timeout_s=60).output.strip()
+            return Check(check, uid == "0", "the harness runs as root: no sudo rule needed"
+                         if uid == "0" else "sandbox_launcher is empty but the box user is not "
+                         "root: set it to the sudo rule of docs/box.md")
+        if launcher[0] != "sudo":
+            return Check(check, True, f"launcher {launcher[0]} (not sudo: not checked)")
+        command = next((a for a in launcher[1:] if not a.startswith("-")), "")
+        got = box.run(["sudo", "-n", "-l", "--", command], timeout_s=60)
+    except BoxError as exc:
+        return Check(check, False, f"sudo is not available on the box ({_first_line(exc)}); "
+                     "`evalbot box init` installs the rule")
+    if got.returncode != 0 or command not in got.output:
+        return Check(check, False, f"no passwordless sudo rule for {command}: add "
+                     f"`{box_config.user or 'evalbot'} ALL=(root) NOPASSWD: {command}` to "
+                     "/etc/sudoers.d/evalbot (`evalbot box init` does it)")
+    return Check(check, True, f"sudo rule for {command}")
+
+
 def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: str,
                  pin: str) -> Check:
     path = file if file.startswith("/") or not box_config.models_dir else \
@@ -88,7 +118,14 @@ def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: s
 
     check = Check(f"{name}: model {model} sha256", False, "")
     try:
+        size = box.run(["stat", "-c", "%s", "--", path], timeout_s=60).output.strip()
+        # Hashing a multi-GB model takes minutes: say so before, not after.
+        gib = f"{int(size) / 2**30:.1f} GiB" if size.isdigit() else "size unknown"
+        click.echo(f"      {name}: hashing model {model} ({gib}) ...", err=True)
+        started = time.monotonic()
         got = box.run(["sha256sum", "--", path], timeout_s=1800)
+        click.echo(f"      {name}: hashed model {model} in {time.monotonic() - started:.0f} s",
+                   err=True)
     except BoxError as exc:
         return Check(check.name, False, _first_line(exc))
     digest = got.output.split()[0] if got.returncode == 0 and got.output else ""
@@ -158,7 +195,8 @@ def doctor(config_file: Path, offline: bool, mode: str) -> None:
                + ", ".join(_box_line(b) for b in config.boxes))
     if offline:
         return
-    redact = for_boxes(config.boxes)
+    # The known_hosts path is the operator's own file, named so a refused key can be pinned.
+    redact = for_boxes([dataclasses.replace(b, known_hosts=None) for b in config.boxes])
     failed = 0
     for check in run_checks(config, profile, mode):
         failed += not check.ok

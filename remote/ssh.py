@@ -58,7 +58,7 @@ class SSHBox:
             client.load_host_keys(t.known_hosts)  # only the pinned file, never ~/.ssh
         except OSError as exc:
             raise BoxError(f"box {self.name}: cannot read its pinned known_hosts file "
-                           f"({exc.strerror})") from exc
+                           f"{t.known_hosts} ({exc.strerror}); {_pin_step(t.known_hosts)}") from exc
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(
@@ -77,8 +77,8 @@ class SSHBox:
             client.close()
             if "not found in known_hosts" in str(exc):
                 raise BoxError(f"box {self.name}: host key is not in the pinned known_hosts "
-                               "file; refusing to connect (keys are never added "
-                               "automatically)") from exc
+                               "file; refusing to connect (keys are never added automatically); "
+                               f"{_pin_step(t.known_hosts)}") from exc
             raise ConnectionLost(f"box {self.name}: SSH failed: {exc}") from exc
         except (OSError, EOFError) as exc:
             client.close()
@@ -280,3 +280,10 @@ def _reason(exc: BaseException) -> str:
         return "timed out"
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return str(text)
+
+
+def _pin_step(known_hosts: str) -> str:
+    """How an operator pins a box's key (the box's host and port stay out of the message)."""
+    return (f"pin it once with `ssh-keyscan -p PORT HOST >> {known_hosts}` after checking the "
+            "fingerprint it prints against `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` "
+            "run on the box")

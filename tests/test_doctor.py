@@ -66,7 +66,8 @@ def test_a_model_that_does_not_match_its_pin_fails(tmp_path: Path) -> None:
 
 
 def test_ssh_box_is_checked_and_its_address_never_printed(tmp_path: Path, sshd: Sshd) -> None:
-    done = _doctor(_setup(tmp_path, True, {"kind": "ssh", **sshd.box_kwargs()}))
+    done = _doctor(_setup(tmp_path, True, {"kind": "ssh", **sshd.box_kwargs(),
+                                           "sandbox_launcher": []}))  # root harness: no sudo
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok    box box-a: reachable: ssh" in done.stdout
     assert str(sshd.port) not in done.stdout and "127.0.0.1" not in done.stdout

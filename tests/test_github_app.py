@@ -68,7 +68,7 @@ def test_a_token_about_to_expire_is_renewed_before_it_is_used(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Tokens that expire within PyGithub's renewal margin (20 s): each use must mint a new one;
     # the fake records a violation if an expired token ever reaches it.
-    app = AppFakeGitHub(token_lifetime=timedelta(seconds=15))
+    app = AppFakeGitHub(token_lifetime=timedelta(seconds=19))
     app.add_pull(Pull(7, "a" * 40, "b" * 40, "Codertocat"))
     try:
         monkeypatch.setenv(KEY_ENV, app.private_pem)

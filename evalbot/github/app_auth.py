@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from dataclasses import replace
 
 from github import Auth, Github, GithubException, GithubIntegration
 
@@ -24,6 +25,7 @@ from evalbot.errors import ConfigError
 # The Actions GITHUB_TOKEN is an installation token of GitHub's own Actions App: GET /user
 # answers 403 "Resource not accessible by integration", and its comments are this account's.
 ACTIONS_BOT = "github-actions[bot]"
+APP_WRITES = ("issues", "pull_requests", "statuses")  # comments and labels, PRs, commit statuses
 
 
 def github_auth(gh: GitHubConfig, secret: str) -> Auth.Auth:
@@ -65,7 +67,6 @@ def bot_login(gh: GitHubConfig, secret: str) -> str:
 
 def identified(config: Config) -> GitHubConfig:
     """The config's github section with `bot_login` filled in from the API when not pinned."""
-    from dataclasses import replace
 
     if config.github is None:
         raise ConfigError(f"{config.source}: a `github:` section is required for this command")
@@ -80,7 +81,7 @@ def identity_checks(config: Config) -> Iterator[tuple[str, bool, str]]:
     assert config.github is not None
     gh, secret = config.github, config.secret(config.github.token_env)
     try:
-        login = bot_login(GitHubConfig(**{**gh.__dict__, "bot_login": ""}), secret)
+        login = bot_login(replace(gh, bot_login=""), secret)
     except (GithubException, ConfigError) as exc:
         yield "github identity", False, _short(exc)
         return
@@ -100,20 +101,27 @@ def identity_checks(config: Config) -> Iterator[tuple[str, bool, str]]:
 def _write_access(gh: GitHubConfig, secret: str) -> tuple[str, bool, str]:
     name = "github write access"
     try:
-        with Github(auth=github_auth(gh, secret), base_url=gh.api_url.rstrip("/"),
-                    retry=None) as g:
+        if gh.app_id:
+            return name, *_installation_grants(gh, secret)
+        with Github(auth=Auth.Token(secret), base_url=gh.api_url.rstrip("/"), retry=None) as g:
             repo = g.get_repo(gh.repo)
-            if gh.app_id:
-                granted = g.requester.auth.token_permissions or {}  # type: ignore[union-attr]
-                missing = [p for p in ("issues", "pull_requests", "statuses")
-                           if granted.get(p) != "write"]
-                return (name, not missing, "issues, pull_requests, statuses: write" if not missing
-                        else f"the installation lacks write on {', '.join(missing)}")
             push = bool(repo.permissions and repo.permissions.push)
     except (GithubException, ConfigError) as exc:
         return name, False, _short(exc)
     return (name, push, f"{gh.repo}: push" if push else
             f"{gh.repo}: the token may not write (comments, labels and statuses need it)")
+
+
+def _installation_grants(gh: GitHubConfig, secret: str) -> tuple[bool, str]:
+    """What the App's installation on the repository may do (GET /repos/{o}/{r}/installation)."""
+    owner, repo = gh.repo.split("/")
+    with GithubIntegration(auth=_app(gh, secret), base_url=gh.api_url.rstrip("/")) as gi:
+        granted = gi.get_repo_installation(owner, repo).permissions or {}
+    missing = [p for p in APP_WRITES if granted.get(p) != "write"]
+    if missing:
+        return False, (f"the installation lacks write on {', '.join(missing)}: grant it in the "
+                       "App's settings, then accept the new permissions on the installation")
+    return True, ", ".join(APP_WRITES) + ": write"
 
 
 def _app(gh: GitHubConfig, secret: str) -> Auth.AppAuth:

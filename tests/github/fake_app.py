@@ -34,6 +34,8 @@ class AppFakeGitHub(FakeGitHub):
         self.expiry: dict[str, datetime] = {}  # installation token -> when GitHub stops taking it
         self.minted: list[str] = []
         self.bot = f"{slug}[bot]"
+        self.grants = {"issues": "write", "pull_requests": "write", "statuses": "write",
+                       "contents": "read", "metadata": "read"}
         self.add_user(self.bot, "write")
 
     def _handle(self, request: Request) -> Response:
@@ -77,7 +79,8 @@ class AppFakeGitHub(FakeGitHub):
         if f"{p['owner']}/{p['repo']}" != REPO:
             return 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, None
         doc = self.spec.example("installation")
-        doc.update({"id": self.installation, "app_id": self.app_id, "app_slug": self.slug})
+        doc.update({"id": self.installation, "app_id": self.app_id, "app_slug": self.slug,
+                    "permissions": dict(self.grants)})
         return 200, doc, None
 
     def _op_apps_create_installation_access_token(self, login: str, p: dict[str, str],
@@ -91,8 +94,7 @@ class AppFakeGitHub(FakeGitHub):
         self.state.tokens[token] = self.bot
         doc = self.spec.example("installation-token")
         doc.update({"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    "permissions": {"issues": "write", "pull_requests": "write",
-                                    "statuses": "write", "contents": "read"}})
+                    "permissions": dict(self.grants)})
         doc.pop("repositories", None)
         return 201, doc, None
 
@@ -105,4 +107,17 @@ class AppFakeGitHub(FakeGitHub):
         doc = self.spec.example("private-user-response-with-public-and-private-profile-information")
         doc["login"] = login
         doc["user_view_type"] = "private"  # the response schema's discriminator needs it
+        return 200, doc, None
+
+    def _op_repos_get(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
+        if f"{p['owner']}/{p['repo']}" != REPO:
+            return 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, None
+        doc = self.spec.example("full-repository-default-response")
+        for part in (doc, doc.get("source"), doc.get("parent")):
+            if isinstance(part, dict):
+                part.setdefault("language", None)  # required by the schema, absent in the example
+        perm = self.state.permissions.get(login, "none")
+        doc["full_name"] = REPO
+        doc["permissions"] = {"pull": perm != "none", "push": perm in ("write", "admin"),
+                              "admin": perm == "admin"}
         return 200, doc, None
