@@ -204,10 +204,13 @@ class Measurement:
             return self._fill(arg, run, self.built[side])
 
         for spec in run.witnesses:
+            if not any(self.records[key].looks and self.records[key].looks[-1]["decision"] ==
+                       "improved" for key in spec.cells):
+                continue  # nothing to confirm: a regression or neutral cell needs no witness
             launch = functools.partial(self._timed, clock=spec.clock)
             prompts = self.jobdir / "witness-prompts"
-            self.witnesses.append(witness.measure(spec, fill, launch, prompts,
-                                                  max(self.job.rule.warmup, 1)))
+            # no warm-up of its own: the run's samples have just warmed caches and clocks
+            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0))
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, clock: str) -> witness.Timed:
         built = self.built[side]

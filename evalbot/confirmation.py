@@ -6,7 +6,7 @@ over the geometric means of the cell's kept samples; the evidence is the per-pai
 main's and the head's witness times, measured by the harness, as a one-sided t interval.
 
   confirmed     lower bound >= the other covered cells' claimed savings (positive ones) plus
-                CONFIRM_FRACTION of c's own; at least 1 - alpha/family of confidence (>= 99%)
+                CONFIRM_FRACTION of c's own, at the policy's 1 - alpha (never below 99%)
   contradicted  the upper bound at 1 - SPOOF_ALPHA lies below CONFIRM_FRACTION of the claimed
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
@@ -107,8 +107,7 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
     if "witnesses" not in results:
         return []
     rule = results["rule"]
-    family = rule.get("family") or max(len(cells), 1)
-    alpha = min(float(rule.get("alpha") or 0.05) / family, MAX_CONFIRM_ALPHA)
+    alpha = min(float(rule.get("alpha") or MAX_CONFIRM_ALPHA), MAX_CONFIRM_ALPHA)
     records = {_key(c): c for c in results["cells"]}
     judged = []
     for w in results["witnesses"]:
