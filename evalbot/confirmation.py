@@ -5,9 +5,12 @@ is the time the head's rates say it saves in one witness process, tokens_c x (1/
 over the geometric means of the cell's kept samples; the evidence is the per-pair difference of
 main's and the head's witness times, measured by the harness, as a one-sided t interval.
 
-  confirmed     lower bound >= the other covered cells' claimed savings (positive ones) plus
-                CONFIRM_FRACTION of c's own, at the policy's 1 - alpha (never below 99%)
-  contradicted  the upper bound at 1 - SPOOF_ALPHA lies below CONFIRM_FRACTION of the claimed
+  confirmed     the lower bound, less the other covered cells' claimed savings (positive ones),
+                is above 0: some saving of c's own is certain at the policy's 1 - alpha (never
+                below 1 - MAX_CONFIRM_ALPHA). That lower bound, as a rate gain over main's time
+                for c's work, caps the cell's lower bound, so the tier is never more than the
+                harness measured (the printed interval stays the estimate when it is tighter)
+  contradicted  the upper bound at 1 - SPOOF_ALPHA lies below SHOWN_FRACTION of the claimed
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
 
@@ -26,15 +29,16 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-CONFIRM_FRACTION = 0.5  # share of a cell's claimed saving its witness must show
-MAX_CONFIRM_ALPHA = 0.01  # confirmation is never weaker than 99% one-sided
+SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
+MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
 MIN_PAIRS = 3
 MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
 
 
-def claimed_saving(cell: Mapping[str, Any], tokens: int) -> float | None:
-    """Seconds one witness process saves if the cell's printed rates are true; None: no rates.
+def claimed_saving(cell: Mapping[str, Any], tokens: int) -> tuple[float, float] | None:
+    """(seconds one witness process saves if the cell's printed rates are true, main's seconds
+    for that work); None: no rates.
 
     The samples' geometric means (over paired samples) are the graded numbers; a rate that
     falls with the work (higher_is_better false) is a time per token."""
@@ -46,8 +50,8 @@ def claimed_saving(cell: Mapping[str, Any], tokens: int) -> float | None:
         return None
     b, h = (math.exp(float(np.mean(np.log(v[:n])))) for v in (base, head))
     if cell.get("higher_is_better", True):
-        return tokens * (1.0 / b - 1.0 / h)
-    return tokens * (b - h)
+        return tokens * (1.0 / b - 1.0 / h), tokens / b
+    return tokens * (b - h), tokens * b
 
 
 def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
@@ -69,8 +73,10 @@ def interval(d: np.ndarray, base_s: float, alpha: float) -> tuple[float, float, 
     return mean, mean - half, mean + half
 
 
-def judge(witness: Mapping[str, Any], claims: Mapping[str, float], alpha: float) -> dict[str, Any]:
-    """One witness: its interval and, per covered cell with a claim, the status."""
+def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
+          alpha: float) -> dict[str, Any]:
+    """One witness: its interval and, per covered cell with a claim, the status and the gain
+    the harness measured for it (a lower bound)."""
     confirming = witness.get("source", "witness") == "witness"
     samples = witness["samples"]
     unverified = confirming and any(not s.get("verified") and not s["dropped"] for s in samples
@@ -85,18 +91,19 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, float], alpha: float)
     mean, lo, _ = interval(d, base_s, alpha)
     _, _, hi_strict = interval(d, base_s, SPOOF_ALPHA)
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict)
-    positive = {k: max(v, 0.0) for k, v in claims.items() if k in witness["cells"]}
+    positive = {k: max(v[0], 0.0) for k, v in claims.items() if k in witness["cells"]}
     total = sum(positive.values())
     for key in positive:
-        claim = claims[key]
-        if total > 0 and hi_strict < CONFIRM_FRACTION * total:
+        claim, main_s = claims[key]
+        own_lo = lo - (total - positive[key])  # the others' claims taken as true
+        if total > 0 and hi_strict < SHOWN_FRACTION * total:
             status = "contradicted"
-        elif confirming and not unverified and claim > 0 and \
-                lo >= total - positive[key] + CONFIRM_FRACTION * claim:
+        elif confirming and not unverified and claim > 0 and own_lo > 0:
             status = "confirmed"
         else:
             status = "unverified" if unverified else "unconfirmed"
-        out["cells"][key] = {"status": status, "claimed_s": claim}
+        gain_lo = main_s / (main_s - own_lo) - 1 if 0 < own_lo < main_s else None
+        out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo}
     return out
 
 
@@ -120,10 +127,15 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         cell["confirmation"] = _summary(statuses)
         if cell["decision"] != "improved":
             continue
+        measured = [j["cells"][cell["key"]]["gain_lo"] for j in judged
+                    if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
         if "contradicted" in statuses:
             cell["decision"], cell["tier"] = "spoofed", None
-        elif "confirmed" not in statuses:
+        elif not measured:
             cell["decision"], cell["tier"] = "unconfirmed", None
+        else:  # the tier is judged on no more than the harness measured
+            cell["witness_lo"] = max(g if g is not None else math.inf for g in measured)
+            cell["lo"] = min(cell["lo"], cell["witness_lo"])
     return judged
 
 

@@ -35,6 +35,9 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
     cells = [_cell(c, results["rule"], roles, policy) for c in results["cells"]]
     witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
+    for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
+        if cell["decision"] == "improved" and "witness_lo" in cell:
+            _tier_cell(cell, policy)
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,

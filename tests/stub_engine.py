@@ -23,7 +23,10 @@ if cfg.get("hang"):
 if "--generate" in args:  # a witness: the true work for a prompt, ids that depend on it
     prompt = json.load(open(args[args.index("--generate") + 1]))
     new = int(args[args.index("--new") + 1])
-    time.sleep(cfg.get("work_s", 0.002) + len(prompt) / cfg["prefill"] + new / cfg["decode"])
+    # CPU-bound, so the harness's CPU clock sees it whatever else the machine is running
+    end = time.process_time() + len(prompt) / cfg["prefill"] + new / cfg["decode"]
+    while time.process_time() < end:
+        pass
     ids = [(prompt[i % len(prompt)] * 31 + i) % 1000 for i in range(new)]
     print("OUTPUT_IDS: " + " ".join(map(str, ids)))
     sys.exit(0)
@@ -90,7 +93,7 @@ def decode_witness(new_tokens: int = 256, pairs: int = 4) -> dict[str, object]:
                                            "{prompt_json}", "--new", str(new_tokens)],
             "cells": {"m/decode@128": new_tokens}, "prompt_tokens": 16,
             "output": {"kind": "ids_line", "prefix": "OUTPUT_IDS:"},
-            "output_tokens": new_tokens, "pairs": pairs, "min_agreement": 1.0}
+            "output_tokens": new_tokens, "pairs": pairs, "min_agreement": 1.0, "clock": "cpu"}
 
 
 def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,

@@ -51,7 +51,7 @@ def _witness(base_s: float, head_s: float, n: int = 5, jitter: float = 0.01,
 
 def _status(cell: dict[str, Any], witness: dict[str, Any]) -> str:
     results = {"rule": {"alpha": 0.01}, "cells": [cell], "witnesses": [witness]}
-    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL"}]
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.5}]
     confirmation.confirm(results, graded)
     return str(graded[0]["decision"])
 
@@ -65,7 +65,7 @@ def _status(cell: dict[str, Any], witness: dict[str, Any]) -> str:
         (200.0, 12.0, 12.0, 0.01, True, "witness", "spoofed"),  # claims 5 s, saves nothing
         (105.0, 12.0, 12.0, 0.01, True, "witness", "spoofed"),  # +5% claimed, a precise 0 seen
         (105.0, 12.0, 12.0, 0.3, True, "witness", "unconfirmed"),  # ... a noisy 0 seen
-        (200.0, 12.0, 9.0, 0.01, True, "witness", "improved"),  # 3 of 5 s shown: over half
+        (200.0, 12.0, 9.0, 0.01, True, "witness", "improved"),  # 3 of 5 s shown: some saving
         (200.0, 12.0, 11.0, 0.01, True, "witness", "spoofed"),  # 1 of 5 s: well under half
         (105.0, 12.0, 11.52, 0.5, True, "witness", "unconfirmed"),  # real, but inside the noise
         (200.0, 12.0, 7.0, 0.01, False, "witness", "unconfirmed"),  # output not main's: no proof
@@ -78,6 +78,16 @@ def test_confirmation_table(head_rate, base_s, head_s, jitter, verified, source,
                                                     verified=verified, source=source)) == expected
 
 
+def test_the_tier_is_judged_on_no_more_than_the_witness_measured() -> None:
+    # printed 2x (lower bound +90%), but the witness saw 3 of the claimed 5 s: about +43%
+    results = {"rule": {"alpha": 0.01}, "cells": [_cell(100.0, 200.0)],
+               "witnesses": [_witness(12.0, 9.0)]}
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.9}]
+    confirmation.confirm(results, graded)
+    assert graded[0]["decision"] == "improved"
+    assert 0.3 < graded[0]["lo"] == graded[0]["witness_lo"] < 3 / 7
+
+
 def test_too_few_pairs_confirm_nothing() -> None:
     assert _status(_cell(100.0, 200.0), _witness(12.0, 7.0, n=2)) == "unconfirmed"
 
@@ -87,8 +97,8 @@ def test_a_lie_on_one_cell_is_not_covered_by_a_real_saving_on_another() -> None:
     # (another 5 s) that the witness does not show: the second cell must not be confirmed.
     real, lie = _cell(100.0, 200.0), {**_cell(100.0, 200.0), "ctx": 4096}
     witness = {**_witness(22.0, 17.0), "cells": {"m/decode@128": 1000, "m/decode@4096": 1000}}
-    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL"},
-              {"key": "m/decode@4096", "decision": "improved", "tier": "XL"}]
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.5},
+              {"key": "m/decode@4096", "decision": "improved", "tier": "XL", "lo": 0.5}]
     confirmation.confirm({"rule": {"alpha": 0.01}, "cells": [real, lie],
                           "witnesses": [witness]}, graded)
     assert [g["decision"] for g in graded] == ["unconfirmed", "unconfirmed"]
@@ -96,7 +106,7 @@ def test_a_lie_on_one_cell_is_not_covered_by_a_real_saving_on_another() -> None:
 
 def test_regressions_and_cells_without_witness() -> None:
     graded = [{"key": "m/decode@128", "decision": "regressed", "tier": None},
-              {"key": "m/prefill@9", "decision": "improved", "tier": "L"}]
+              {"key": "m/prefill@9", "decision": "improved", "tier": "L", "lo": 0.5}]
     results = {"rule": {"alpha": 0.01}, "cells": [_cell(100.0, 50.0)], "witnesses": []}
     confirmation.confirm(results, graded)
     assert graded[0]["decision"] == "regressed"  # a regression needs no confirmation
@@ -134,7 +144,8 @@ def test_stub_printing_inflated_rates_earns_no_tier(stub, tmp_path, head):
 def test_stub_with_a_real_speedup_keeps_its_tier(stub, tmp_path):
     verdict = _verdict(stub, "honest", tmp_path)
     decode = next(c for c in verdict["cells"] if c["metric"] == "decode")
-    assert (decode["decision"], decode["confirmation"]) == ("improved", "confirmed")
+    assert (decode["decision"], decode["confirmation"]) == ("improved", "confirmed"), \
+        verdict["witnesses"]
     assert verdict["headline"] in TIERS
 
 
