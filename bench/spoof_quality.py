@@ -15,7 +15,9 @@ Heads:
   lie F ctx       prints F x on every cell at the first witnessed cell's context only
   honest +G       really G faster on every cell, printing the truth
 
-Columns: P(tier) = share of evaluations with a tier; P(spoofed) = share rejected as spoofed;
+Columns: P(tier) = share of evaluations with a tier; unwitnessed = the same results graded as a
+harness before witnesses graded them (the statistics alone); P(spoofed) = share rejected as
+spoofed;
 witness s and measure s = mean box time of the witnesses and of the measuring (warm-up
 included) per evaluation, and their ratio.
 
@@ -188,18 +190,21 @@ def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:
 
 def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator) -> None:
     print(f"\n### {profile.name} profile, {box.name} ({sims} evaluations per head)\n")
-    print("| head | P(tier) | P(spoofed) | witness s | measure s | added |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| head | P(tier) | unwitnessed | P(spoofed) | witness s | measure s | added |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, head, gain in cases(profile):
-        tiers = spoofed = 0
+        tiers = spoofed = plain = 0
         wit = mea = 0.0
         for _ in range(sims):
             results, w, m = simulate(profile, box, head, gain, rng)
             verdict = grade(results, POLICY)
             tiers += verdict["tier"] is not None
             spoofed += verdict["kind"] == "spoofed"
+            legacy = {k: v for k, v in results.items() if k != "witnesses"}
+            plain += grade(legacy, POLICY)["tier"] is not None
             wit, mea = wit + w, mea + m
-        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * spoofed / sims:.1f}% | "
+        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * plain / sims:.0f}% | "
+              f"{100 * spoofed / sims:.1f}% | "
               f"{wit / sims:.1f} | {mea / sims:.1f} | {100 * wit / mea:.0f}% |", flush=True)
 
 

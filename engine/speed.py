@@ -221,7 +221,11 @@ class Measurement:
         self.seq += 1
         log = self.jobdir / "logs" / f"witness-{self.seq:05d}-{side}.log"
         before, cpu0 = gpu.gpu_state(), _children_cpu_s()
-        done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log, env=self.job.env)
+        try:
+            done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
+                            env=self.job.env)
+        except OSError as exc:  # e.g. a witness tool the build did not produce: no proof
+            return witness.Timed(False, "", 0.0, False, f"could not start: {exc.strerror}")
         cpu, after = _children_cpu_s() - cpu0, gpu.gpu_state()
         error = ("timeout" if done.timed_out else
                  f"exit status {done.returncode}" if done.returncode != 0 else "")

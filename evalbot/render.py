@@ -93,6 +93,7 @@ def summary(verdict: dict[str, Any]) -> str:
         "inconclusive": "Some cells stayed undecided within the pair budget",
         "regressed": "Slower: " + ", ".join(verdict["regression_labels"]),
         "incorrect": "The PR no longer computes the same model",
+        "spoofed": "The speed the PR printed is not what the harness's own clock measured",
     }
     return f"{texts.get(kind, kind)}; correctness {corr}."
 
