@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     started = time.time()
-    for name in a.profiles.split(","):
+    for name in filter(None, a.profiles.split(",")):
         profile = load_profile(name)
         for box in (BOXES[name], at_noise(BOXES[name], 0.01)):
             table(profile, box, a.sims, rng)
