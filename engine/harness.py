@@ -80,6 +80,7 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
         failures.append(_failure("speed", exc.side, exc.kind, exc.message, exc.log))
     finally:
         doc["cells"] = [rec.to_dict() for rec in measurement.records.values()]
+        doc["witnesses"] = measurement.witness_dicts()
     if job.correctness is not None and not failures:
         status.set("score")
         try:

@@ -10,6 +10,7 @@ from typing import Any
 from engine.checks import ContractError, one_of, sha
 from engine.checks import field as get
 from engine.sandbox import check_spec as check_sandbox
+from engine.witness import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 JOB_SCHEMA = "evalbot.job/1"
 METRICS = ("decode", "prefill")
@@ -49,6 +50,7 @@ class SpeedRun:
     cells: list[Cell]
     timeout_s: float = 300.0
     tokens_per_sample: dict[str, int] = field(default_factory=dict)  # metric -> tokens
+    witnesses: list[WitnessSpec] = field(default_factory=list)  # harness-timed work (witness.py)
 
 
 @dataclass(frozen=True)
@@ -142,12 +144,12 @@ class Job:
         return json.dumps({"schema": JOB_SCHEMA, **asdict(self)}, indent=2, sort_keys=True)
 
 
-def _argv(value: list[Any], where: str) -> list[str]:
+def _argv(value: list[Any], where: str, extra: tuple[str, ...] = ()) -> list[str]:
     if not value or not all(isinstance(a, str) for a in value):
         raise ContractError(f"{where}: expected a non-empty list of strings")
     for arg in value:
         for name in _placeholders(arg):
-            if name not in PLACEHOLDERS:
+            if name not in PLACEHOLDERS + extra:
                 raise ContractError(f"{where}: unknown placeholder {{{name}}} in {arg!r}")
     return list(value)
 
@@ -185,7 +187,15 @@ def _run(d: Any, where: str) -> SpeedRun:
         cells=cells,
         timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
         tokens_per_sample=dict(d.get("tokens_per_sample") or {}),
+        witnesses=[_witness(w, f"{where}.witnesses[{i}]", {c.key for c in cells})
+                   for i, w in enumerate(d.get("witnesses") or [])],
     )
+
+
+def _witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
+    spec = parse_witness(d, where, cell_keys)
+    _argv(spec.argv, f"{where}.argv", PROMPT_PLACEHOLDERS)
+    return spec
 
 
 def _rule(d: Any) -> StoppingRule:

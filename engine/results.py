@@ -46,6 +46,8 @@ def validate(doc: Any) -> dict[str, Any]:
             field(s, f"{where}.samples[{j}]", "pair", int)
             field(s, f"{where}.samples[{j}]", "dropped", bool)
         field(cell, where, "looks", list)
+    for i, witness in enumerate(field(doc, "", "witnesses", list, optional=True) or []):
+        _witness(witness, f"witnesses[{i}]")
     corr = field(doc, "", "correctness", dict, optional=True)
     if corr is not None:
         _correctness(corr)
@@ -61,6 +63,22 @@ def validate(doc: Any) -> dict[str, Any]:
         one_of(field(failure, where, "kind", str), FAILURE_KINDS, f"{where}.kind")
         field(failure, where, "message", str)
     return doc
+
+
+def _witness(w: dict[str, Any], where: str) -> None:
+    """A timed witness (or a run's samples as one): the covered cells and every process."""
+    field(w, where, "name", str)
+    one_of(field(w, where, "source", str), ("samples", "witness"), f"{where}.source")
+    cells = field(w, where, "cells", dict)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in cells.values()):
+        raise ContractError(f"{where}.cells: token counts must be integers")
+    for j, s in enumerate(field(w, where, "samples", list)):
+        at = f"{where}.samples[{j}]"
+        one_of(field(s, at, "side", str), ("base", "head"), f"{at}.side")
+        field(s, at, "pair", int)
+        field(s, at, "seconds", float)
+        field(s, at, "dropped", bool)
+        field(s, at, "verified", bool)
 
 
 def _correctness(corr: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@ chose; decided cells stop looking, and a run stops once all its cells are decide
 
 from __future__ import annotations
 
+import functools
+import resource
 import sys
 import time
 from collections.abc import Mapping
@@ -17,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import gpu, proc, spoof, stats
+from engine import gpu, proc, spoof, stats, witness
 from engine.build import Built, verify
 from engine.job import Cell, Job, SpeedRun
 from engine.parsing import ParseError, read_argmax, read_rates
@@ -82,6 +84,7 @@ class Measurement:
         self.seq = 0
         self.deadline = time.monotonic() + job.rule.budget_s
         self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
+        self.witnesses: list[witness.WitnessRecord] = []  # every run's, in run order
 
     def run_all(self, progress: Any = None) -> None:
         locked, note = gpu.lock_clocks() if self.job.rule.lock_clocks else (
@@ -91,7 +94,8 @@ class Measurement:
         try:
             for run in self.job.runs:
                 self._run(run, progress)
-            self._check_claims(run)
+                self._check_claims(run)  # every run's claims, not only the last one's
+                self._witness(run)
         finally:
             if locked:
                 gpu.reset_clocks()
@@ -179,6 +183,58 @@ class Measurement:
         }
         return per_cell, throttled
 
+    def witness_dicts(self) -> list[dict[str, Any]]:
+        """The results' `witnesses`: each run's samples as one (they can only contradict a
+        claim: their output is not verified), then the witness workloads."""
+        out = []
+        for run in self.job.runs:
+            first = self.records[run.cells[0].key].samples
+            if not first:
+                continue
+            out.append({
+                "name": f"samples:{run.model}", "source": "samples", "clock": "wall",
+                "cells": {c.key: self._tokens(run, c) for c in run.cells},
+                "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
+                             "dropped": s["dropped"], "verified": False} for s in first]})
+        return out + [w.to_dict() for w in self.witnesses]
+
+    def _witness(self, run: SpeedRun) -> None:
+        """The run's witness workloads, timed here; judged by the bot (evalbot/confirmation)."""
+        def fill(arg: str, side: str) -> str:
+            return self._fill(arg, run, self.built[side])
+
+        for spec in run.witnesses:
+            if not any(self.records[key].looks and self.records[key].looks[-1]["decision"] ==
+                       "improved" for key in spec.cells):
+                continue  # nothing to confirm: a regression or neutral cell needs no witness
+            launch = functools.partial(self._timed, clock=spec.clock)
+            prompts = self.jobdir / "witness-prompts"
+            # no warm-up of its own: the run's samples have just warmed caches and clocks
+            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0))
+
+    def _timed(self, side: str, argv: list[str], timeout_s: float, clock: str) -> witness.Timed:
+        built = self.built[side]
+        try:
+            verify(built)
+        except (RuntimeError, OSError) as exc:
+            raise SampleFailure(side, "tampered", str(exc)) from exc
+        self.seq += 1
+        log = self.jobdir / "logs" / f"witness-{self.seq:05d}-{side}.log"
+        before, cpu0 = gpu.gpu_state(), _children_cpu_s()
+        try:
+            done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
+                            env=self.job.env)
+        except OSError as exc:  # e.g. a witness tool the build did not produce: no proof
+            return witness.Timed(False, "", 0.0, False, f"could not start: {exc.strerror}")
+        cpu, after = _children_cpu_s() - cpu0, gpu.gpu_state()
+        error = ("timeout" if done.timed_out else
+                 f"exit status {done.returncode}" if done.returncode != 0 else "")
+        if not error:
+            log.unlink(missing_ok=True)
+        throttled = bool((before or {}).get("throttled") or (after or {}).get("throttled"))
+        return witness.Timed(not error, done.output, cpu if clock == "cpu" else done.wall_s,
+                             throttled, error)
+
     def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
         return arg.format(
             python=sys.executable,
@@ -218,6 +274,12 @@ class Measurement:
                 side, "spoofed",
                 f"rates imply {claimed:.3f} s of work in a {wall:.3f} s process", log,
             )
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU of every finished child process (the kernel's count, not the PR's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:

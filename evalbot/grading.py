@@ -15,7 +15,7 @@ from statistics import median
 from typing import Any
 
 from engine import speed, stats
-from evalbot import compat, correctness_policy
+from evalbot import compat, confirmation, correctness_policy
 from evalbot.errors import ResultsError
 from evalbot.policy import TIER_ORDER, Policy
 from evalbot.redact import public_failure
@@ -35,6 +35,10 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     roles = {m["name"]: m.get("role", "primary") for m in results["models"]}
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
     cells = [_cell(c, results["rule"], roles, policy) for c in results["cells"]]
+    witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
+    for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
+        if cell["decision"] == "improved" and "witness_lo" in cell:
+            _tier_cell(cell, policy)
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     guards = [correctness_policy.decide(s, policy.correctness)
               for s in results.get("correctness_guards") or []]
@@ -46,6 +50,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "failures": [public_failure(f) for f in results["failures"]],  # no raw PR output
         "provenance": _provenance(results, policy),
         "reasons": [],
+        "witnesses": witnesses,
     }
     kind, best = _kind(results, cells, guarded(corr, guards), policy, verdict["reasons"])
     tier = best["tier"] if best else None
@@ -221,6 +226,14 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     if corr["decision"] == "reject":
         reasons.extend(corr["reasons"])
         return "incorrect", None
+    spoofed = [c["key"] for c in cells if c["decision"] == "spoofed"]
+    if spoofed:
+        reasons.append("the harness's clock contradicts the rates printed for "
+                       + ", ".join(spoofed))
+        return "spoofed", None
+    unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
+    reasons.extend(f"{c['key']}: {100 * c['speedup']:+.1f}% printed, not confirmed by the "
+                   f"harness's clock ({c['confirmation']})" for c in unconfirmed)
     regressed = [c for c in cells if c["decision"] == "regressed"]
     if regressed and policy.regression_rejects:
         reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
@@ -234,6 +247,8 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     untiered = [c for c in cells if c["tier"] == "none"]
     reasons.extend(f"{c['key']}: {100 * c['compat']['gain']:+.1f}% is within the "
                    f"{100 * policy.significance:.1f}% gate" for c in untiered if c["compat"])
+    if unconfirmed and not best:
+        return "inconclusive", None
     if any(c["decision"] == "inconclusive" for c in cells):
         reasons.append("some cells stayed undecided within the pair budget: "
                        + ", ".join(c["key"] for c in cells if c["decision"] == "inconclusive"))
@@ -260,7 +275,8 @@ def _model_label(name: str, cells: list[dict[str, Any]], kind: str) -> str:
     best = _best(mine)
     if best:
         return str(best["tier"])
-    return "inconclusive" if any(c["decision"] == "inconclusive" for c in mine) else "none"
+    return "inconclusive" if any(c["decision"] in ("inconclusive", "unconfirmed")
+                                 for c in mine) else "none"
 
 
 def _regression_label(cell: dict[str, Any]) -> str:

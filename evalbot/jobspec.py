@@ -60,7 +60,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         runs=[SpeedRun(r.model, list(r.argv), dict(r.parse),
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
-                       {"decode": r.decode_tokens}) for r in profile.runs],
+                       {"decode": r.decode_tokens}, list(r.witnesses)) for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
         env=dict(profile.env),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.checks import ContractError
 from engine.job import METRICS, PARSE_KINDS, PLACEHOLDERS, TOKENIZE_PLACEHOLDERS
+from engine.witness import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 from evalbot.errors import ConfigError
 from evalbot.yamlfile import Doc, Section
 
@@ -37,6 +39,8 @@ class ProfileRun:
     cells: tuple[ProfileCell, ...]
     decode_tokens: int
     timeout_s: float
+    # harness-timed witness workloads (engine/witness.py); cells keyed by the full cell key
+    witnesses: tuple[WitnessSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ def load_profile(name_or_path: str) -> Profile:
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
                                   "significance", "tolerance"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
-                                                               "decode_tokens", "timeout_s"}))
+                                                               "decode_tokens", "timeout_s",
+                                                               "witnesses"}))
     looks = tuple(speed.get("looks", list))
     if not looks or looks != tuple(sorted(set(looks))) or looks[0] < 2:
         raise doc.error(speed.path("looks"), "must be increasing pair counts, the first >= 2")
@@ -176,7 +181,28 @@ def _run(s: Section, models: set[str]) -> ProfileRun:
             raise c.doc.error(c.path("anchor"), f"{anchor} is not a rate >= 0")
         cells.append(ProfileCell(metric, c.get("ctx", int), anchor))
     return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
-                      s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0))
+                      s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0),
+                      _witnesses(s, model, cells))
+
+
+def _witnesses(s: Section, model: str, cells: list[ProfileCell]) -> tuple[WitnessSpec, ...]:
+    """A witness names its cells as `metric@ctx` of this run; the job uses full cell keys."""
+    import string
+
+    out = []
+    keys = {f"{c.metric}@{c.ctx}" for c in cells}
+    for i, w in enumerate(s.get("witnesses", list, [])):
+        where = s.path("witnesses") + f"[{i}]"
+        try:
+            spec = parse_witness(w, where, keys)
+        except ContractError as exc:
+            raise s.doc.error(where, str(exc)) from exc
+        for arg in spec.argv:
+            for _, name, _, _ in string.Formatter().parse(arg):
+                if name and name not in PLACEHOLDERS + PROMPT_PLACEHOLDERS:
+                    raise s.doc.error(where, f"unknown placeholder {{{name}}} in {arg!r}")
+        out.append(replace(spec, cells={f"{model}/{k}": v for k, v in spec.cells.items()}))
+    return tuple(out)
 
 
 def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:

@@ -31,6 +31,8 @@ def measure(repo: Path, base: str, head: str, jobdir: Path, model: str = "m",
     doc["runs"][0]["model"] = model
     for cell in doc["runs"][0]["cells"]:
         cell["model"] = model
+    for witness in doc["runs"][0]["witnesses"]:
+        witness["cells"] = {f"{model}/{k.split('/', 1)[1]}": v for k, v in witness["cells"].items()}
     results = run_job(parse_job(doc), jobdir)
     return results, grade(results, policy())
 

@@ -38,6 +38,11 @@ speed:
       cells:
         - {{metric: decode, ctx: 128}}
         - {{metric: prefill, ctx: 4096}}
+      witnesses:   # tests/stub_engine.py's witness mode: 512 tokens of CPU-bound decode
+        - {{name: decode-128, argv: ["{{python}}", "{{build}}/build/engine.py", "--generate",
+           "{{prompt_json}}", "--new", "512"], prompt_tokens: 16,
+           output: {{kind: ids_line, prefix: "OUTPUT_IDS:"}}, output_tokens: 512,
+           cells: {{"decode@128": 512}}, pairs: 4, min_agreement: 1.0, clock: cpu}}
 """
 
 

@@ -20,6 +20,16 @@ if cfg.get("crash"):
     sys.exit(3)
 if cfg.get("hang"):
     time.sleep(3600)
+if "--generate" in args:  # a witness: the true work for a prompt, ids that depend on it
+    prompt = json.load(open(args[args.index("--generate") + 1]))
+    new = int(args[args.index("--new") + 1])
+    # CPU-bound, so the harness's CPU clock sees it whatever else the machine is running
+    end = time.process_time() + len(prompt) / cfg["prefill"] + new / cfg["decode"]
+    while time.process_time() < end:
+        pass
+    ids = [(prompt[i % len(prompt)] * 31 + i) % 1000 for i in range(new)]
+    print("OUTPUT_IDS: " + " ".join(map(str, ids)))
+    sys.exit(0)
 ctxs = [int(c) for c in args[args.index("--ctxs") + 1].split(",")]
 rng = random.Random()
 out = {}
@@ -77,14 +87,28 @@ def make_repo(root: Path, variants: dict[str, dict[str, object]],
     return repo, main_sha, shas
 
 
+def decode_witness(new_tokens: int = 512, pairs: int = 4) -> dict[str, object]:
+    """A witness for the stub's decode@128 cell: `new_tokens` of true decode work (CPU-bound,
+    so its CPU time is the work's, whatever the machine runs beside it)."""
+    return {"name": "decode-128", "argv": ["{python}", "{build}/build/engine.py", "--generate",
+                                           "{prompt_json}", "--new", str(new_tokens)],
+            "cells": {"m/decode@128": new_tokens}, "prompt_tokens": 16,
+            "output": {"kind": "ids_line", "prefix": "OUTPUT_IDS:"},
+            "output_tokens": new_tokens, "pairs": pairs, "min_agreement": 1.0, "clock": "cpu"}
+
+
 def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
             critical: list[float] | None = None, cells: list[tuple[str, int]] | None = None,
-            timeout_s: float = 60.0, sd_floor: float = 0.001) -> dict[str, object]:
-    """A job description for the stub engine, in the contract's JSON form."""
+            timeout_s: float = 60.0, sd_floor: float = 0.001,
+            witnesses: list[dict[str, object]] | None = None) -> dict[str, object]:
+    """A job description for the stub engine, in the contract's JSON form; by default with the
+    decode@128 witness when that cell is measured (the only way a cell earns a tier)."""
     from evalbot.sequential import critical_values
 
     looks = looks or [3, 5]
     cells = cells or [("decode", 128), ("prefill", 4096)]
+    if witnesses is None:
+        witnesses = [decode_witness()] if ("decode", 128) in cells else []
     critical = critical or critical_values(looks, len(cells), 0.05)
     return {
         "schema": "evalbot.job/1", "job_id": "stubjob", "profile": "stub", "repo": str(repo),
@@ -97,7 +121,8 @@ def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
                             "fields": {"decode": "{ctx}.decode_tps",
                                        "prefill": "{ctx}.prefill_tps"}},
                   "cells": [{"model": "m", "metric": m, "ctx": c} for m, c in cells],
-                  "timeout_s": timeout_s, "tokens_per_sample": {"decode": 32}}],
+                  "timeout_s": timeout_s, "tokens_per_sample": {"decode": 32},
+                  "witnesses": witnesses}],
         "rule": {"looks": looks, "critical": critical,
                  "sd_floor": sd_floor, "significance": 0.02, "tolerance": 0.02, "warmup": 1,
                  "budget_s": 600.0, "alpha": 0.05},

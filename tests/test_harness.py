@@ -63,14 +63,26 @@ def test_head_failures_are_the_prs(stub, tmp_path, head, stage, kind):
 
 
 def test_head_claiming_speed_it_does_not_show_is_spoofed(tmp_path):
-    # A slow main (200 tok/s) makes each sample's real work large against process noise.
+    # A slow main (200 tok/s) makes each witness's real work large against process noise. The
+    # harness's own check (the samples' wall time) may already fail the head; the grading's
+    # witness check must in any case (evalbot/confirmation.py).
+    from evalbot.grading import grade
+    from evalbot.policy import load_labels
+    from tests.stub_engine import decode_witness
+
+    policy = load_labels(Path(__file__).resolve().parents[1] / "labels.yaml").policy("default")
     repo, main, shas = make_repo(tmp_path / "src", {"liar": {"lie": 10.0},
                                                     "honest": {"decode": 260.0}},
                                  main={"decode": 200.0})
-    liar = run_job(parse_job(job_doc(repo, main, shas["liar"])), tmp_path / "liar")
-    failure = liar["failures"][0]
-    assert (failure["side"], failure["attribution"], failure["kind"]) == ("head", "pr", "spoofed")
-    honest = run_job(parse_job(job_doc(repo, main, shas["honest"])), tmp_path / "honest")
+    witness = [decode_witness()]
+    liar = run_job(parse_job(job_doc(repo, main, shas["liar"], witnesses=witness)),
+                   tmp_path / "liar")
+    for failure in liar["failures"]:
+        assert (failure["side"], failure["attribution"], failure["kind"]) == \
+            ("head", "pr", "spoofed")
+    assert grade(validate(liar), policy)["kind"] == "spoofed"
+    honest = run_job(parse_job(job_doc(repo, main, shas["honest"], witnesses=witness)),
+                     tmp_path / "honest")
     assert honest["failures"] == []
 
 

@@ -39,6 +39,13 @@ ENGINE = r'''
 import hashlib, json, os, random, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 cfg = json.load(open(os.path.join(here, "speed.json")))
+if "--witness" in sys.argv:  # real CPU work at the true decode@4096 rate, ids from the prompt
+    prompt = json.load(open(sys.argv[sys.argv.index("--witness") + 1]))
+    end = time.process_time() + 600 / (cfg["decode"] * cfg["effect"].get("decode@4096", 1.0))
+    while time.process_time() < end:
+        pass
+    print("OUTPUT_IDS: " + " ".join(str(t * 7 % 1000) for t in prompt[:16]))
+    sys.exit(0)
 state = os.path.join(os.environ["STUB_STATE"], hashlib.sha256(json.dumps(cfg).encode()).hexdigest())
 count = int(open(state).read()) if os.path.exists(state) else 0
 open(state, "w").write(str(count + 1))
@@ -82,6 +89,11 @@ speed:
         - {{metric: decode, ctx: 128, anchor: 900.0}}
         - {{metric: decode, ctx: 4096}}
         - {{metric: prefill, ctx: 512}}
+      witnesses:
+        - {{name: decode-4k, argv: ["{{python}}", "{{build}}/build/engine.py", "--witness",
+           "{{prompt_json}}"], prompt_tokens: 16, output: {{kind: ids_line, prefix: "OUTPUT_IDS:"}},
+           output_tokens: 16, cells: {{"decode@4096": 600}}, pairs: 4, min_agreement: 1.0,
+           clock: cpu}}
     - model: g
       argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]
       parse: {parse}

@@ -6,6 +6,9 @@
 //
 //   evalbot-topk score MODEL TOPK WINDOWS.txt   one window per line, token ids separated by spaces
 //   evalbot-topk tokenize MODEL TEXT.txt        prints the token ids of the whole file, one line
+//   evalbot-topk decode MODEL N_PREFILL IDS.txt  a witness (engine/witness.py): prefills the first
+//       N_PREFILL ids in one batch, then decodes the rest one token per step (teacher-forced) and
+//       prints `OUTPUT_IDS: <argmax after each decode step> ...`, one line
 //
 // score prints, per window, `W <n tokens>`, then one line per scored position in the format of
 // sparkinfer's qwen3_gguf_score (so one parser reads both), then `END`:
@@ -123,6 +126,45 @@ static int tokenize(const char * model_path, const char * text_path) {
     return 0;
 }
 
+static int decode(const char * model_path, int n_prefill, const char * ids_path) {
+    auto windows = read_windows(ids_path);
+    if (windows.size() != 1 || n_prefill < 1 || (size_t) n_prefill >= windows[0].size()) {
+        fprintf(stderr, "[FAIL] one line of ids, longer than N_PREFILL >= 1\n");
+        return 2;
+    }
+    std::vector<llama_token> & ids = windows[0];
+    llama_model * model = load(model_path);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    for (llama_token t : ids) {
+        if (t < 0 || t >= n_vocab) { fprintf(stderr, "[FAIL] token %d out of vocab\n", t); return 2; }
+    }
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) ids.size() + 16;
+    cp.n_batch = (uint32_t) n_prefill;  // the prefill is one llama_decode call
+    cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
+    if (llama_decode(ctx, llama_batch_get_one(ids.data(), n_prefill)) != 0) {
+        fprintf(stderr, "[FAIL] prefill\n");
+        return 3;
+    }
+    std::vector<llama_token> out;
+    for (size_t i = (size_t) n_prefill; i < ids.size(); i++) {
+        if (llama_decode(ctx, llama_batch_get_one(&ids[i], 1)) != 0) {
+            fprintf(stderr, "[FAIL] decode step %zu\n", i);
+            return 3;
+        }
+        const float * logits = llama_get_logits_ith(ctx, -1);
+        out.push_back((llama_token) (std::max_element(logits, logits + n_vocab) - logits));
+    }
+    printf("OUTPUT_IDS:");
+    for (llama_token t : out) printf(" %d", t);
+    printf("\n");
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}
+
 int main(int argc, char ** argv) {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "score" && argc == 5) {
@@ -132,10 +174,18 @@ int main(int argc, char ** argv) {
         llama_backend_free();
         return rc;
     }
+    if (cmd == "decode" && argc == 5) {
+        llama_log_set(quiet, nullptr);
+        llama_backend_init();
+        int rc = decode(argv[2], atoi(argv[3]), argv[4]);
+        llama_backend_free();
+        return rc;
+    }
     if (cmd == "tokenize" && argc == 4) {
         llama_log_set(quiet, nullptr);
         return tokenize(argv[2], argv[3]);
     }
-    fprintf(stderr, "usage: evalbot-topk score MODEL TOPK WINDOWS.txt | tokenize MODEL TEXT.txt\n");
+    fprintf(stderr, "usage: evalbot-topk score MODEL TOPK WINDOWS.txt | tokenize MODEL TEXT.txt"
+                    " | decode MODEL N_PREFILL IDS.txt\n");
     return 64;
 }

@@ -1,0 +1,289 @@
+"""Can a head that prints rates it does not have earn a tier? And does an honest one keep it?
+
+Simulation: for a shipped profile (its cells, stopping rule, witnesses, as `evalbot.jobspec`
+builds the job), draws whole evaluations: paired samples per run with the on-box stopping rule
+(engine.stats, stopping a run once all its cells are decided, as engine/speed.py does), the
+run's witnesses when a covered cell came out improved, then grades the results document with the
+real grading (evalbot.grading.grade: replay, confirmation, tier). True rates and timings per
+profile are the measured ones (docs/gpu-e2e.md, shared/engines/README.md); the witness process is
+its load (with a jitter) plus its cells' true work, each with the cell's per-process noise.
+
+Heads:
+  lie F all       prints F x its rates on every cell; really as fast as main (its witness work
+                  is honest: a witness's time is the work done, whatever the process prints)
+  lie F one       prints F x on the first witnessed cell only
+  lie F ctx       prints F x on every cell at the first witnessed cell's context only
+  honest +G       really G faster on every cell, printing the truth
+
+Columns: P(tier) = share of evaluations with a tier; unwitnessed = the same results graded as a
+harness before witnesses graded them (the statistics alone); P(spoofed) = share rejected as
+spoofed;
+witness s and measure s = mean box time of the witnesses and of the measuring (warm-up
+included) per evaluation, and their ratio.
+
+Demo engine (`--demo N`): N real evaluations per case on this machine, through the harness and
+the grading (lie 2x all, lie 1.05x all, honest = the demo's `faster` variant).
+
+Usage: python bench/spoof_quality.py [--sims 300] [--seed 1] [--demo 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from engine import speed  # noqa: E402
+from evalbot.config import BoxConfig  # noqa: E402
+from evalbot.grading import grade  # noqa: E402
+from evalbot.jobspec import make_job  # noqa: E402
+from evalbot.policy import load_labels  # noqa: E402
+from evalbot.profile import Profile, load_profile  # noqa: E402
+
+POLICY = load_labels(ROOT / "labels.yaml").policy("default")
+BOX = BoxConfig(name="sim", kind="local", workdir="/tmp/sim", repo="/tmp/sim")
+SHA = "0" * 40
+
+
+@dataclass(frozen=True)
+class Box:
+    """A profile's measured behaviour: true rates, per-process noise, process timings."""
+
+    name: str
+    rates: dict[str, float]  # "metric@ctx" -> main's true tok/s (the first match wins)
+    noise: dict[str, float]  # "metric@ctx" or metric -> per-process sd of the log rate
+    load_s: float  # a witness process's start-up (model load)
+    load_jitter_s: float
+    sample_s: float  # one sample process of a run (wall)
+
+
+def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> float:
+    return table.get(f"{metric}@{ctx}", table.get(metric, default))
+
+
+BOXES = {
+    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; ~6.5 s a sample
+    "llamacpp": Box("llamacpp measured", {"decode@0": 585.0, "decode@4096": 526.0,
+                                          "prefill@0": 41000.0, "prefill@4096": 26400.0},
+                    {"decode": 0.011, "prefill@0": 0.054, "prefill@4096": 0.012},
+                    2.0, 0.02, 6.5),
+    # shared/engines/README.md (H200, synthetic Qwythos-9B): 0.04-0.25% between rounds
+    "sparkinfer": Box("sparkinfer measured", {"decode": 340.0, "prefill": 9000.0},
+                      {"decode": 0.0025, "prefill": 0.0025}, 1.6, 0.01, 25.6),
+}
+
+
+def at_noise(box: Box, sd: float) -> Box:
+    return Box(f"{box.name.split()[0]} at {100 * sd:.0f}% noise", box.rates, {"decode": sd,
+               "prefill": sd}, box.load_s, box.load_jitter_s, box.sample_s)
+
+
+def _rate(box: Box, metric: str, ctx: int) -> float:
+    return _lookup(box.rates, metric, ctx, box.rates.get(metric, 1000.0))
+
+
+def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
+             rng: np.random.Generator) -> tuple[dict[str, Any], float, float]:
+    """One evaluation: (results document, witness box s, measuring box s)."""
+    job = make_job(profile, POLICY, BOX, SHA, "1" * 40, seed=1)
+    rule = asdict(job.rule)
+    cells, witnesses, measure_s, witness_s = [], [], 0.0, 0.0
+    for run in job.runs:
+        records, n = _run_samples(run, box, head, gain, rule, rng)
+        measure_s += (n + job.rule.warmup) * 2 * box.sample_s
+        cells += records.values()
+        improved = {k for k, r in records.items() if r["looks"] and
+                    r["looks"][-1]["decision"] == "improved"}
+        for spec in run.witnesses:
+            if not improved & set(spec.cells):
+                continue
+            w = _witness(spec, run, box, gain, rng)
+            witness_s += sum(s["seconds"] for s in w["samples"])
+            witnesses.append(w)
+    results = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
+               "witnesses": witnesses, "failures": [], "correctness": None, "job_id": "sim",
+               "profile": profile.name, "base": {"sha": SHA}, "head": {"sha": "1" * 40},
+               "box": {}}
+    return results, witness_s, measure_s
+
+
+def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: dict[str, Any],
+                 rng: np.random.Generator) -> tuple[dict[str, dict[str, Any]], int]:
+    last = rule["looks"][-1]
+    records: dict[str, dict[str, Any]] = {}
+    for cell in run.cells:
+        true = _rate(box, cell.metric, cell.ctx)
+        sd = _lookup(box.noise, cell.metric, cell.ctx, 0.01)
+        base = true * np.exp(rng.normal(0, sd, last))
+        real = true * (1 + gain) * np.exp(rng.normal(0, sd, last))
+        printed = real * head.get(cell.key, 1.0)
+        samples = []
+        for p in range(last):
+            order = (("base", base[p]), ("head", printed[p]))
+            samples += [{"pair": p, "side": s, "value": float(v), "dropped": False}
+                        for s, v in (order if p % 2 == 0 else order[::-1])]
+        records[cell.key] = {"model": cell.model, "metric": cell.metric, "ctx": cell.ctx,
+                             "unit": "tok/s", "higher_is_better": True, "anchor": cell.anchor,
+                             "samples": samples, "looks": []}
+    n = last
+    for k in rule["looks"]:  # the run stops at the first look where every cell is decided
+        if all(_decided(r, k, rule) for r in records.values()):
+            n = k
+            break
+    for r in records.values():
+        r["samples"] = [s for s in r["samples"] if s["pair"] < n]
+        r["looks"] = [lk.to_dict() for lk in speed.replay(r, rule)]
+    return records, n
+
+
+def _decided(record: dict[str, Any], pairs: int, rule: dict[str, Any]) -> bool:
+    cut = {**record, "samples": [s for s in record["samples"] if s["pair"] < pairs]}
+    looks = speed.replay(cut, rule)
+    return bool(looks) and looks[-1].decision != "undecided"
+
+
+def _witness(spec: Any, run: Any, box: Box, gain: float,
+             rng: np.random.Generator) -> dict[str, Any]:
+    by_key = {c.key: c for c in run.cells}
+    samples = []
+    for p in range(spec.pairs):
+        for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
+            speedup = 1 + gain if side == "head" else 1.0
+            work = sum(tokens / (_rate(box, by_key[k].metric, by_key[k].ctx) * speedup)
+                       * math.exp(rng.normal(0, _lookup(box.noise, by_key[k].metric,
+                                                         by_key[k].ctx, 0.01)))
+                       for k, tokens in spec.cells.items())
+            seconds = box.load_s + rng.normal(0, box.load_jitter_s) + work
+            samples.append({"pair": p, "side": side, "seconds": seconds, "dropped": False,
+                            "verified": True})
+    return {"name": spec.name, "source": "witness", "cells": dict(spec.cells),
+            "samples": samples}
+
+
+def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:
+    """(name, printed factor per cell key, true gain) for every head of the table."""
+    keys = [f"{r.model}/{c.metric}@{c.ctx}" for r in profile.runs for c in r.cells]
+    first = next(k for r in profile.runs for w in r.witnesses for k in w.cells)
+    ctx = first.rsplit("@", 1)[1]
+    out: list[tuple[str, dict[str, float], float]] = []
+    for f in (1.05, 1.1, 1.3, 2.0, 10.0):
+        out.append((f"lie {f:g}x all", {k: f for k in keys}, 0.0))
+        out.append((f"lie {f:g}x one", {first: f}, 0.0))
+        out.append((f"lie {f:g}x ctx", {k: f for k in keys if k.endswith("@" + ctx)}, 0.0))
+    out += [(f"honest +{100 * g:.0f}%", {}, g) for g in (0.03, 0.05, 0.10)]
+    return out
+
+
+def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator) -> None:
+    print(f"\n### {profile.name} profile, {box.name} ({sims} evaluations per head)\n")
+    print("| head | P(tier) | unwitnessed | P(spoofed) | witness s | measure s | added |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, head, gain in cases(profile):
+        tiers = spoofed = plain = 0
+        wit = mea = 0.0
+        for _ in range(sims):
+            results, w, m = simulate(profile, box, head, gain, rng)
+            verdict = grade(results, POLICY)
+            tiers += verdict["tier"] is not None
+            spoofed += verdict["kind"] == "spoofed"
+            legacy = {k: v for k, v in results.items() if k != "witnesses"}
+            plain += grade(legacy, POLICY)["tier"] is not None
+            wit, mea = wit + w, mea + m
+        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * plain / sims:.0f}% | "
+              f"{100 * spoofed / sims:.1f}% | "
+              f"{wit / sims:.1f} | {mea / sims:.1f} | {100 * wit / mea:.0f}% |", flush=True)
+
+
+def demo_table(runs: int) -> None:
+    """Real evaluations of the demo engine on this machine (harness + grading, no scoring)."""
+    from engine.demo.repo import generate
+    from engine.harness import run_job
+    from engine.job import parse_job
+
+    print(f"\n### demo profile, demo engine on this machine ({runs} evaluations per head)\n")
+    print("| head | tier | spoofed | witness s | measure s | added |")
+    print("|---|---:|---:|---:|---:|---:|")
+    root = Path(tempfile.mkdtemp(prefix="spoof-quality-"))
+    demo = generate(root / "demo")
+    heads = {"lie 2x all": _liar(demo.path, 2.0), "lie 1.05x all": _liar(demo.path, 1.05),
+             "honest (faster variant)": demo.prs["faster"]}
+    profile = load_profile("demo")
+    for name, head in heads.items():
+        tiers = spoofed = 0
+        wit = mea = 0.0
+        for i in range(runs):
+            box = BoxConfig(name="local", kind="local", repo=str(demo.path),
+                            models_dir=str(demo.model_path.parent), workdir=str(root / "box"))
+            doc = json.loads(make_job(profile, POLICY, box, demo.main_sha, head).to_json())
+            doc["correctness"], doc["sandbox"] = None, None
+            results = run_job(parse_job(copy.deepcopy(doc)), root / f"{len(name)}-{i}")
+            verdict = grade(results, POLICY)
+            tiers += verdict["tier"] is not None
+            spoofed += verdict["kind"] == "spoofed"
+            w, m = _box_times(results)
+            wit, mea = wit + w, mea + m
+        print(f"| {name} | {tiers}/{runs} | {spoofed}/{runs} | {wit / runs:.1f} | "
+              f"{mea / runs:.1f} | {100 * wit / max(mea, 1e-9):.0f}% |", flush=True)
+
+
+def _box_times(results: dict[str, Any]) -> tuple[float, float]:
+    """Witness CPU-clock seconds, and the measuring's wall seconds (samples + 1 warm-up pair)."""
+    wit = sum(s["seconds"] for w in results["witnesses"] if w["source"] == "witness"
+              for s in w["samples"])
+    first = [w for w in results["witnesses"] if w["source"] == "samples"]
+    mea = sum(s["seconds"] for w in first for s in w["samples"])
+    pairs = sum(len(w["samples"]) for w in first) / 2
+    return wit, mea * (pairs + 1) / max(pairs, 1)
+
+
+def _liar(repo: Path, factor: float) -> str:
+    """A commit on main that prints `factor` x its measured rates and is otherwise main."""
+    source = (repo / "demo_engine.py").read_text()
+    marker = '    print("BENCH_JSON " + json.dumps(result), flush=True)\n'
+    liar = source.replace(marker, f"    for r in result.values():\n"
+                                  f"        r['decode_tps'] *= {factor}\n"
+                                  f"        r['prefill_tps'] *= {factor}\n" + marker)
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@evalbot.invalid"]
+    subprocess.run([*git, "checkout", "-q", "--detach", "main"], cwd=repo, check=True)
+    (repo / "demo_engine.py").write_text(liar)
+    subprocess.run([*git, "commit", "-qam", f"print {factor}x"], cwd=repo, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    subprocess.run([*git, "checkout", "-q", "main"], cwd=repo, check=True)
+    return sha
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sims", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--demo", type=int, default=0, help="real demo evaluations per head")
+    ap.add_argument("--profiles", default="llamacpp,sparkinfer")
+    a = ap.parse_args(argv)
+    rng = np.random.default_rng(a.seed)
+    started = time.time()
+    for name in filter(None, a.profiles.split(",")):
+        profile = load_profile(name)
+        for box in (BOXES[name], at_noise(BOXES[name], 0.01)):
+            table(profile, box, a.sims, rng)
+    if a.demo:
+        demo_table(a.demo)
+    print(f"\n({time.time() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

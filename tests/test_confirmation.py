@@ -1,0 +1,187 @@
+"""A printed rate is a claim: the harness's own clock must confirm a saving before it earns a tier.
+
+Table tests of the pure confirmation (evalbot/confirmation.py), then hostile heads through the real
+harness and the real grading: a stub engine printing 1.3x, 2x and 10x its real rates (its witness
+work honest), and the demo engine printing 2x. Each must end without a tier.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.harness import run_job
+from engine.job import parse_job
+from engine.results import validate
+from evalbot import confirmation
+from evalbot.grading import grade
+from evalbot.policy import load_labels
+from tests.stub_engine import decode_witness, job_doc, make_repo
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = load_labels(ROOT / "labels.yaml").policy("default")
+TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
+
+
+def _cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, Any]:
+    samples = []
+    for p in range(n):
+        samples += [{"pair": p, "side": "base", "value": base_rate, "dropped": False},
+                    {"pair": p, "side": "head", "value": head_rate, "dropped": False}]
+    return {"model": "m", "metric": "decode", "ctx": 128, "higher_is_better": True,
+            "samples": samples}
+
+
+def _witness(base_s: float, head_s: float, n: int = 5, jitter: float = 0.01,
+             verified: bool = True, source: str = "witness") -> dict[str, Any]:
+    samples = []
+    for p in range(n):
+        j = jitter * (1 if p % 2 else -1)
+        samples += [{"pair": p, "side": "base", "seconds": base_s + j, "dropped": False,
+                     "verified": source == "witness"},
+                    {"pair": p, "side": "head", "seconds": head_s - j / 2, "dropped": False,
+                     "verified": verified and source == "witness"}]
+    return {"name": "w", "source": source, "cells": {"m/decode@128": 1000}, "samples": samples}
+
+
+def _status(cell: dict[str, Any], witness: dict[str, Any]) -> str:
+    results = {"rule": {"alpha": 0.01}, "cells": [cell], "witnesses": [witness]}
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.5}]
+    confirmation.confirm(results, graded)
+    return str(graded[0]["decision"])
+
+
+# main decodes at 100 tok/s: 1000 tokens take 10 s of a witness that runs 12 s in all
+@pytest.mark.parametrize(
+    ("head_rate", "base_s", "head_s", "jitter", "verified", "source", "expected"),
+    [
+        (200.0, 12.0, 7.0, 0.01, True, "witness", "improved"),  # a real 2x, seen: 5 s saved
+        (105.0, 12.0, 11.52, 0.01, True, "witness", "improved"),  # a real +5%: 0.48 s saved
+        (200.0, 12.0, 12.0, 0.01, True, "witness", "spoofed"),  # claims 5 s, saves nothing
+        (105.0, 12.0, 12.0, 0.01, True, "witness", "spoofed"),  # +5% claimed, a precise 0 seen
+        (105.0, 12.0, 12.0, 0.3, True, "witness", "unconfirmed"),  # ... a noisy 0 seen
+        (200.0, 12.0, 9.0, 0.01, True, "witness", "improved"),  # 3 of 5 s shown: some saving
+        (200.0, 12.0, 11.0, 0.01, True, "witness", "spoofed"),  # 1 of 5 s: well under half
+        (105.0, 12.0, 11.52, 0.5, True, "witness", "unconfirmed"),  # real, but inside the noise
+        (200.0, 12.0, 7.0, 0.01, False, "witness", "unconfirmed"),  # output not main's: no proof
+        (200.0, 12.0, 7.0, 0.01, True, "samples", "unconfirmed"),  # samples can't confirm ...
+        (200.0, 12.0, 12.0, 0.01, True, "samples", "spoofed"),  # ... but can contradict
+    ],
+)
+def test_confirmation_table(head_rate, base_s, head_s, jitter, verified, source, expected):
+    assert _status(_cell(100.0, head_rate), _witness(base_s, head_s, jitter=jitter,
+                                                    verified=verified, source=source)) == expected
+
+
+def test_the_tier_is_judged_on_no_more_than_the_witness_measured() -> None:
+    # printed 2x (lower bound +90%), but the witness saw 3 of the claimed 5 s: about +43%
+    results = {"rule": {"alpha": 0.01}, "cells": [_cell(100.0, 200.0)],
+               "witnesses": [_witness(12.0, 9.0)]}
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.9}]
+    confirmation.confirm(results, graded)
+    assert graded[0]["decision"] == "improved"
+    assert 0.3 < graded[0]["lo"] == graded[0]["witness_lo"] < 3 / 7
+
+
+def test_too_few_pairs_confirm_nothing() -> None:
+    assert _status(_cell(100.0, 200.0), _witness(12.0, 7.0, n=2)) == "unconfirmed"
+
+
+def test_a_lie_on_one_cell_is_not_covered_by_a_real_saving_on_another() -> None:
+    # One witness covers two cells: a real 2x on the first (5 s) and a claimed 2x on the second
+    # (another 5 s) that the witness does not show: the second cell must not be confirmed.
+    real, lie = _cell(100.0, 200.0), {**_cell(100.0, 200.0), "ctx": 4096}
+    witness = {**_witness(22.0, 17.0), "cells": {"m/decode@128": 1000, "m/decode@4096": 1000}}
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.5},
+              {"key": "m/decode@4096", "decision": "improved", "tier": "XL", "lo": 0.5}]
+    confirmation.confirm({"rule": {"alpha": 0.01}, "cells": [real, lie],
+                          "witnesses": [witness]}, graded)
+    assert [g["decision"] for g in graded] == ["unconfirmed", "unconfirmed"]
+
+
+def test_regressions_and_cells_without_witness() -> None:
+    graded = [{"key": "m/decode@128", "decision": "regressed", "tier": None},
+              {"key": "m/prefill@9", "decision": "improved", "tier": "L", "lo": 0.5}]
+    results = {"rule": {"alpha": 0.01}, "cells": [_cell(100.0, 50.0)], "witnesses": []}
+    confirmation.confirm(results, graded)
+    assert graded[0]["decision"] == "regressed"  # a regression needs no confirmation
+    assert (graded[1]["decision"], graded[1]["tier"]) == ("unconfirmed", None)
+
+
+# ---- hostile heads through the harness and the grading ---------------------------------------
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
+    # A slow main (200 tok/s decode) makes each witness's decode (256 tokens, 1.3 s) large
+    # against the noise of starting a Python process.
+    variants = {"lie1.3": {"lie": 1.3}, "lie2": {"lie": 2.0}, "lie10": {"lie": 10.0},
+                "honest": {"decode": 400.0}}
+    return make_repo(tmp_path_factory.mktemp("stub"), variants, main={"decode": 200.0})
+
+
+def _verdict(stub: tuple[Path, str, dict[str, str]], head: str, out: Path) -> dict[str, Any]:
+    repo, main, shas = stub
+    doc = job_doc(repo, main, shas[head], witnesses=[decode_witness()])
+    results = validate(run_job(parse_job(doc), out))
+    verdict = grade(results, DEFAULT)
+    assert grade(json.loads(json.dumps(results)), DEFAULT) == verdict  # re-grading agrees
+    return verdict
+
+
+@pytest.mark.parametrize("head", ["lie1.3", "lie2", "lie10"])
+def test_stub_printing_inflated_rates_earns_no_tier(stub, tmp_path, head):
+    verdict = _verdict(stub, head, tmp_path)
+    assert verdict["tier"] is None and verdict["headline"] not in TIERS
+    assert not any(c["decision"] == "improved" for c in verdict["cells"])
+    assert verdict["kind"] in {"spoofed", "inconclusive"}
+
+
+def test_stub_with_a_real_speedup_keeps_its_tier(stub, tmp_path):
+    verdict = _verdict(stub, "honest", tmp_path)
+    decode = next(c for c in verdict["cells"] if c["metric"] == "decode")
+    assert (decode["decision"], decode["confirmation"]) == ("improved", "confirmed"), \
+        verdict["witnesses"]
+    assert verdict["headline"] in TIERS
+
+
+def test_demo_engine_printing_twice_its_rates_earns_no_tier(tmp_path):
+    pytest.importorskip("torch")
+    from engine.demo.repo import generate
+    from evalbot.profile import load_profile
+
+    demo = generate(tmp_path / "demo")
+    repo = demo.path
+    source = (repo / "demo_engine.py").read_text()
+    marker = '    print("BENCH_JSON " + json.dumps(result), flush=True)\n'
+    assert marker in source
+    liar = source.replace(marker, '    for r in result.values():\n'
+                                  '        r["decode_tps"] *= 2\n        r["prefill_tps"] *= 2\n'
+                                  + marker)
+    (repo / "demo_engine.py").write_text(liar)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qam",
+                    "faster: print twice the rate"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    doc = _demo_job(load_profile("demo"), repo, demo.main_sha, head, demo.model_path)
+    results = validate(run_job(parse_job(doc), tmp_path / "job"))
+    verdict = grade(results, DEFAULT)
+    assert verdict["tier"] is None and verdict["headline"] not in TIERS
+    assert not any(c["decision"] == "improved" for c in verdict["cells"])
+
+
+def _demo_job(profile: Any, repo: Path, base: str, head: str, model: Path) -> dict[str, Any]:
+    from evalbot.config import BoxConfig
+    from evalbot.jobspec import make_job
+
+    box = BoxConfig(name="local", kind="local", repo=str(repo), models_dir=str(model.parent),
+                    workdir=str(model.parent / "box"))
+    job = make_job(profile, DEFAULT, box, base, head, seed=1)
+    doc = copy.deepcopy(json.loads(job.to_json()))
+    doc["correctness"] = None  # the speed verdict is what this test is about
+    doc["sandbox"] = None
+    return doc
