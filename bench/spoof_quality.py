@@ -54,7 +54,7 @@ from evalbot.jobspec import make_job  # noqa: E402
 from evalbot.policy import load_labels  # noqa: E402
 from evalbot.profile import Profile, load_profile  # noqa: E402
 
-POLICY = load_labels(ROOT / "labels.yaml").policy("default")
+POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 BOX = BoxConfig(name="sim", kind="local", workdir="/tmp/sim", repo="/tmp/sim")
 SHA = "0" * 40
 

@@ -42,6 +42,10 @@ def e2e(doc: dict, digests: dict[str, str], key: str, env: dict[str, str] | None
             continue
         run["cells"] = [c for c in run["cells"] if (c["metric"], c["ctx"]) in KEEP[run["model"]]]
         run["timeout_s"] = 120
+        keys = {f"{c['metric']}@{c['ctx']}" for c in run["cells"]}
+        for w in run.get("witnesses", []):  # a witness keeps only the cells its run still has
+            w["cells"] = {k: n for k, n in w["cells"].items() if k in keys}
+        run["witnesses"] = [w for w in run.get("witnesses", []) if w["cells"]]
         runs.append(run)
     doc["speed"]["runs"] = runs
     doc["speed"]["budget_s"] = 150
