@@ -44,7 +44,7 @@ class CellRecord:
 
     @property
     def decided(self) -> bool:
-        return bool(self.looks) and self.looks[-1]["decision"] != "undecided"
+        return bool(self.looks) and self.looks[-1]["decision"] in stats.FINAL
 
     def value(self, pair: int, side: str) -> float:
         return next(s["value"] for s in self.samples
@@ -135,7 +135,8 @@ class Measurement:
                 continue
             r = stats.log_ratios(rec.kept("base"), rec.kept("head"), cell.higher_is_better)
             floor = rule.sd_floors.get(cell.key, rule.sd_floor)
-            lk = stats.look(r, self.schedule[pairs], floor, rule.significance, rule.tolerance)
+            lk = stats.look(r, self.schedule[pairs], floor, rule.significance, rule.tolerance,
+                            rule.tier_edges.get(cell.key))
             rec.looks.append(lk.to_dict())
 
     def _stop(self, run: SpeedRun, why: str) -> None:
@@ -224,17 +225,23 @@ def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:
     """The schedule of a rule (a StoppingRule as a dict, or a results file's `rule`).
 
     A rule without the floor and equivalence lists is the first version, where one critical
-    value served every test: each missing list is `critical` again.
+    value served every test: each missing list is `critical` again. A rule without `pool_df`
+    has no tier test and no guard (zeros). Lists of another length than `looks` are an error.
     """
     looks, critical = list(rule["looks"]), list(rule["critical"])
+    pool_df = int(rule.get("pool_df") or 0)
 
-    def per_look(key: str) -> list[float]:
-        return list(rule.get(key) or critical)
+    def per_look(key: str, default: list[float]) -> list[float]:
+        return list(rule.get(key) or default)
 
-    return [stats.Bounds(int(n), float(c), float(cf), float(e), float(ef))
-            for n, c, cf, e, ef in zip(looks, critical, per_look("critical_floor"),
-                                       per_look("equivalence"), per_look("equivalence_floor"),
-                                       strict=True)]
+    zeros = [0.0] * len(looks)
+    return [stats.Bounds(int(n), float(c), float(cf), float(e), float(ef), float(q), float(qf),
+                         float(g), pool_df)
+            for n, c, cf, e, ef, q, qf, g in zip(
+                looks, critical, per_look("critical_floor", critical),
+                per_look("equivalence", critical), per_look("equivalence_floor", critical),
+                per_look("settle", zeros), per_look("settle_floor", zeros),
+                per_look("guard", zeros), strict=True)]
 
 
 def cell_key(record: Mapping[str, Any]) -> str:
@@ -249,4 +256,6 @@ def replay(record: Mapping[str, Any], rule: Mapping[str, Any]) -> list[stats.Loo
     n = min(len(base), len(head))
     r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
     floor = (rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"])
-    return stats.sequential(r, bounds_of(rule), floor, rule["significance"], rule["tolerance"])
+    edges = (rule.get("tier_edges") or {}).get(cell_key(record))
+    return stats.sequential(r, bounds_of(rule), floor, rule["significance"], rule["tolerance"],
+                            edges)

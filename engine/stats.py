@@ -2,17 +2,24 @@
 
 Rule, per cell, at look k with n pairs (the full text is in docs/statistics.md):
   r_i = ln(head_i / base_i)   (ln(base_i / head_i) when lower is better), m = mean(r), S = sd(r)
-  f   = the box's calibrated sd of r for this cell (the floor)
-  directional half-width  h = max(t_k * S, z_k * f) / sqrt(n)   family- and look-corrected
-  equivalence half-width  e = max(u_k * S, w_k * f) / sqrt(n)   per cell (TOST)
-  improved   if m - h > 0 and m >= ln(1 + s)          significant and material
+  f, v = the calibrated sd of r for this cell and its degrees of freedom (`pool_df`)
+  pooled sd  P = sqrt((v f^2 + (n-1) S^2) / (v + n - 1)), with v + n - 1 degrees of freedom;
+             the cell's own S (n - 1 df) instead when S^2 > G_k f^2 (G_k an F quantile: the
+             sample refutes the calibration, the box got noisier)
+  directional half-width  h = c_k P / sqrt(n)   family- and look-corrected t quantile
+  equivalence half-width  e = u_k P / sqrt(n)   per cell (TOST)
+  tier half-width         g = q_k P / sqrt(n)   95% two-sided
+  improved   if m - h > 0, m >= ln(1 + s) and g <= half the width of m's tier (settled)
+  improving  if m - h > 0, m >= ln(1 + s) but the tier is not settled: keep measuring
   regressed  if m + h < 0 and m <= ln(1 - t)
+  slower     if neutral below and m + h < 0: significantly slower, by less than t
   neutral    if m - e > ln(1 - t) and m + e < ln(1 + s)   no material change either way
-  otherwise undecided; undecided at the last look (or out of budget) is inconclusive.
-Taking the wider of the t-interval on the sample sd and the z-interval on the floor keeps the
-coverage whichever of the two is right: a small sample's sd can be far too small, and a floor
-calibrated on a quieter day can be too small. The bot computes every critical value; the harness
-and the grader only apply them, with exactly this arithmetic.
+  otherwise undecided. A cell stops at its first improved/regressed/neutral/slower look; at
+  its last look an improving cell is improved (its tier unsettled), an undecided one inconclusive.
+Pooling spends the calibration's degrees of freedom on the small early looks instead of paying
+for them twice (a t quantile at 2 df and a floor); the F guard keeps the coverage when the
+calibration is stale. A rule without `pool_df` is the first rule: h = max(t S, z f) / sqrt(n).
+The bot computes every critical value; the harness and the grader only apply them.
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-DECISIONS = ("undecided", "improved", "regressed", "neutral")  # index = decision code
-UNDECIDED, IMPROVED, REGRESSED, NEUTRAL = range(4)
+# index = decision code; improving is the one undecided code that is also significant
+DECISIONS = ("undecided", "improved", "regressed", "neutral", "improving", "slower")
+UNDECIDED, IMPROVED, REGRESSED, NEUTRAL, IMPROVING, SLOWER = range(6)
+FINAL = ("improved", "regressed", "neutral", "slower")  # a look with one of these stops the cell
 
 
 @dataclass(frozen=True)
@@ -32,10 +41,14 @@ class Bounds:
     """The critical values of one look, as the bot computed them."""
 
     pairs: int
-    directional: float  # t quantile, multiplies the sample sd (improved / regressed)
-    directional_floor: float  # normal quantile, multiplies the calibrated floor
+    directional: float  # t quantile at n - 1 df, multiplies the cell's own sd
+    directional_floor: float  # the same level for the pooled sd (first rule: normal x floor)
     equivalence: float  # t quantile for the per-cell equivalence (neutral) test
     equivalence_floor: float
+    settle: float = 0.0  # 95% two-sided t quantile of the tier interval, own sd
+    settle_floor: float = 0.0  # ... pooled sd
+    guard: float = 0.0  # F quantile: S^2 > guard f^2 refutes the calibration
+    pool_df: int = 0  # degrees of freedom of the calibrated sd; 0: the first (max) rule
 
 
 @dataclass(frozen=True)
@@ -69,12 +82,33 @@ def log_ratios(
 
 def half_widths(
     sd: np.ndarray, n: np.ndarray | int, bounds: Bounds, sd_floor: np.ndarray | float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(directional, equivalence) half-widths of the interval on the mean log-ratio."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(directional, equivalence, tier) half-widths of the interval on the mean log-ratio."""
     root = np.sqrt(n)
-    directional = np.maximum(bounds.directional * sd, bounds.directional_floor * sd_floor) / root
-    equivalence = np.maximum(bounds.equivalence * sd, bounds.equivalence_floor * sd_floor) / root
-    return directional, equivalence
+    sd, floor = np.asarray(sd, dtype=float), np.asarray(sd_floor, dtype=float)
+    b = bounds
+    if b.pool_df <= 0:  # the first rule: the wider of t on S and z on the floor; no tier test
+        directional = np.maximum(b.directional * sd, b.directional_floor * floor) / root
+        equivalence = np.maximum(b.equivalence * sd, b.equivalence_floor * floor) / root
+        return directional, equivalence, np.zeros(np.broadcast(directional, sd).shape)
+    df = b.pairs - 1
+    own = (floor <= 0) | (sd * sd > b.guard * floor * floor)
+    pooled = np.sqrt((b.pool_df * floor * floor + df * sd * sd) / (b.pool_df + df))
+    used = np.where(own, sd, pooled)
+    return (np.where(own, b.directional, b.directional_floor) * used / root,
+            np.where(own, b.equivalence, b.equivalence_floor) * used / root,
+            np.where(own, b.settle, b.settle_floor) * used / root)
+
+
+def tier_half_width(mean: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Half the width of the tier the estimate falls in (edges: ascending, in log-ratio space;
+    below the first edge the first tier's width, the top tier as wide as the one under it)."""
+    edges = np.asarray(edges, dtype=float)
+    widths = np.diff(edges, axis=-1)
+    widths = np.concatenate([widths, widths[..., -1:]], axis=-1)
+    idx = np.clip((np.asarray(mean)[..., None] >= edges).sum(axis=-1) - 1, 0, edges.shape[-1] - 1)
+    return np.take_along_axis(np.broadcast_to(widths, idx.shape + widths.shape[-1:]),
+                              idx[..., None], axis=-1)[..., 0] / 2
 
 
 def decide(
@@ -84,19 +118,29 @@ def decide(
     sd_floor: np.ndarray | float,
     significance: float,
     tolerance: float,
+    edges: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Decision codes for any array of cells at one look (vectorised; the simulator uses it)."""
-    h, e = half_widths(sd, bounds.pairs, bounds, sd_floor)
+    """Decision codes for any array of cells at one look (vectorised; the simulator uses it).
+
+    `edges` are the tier thresholds of each cell in log-ratio space (None: no tier test).
+    """
+    h, e, g = half_widths(sd, bounds.pairs, bounds, sd_floor)
     up, down = math.log1p(significance), math.log1p(-tolerance)
     out = np.full(np.shape(mean), UNDECIDED, dtype=np.int8)
-    out[(mean - e > down) & (mean + e < up)] = NEUTRAL
+    neutral = (mean - e > down) & (mean + e < up)
+    out[neutral] = NEUTRAL
+    out[neutral & (mean + h < 0)] = SLOWER
     out[(mean + h < 0) & (mean <= down)] = REGRESSED
-    out[(mean - h > 0) & (mean >= up)] = IMPROVED
+    significant = (mean - h > 0) & (mean >= up)
+    settled = True if edges is None or np.size(edges) == 0 else g <= tier_half_width(mean, edges)
+    out[significant] = IMPROVING
+    out[significant & settled] = IMPROVED
     return out
 
 
 def look(
-    ratios: np.ndarray, bounds: Bounds, sd_floor: float, significance: float, tolerance: float
+    ratios: np.ndarray, bounds: Bounds, sd_floor: float, significance: float, tolerance: float,
+    edges: Sequence[float] | None = None,
 ) -> Look:
     """Apply the rule once to the first `bounds.pairs` pairs."""
     n = bounds.pairs
@@ -105,8 +149,9 @@ def look(
     r = ratios[:n]
     m = float(np.mean(r))
     sd = float(np.std(r, ddof=1)) if n > 1 else math.inf
-    code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance)
-    h, e = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor))
+    tiers = np.asarray(edges, dtype=float) if edges else None
+    code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance, tiers)
+    h, e, _ = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor))
     return Look(n, math.expm1(m), _expm1(m - h), _expm1(m + h), _expm1(m - e), _expm1(m + e),
                 sd, DECISIONS[int(code)])
 
@@ -121,21 +166,30 @@ def sequential(
     sd_floor: float,
     significance: float,
     tolerance: float,
+    edges: Sequence[float] | None = None,
 ) -> list[Look]:
     """Replay the looks over pairs in measured order; stop at the first decided look."""
     out: list[Look] = []
     for bounds in schedule:
         if bounds.pairs > ratios.size:
             break
-        current = look(ratios, bounds, sd_floor, significance, tolerance)
+        current = look(ratios, bounds, sd_floor, significance, tolerance, edges)
         out.append(current)
-        if current.decision != "undecided":
+        if current.decision in FINAL:
             break
     return out
 
 
 def final_decision(looks: Sequence[Look]) -> str:
-    """The cell's outcome: the deciding look's decision, else inconclusive."""
-    if looks and looks[-1].decision != "undecided":
+    """The cell's outcome: the deciding look's decision; a cell still settling its tier at its
+    last look is improved; anything else is inconclusive."""
+    if looks and looks[-1].decision in FINAL:
         return looks[-1].decision
+    if looks and looks[-1].decision == "improving":
+        return "improved"
     return "inconclusive"
+
+
+def final_codes(codes: np.ndarray) -> np.ndarray:
+    """final_decision on codes (vectorised): improving becomes improved, undecided stays."""
+    return np.where(codes == IMPROVING, IMPROVED, codes).astype(np.int8)

@@ -43,7 +43,8 @@ def test_bad_samples_are_refused(base: list[float], head: list[float], match: st
     (UP, 1e-9, "improved"),            # exactly +s, interval far from 0: material
     (UP - 1e-6, 1e-9, "neutral"),      # just below +s, precisely measured: no material change
     (DOWN, 1e-9, "regressed"),
-    (DOWN + 1e-6, 1e-9, "neutral"),
+    (DOWN + 1e-6, 1e-9, "slower"),     # inside the tolerance, but significantly slower
+    (-0.015, 0.001, "slower"),         # -1.5% [-1.8, -1.2]: not "neutral"
     (0.0, 0.004, "neutral"),
     (0.03, 0.03, "undecided"),         # interval 0.03 +- 0.042: neither excludes 0 nor fits
     (-0.03, 0.03, "undecided"),
@@ -56,9 +57,9 @@ def test_decision_table(mean: float, sd: float, expected: str) -> None:
 
 def test_half_width_is_the_wider_of_t_on_sample_sd_and_z_on_floor() -> None:
     b = bounds(n=4)
-    h, e = stats.half_widths(np.array(0.001), 4, b, 0.01)  # floor dominates
+    h, e, _ = stats.half_widths(np.array(0.001), 4, b, 0.01)  # floor dominates
     assert float(h) == pytest.approx(3.5 * 0.01 / 2) and float(e) == pytest.approx(1.645 * 0.01 / 2)
-    h, e = stats.half_widths(np.array(0.05), 4, b, 0.01)  # sample sd dominates
+    h, e, _ = stats.half_widths(np.array(0.05), 4, b, 0.01)  # sample sd dominates
     assert float(h) == pytest.approx(4.0 * 0.05 / 2) and float(e) == pytest.approx(1.9 * 0.05 / 2)
 
 
