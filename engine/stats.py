@@ -9,7 +9,9 @@ Rule, per cell, at look k with n pairs (the full text is in docs/statistics.md):
   directional half-width  h = c_k P / sqrt(n)   family- and look-corrected t quantile
   equivalence half-width  e = u_k P / sqrt(n)   per cell (TOST)
   tier half-width         g = q_k P / sqrt(n)   95% two-sided
-  improved   if m - h > 0, m >= ln(1 + s) and g <= half the width of m's tier (settled)
+  improved   if m - h > 0, m >= ln(1 + s) and g <= half the narrowest width of m's tier and
+             its neighbours (the tier is settled: the estimate's tier is then right >= 90%
+             of the time for an effect at a tier's centre)
   improving  if m - h > 0, m >= ln(1 + s) but the tier is not settled: keep measuring
   regressed  if m + h < 0 and m <= ln(1 - t)
   slower     if neutral below and m + h < 0: significantly slower, by less than t
@@ -100,15 +102,21 @@ def half_widths(
             np.where(own, b.settle, b.settle_floor) * used / root)
 
 
-def tier_half_width(mean: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Half the width of the tier the estimate falls in (edges: ascending, in log-ratio space;
-    below the first edge the first tier's width, the top tier as wide as the one under it)."""
+def tier_settled(mean: np.ndarray, half_width: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The tier interval m -+ g is no wider than the narrowest of the estimate's tier and its
+    two neighbours (edges: ascending thresholds in log-ratio space; the top tier counts as wide
+    as the one under it, and below the first edge is the first tier). The narrowest neighbour
+    matters: an estimate in a wide tier next to a narrow one must not settle on the precision
+    of the wide tier when the truth may sit in the narrow one."""
     edges = np.asarray(edges, dtype=float)
+    mean = np.asarray(mean, dtype=float)
     widths = np.diff(edges, axis=-1)
-    widths = np.concatenate([widths, widths[..., -1:]], axis=-1)
-    idx = np.clip((np.asarray(mean)[..., None] >= edges).sum(axis=-1) - 1, 0, edges.shape[-1] - 1)
-    return np.take_along_axis(np.broadcast_to(widths, idx.shape + widths.shape[-1:]),
-                              idx[..., None], axis=-1)[..., 0] / 2
+    widths = np.concatenate([widths, widths[..., -1:]], axis=-1)  # the top tier
+    padded = np.concatenate([widths[..., :1], widths, widths[..., -1:]], axis=-1)
+    near = np.minimum(np.minimum(padded[..., :-2], padded[..., 1:-1]), padded[..., 2:])
+    near = np.broadcast_to(near, mean.shape + near.shape[-1:])
+    idx = np.clip((mean[..., None] >= edges).sum(axis=-1) - 1, 0, edges.shape[-1] - 1)
+    return half_width <= np.take_along_axis(near, idx[..., None], axis=-1)[..., 0] / 2
 
 
 def decide(
@@ -132,7 +140,7 @@ def decide(
     out[neutral & (mean + h < 0)] = SLOWER
     out[(mean + h < 0) & (mean <= down)] = REGRESSED
     significant = (mean - h > 0) & (mean >= up)
-    settled = True if edges is None or np.size(edges) == 0 else g <= tier_half_width(mean, edges)
+    settled = True if edges is None or np.size(edges) == 0 else tier_settled(mean, g, edges)
     out[significant] = IMPROVING
     out[significant & settled] = IMPROVED
     return out

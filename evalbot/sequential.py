@@ -22,7 +22,7 @@ from scipy import stats as sps
 from engine.stats import Bounds
 
 EQUIVALENCE_ALPHA = 0.05  # one-sided level of each TOST half, per cell and look
-SETTLE_LEVEL = 0.95  # two-sided level of the tier interval that must fit in half a tier
+SETTLE_LEVEL = 0.90  # two-sided level of the tier interval that must lie inside one tier
 GUARD_ALPHA = 0.01  # an F test at this level says the box is noisier than its calibration
 MAX_ALPHA = 0.1  # a per-PR false-verdict level above this is no error control
 DIGITS = 6  # critical values travel in JSON: round so the replay compares equal numbers
