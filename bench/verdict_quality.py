@@ -258,32 +258,53 @@ def fixed_n(job: Job, sc: Scenario, rng: np.random.Generator,
     return n_aa or 400, n_xs or 400
 
 
-def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> str:
+@dataclass(frozen=True)
+class Figures:
+    cells: int
+    false: float
+    inconclusive: float
+    power: list[float]  # at POWER
+    tier: list[float]  # right tier at each of CENTRES
+    far: float  # two or more tiers away, the worst centre
+    below: float  # a tier at a true BELOW_S
+    pairs: float  # mean pairs per run (the longest run), A/A
+    xs_pairs: float  # ... at the XS centre
+    box_min: float  # mean box minutes per PR, A/A
+    fixed: tuple[int, int]  # fixed-n minimum: A/A, XS centre
+
+
+def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> Figures:
+    """Every figure of one row (module docstring)."""
     job = job_of(sc, policy)
     target = [c.key for c in job.cells].index(changed_cell(job))
     aa = simulate(job, sc, 0.0, sims, rng, policy)
     wrong = np.isin(aa.final, [stats.IMPROVED, stats.REGRESSED, stats.SLOWER])
     power = [float(np.mean(simulate(job, sc, e, sims // 2, rng, policy).final[:, target]
                            == stats.IMPROVED)) for e in POWER]
-    right, far = [], []
-    for i, (_, effect) in enumerate(CENTRES.items()):
+    right, far, xs_pairs = [], [], 0.0
+    for i, effect in enumerate(CENTRES.values()):
         sim = simulate(job, sc, effect, sims // 2, rng, policy)
         improved = sim.final[:, target] == stats.IMPROVED
         got = tier_index(np.expm1(sim.estimate), policy)
-        right.append(float(np.mean(improved & (got == len(TIER_ORDER) - 1 - i))))
-        far.append(float(np.mean(improved & (np.abs(got - (len(TIER_ORDER) - 1 - i)) >= 2))))
-        if i == 0:
-            xs_pairs = float(np.mean(sim.pairs.max(axis=1)))
+        want = len(TIER_ORDER) - 1 - i
+        right.append(float(np.mean(improved & (got == want))))
+        far.append(float(np.mean(improved & (np.abs(got - want) >= 2))))
+        xs_pairs = xs_pairs or float(np.mean(sim.pairs.max(axis=1)))
     below = simulate(job, sc, BELOW_S, sims // 2, rng, policy).final[:, target] == stats.IMPROVED
-    n_aa, n_xs = fixed_n(job, sc, rng, policy)
-    pairs = float(np.mean(aa.pairs.max(axis=1)))
-    return (f"{sc.name:<21}{len(job.cells):>3} | {_pct(np.mean(wrong.any(axis=1))):>6}"
-            f"{_pct(np.mean((aa.final == stats.UNDECIDED).any(axis=1))):>7}"
-            + "".join(f"{_pct(p):>7}" for p in power)
-            + " " + f"{'/'.join(f'{100 * x:.0f}' for x in right):<16}"
-            + f"{_pct(max(far)):>6}{_pct(np.mean(below)):>6}"
-            f"{pairs:>6.1f}{xs_pairs:>6.1f}{np.mean(aa.box_s) / 60:>6.1f}{n_aa:>5}{n_xs:>5}"
-            f"{pairs / n_aa:>6.2f}{xs_pairs / n_xs:>6.2f}")
+    return Figures(len(job.cells), float(np.mean(wrong.any(axis=1))),
+                   float(np.mean((aa.final == stats.UNDECIDED).any(axis=1))), power, right,
+                   max(far), float(np.mean(below)), float(np.mean(aa.pairs.max(axis=1))),
+                   xs_pairs, float(np.mean(aa.box_s)) / 60, fixed_n(job, sc, rng, policy))
+
+
+def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> str:
+    f = measure(sc, policy, sims, rng)
+    n_aa, n_xs = f.fixed
+    tiers = "/".join(f"{100 * x:.0f}" for x in f.tier)
+    return (f"{sc.name:<21}{f.cells:>3} | {_pct(f.false):>6}{_pct(f.inconclusive):>7}"
+            + "".join(f"{_pct(p):>7}" for p in f.power)
+            + f" {tiers:<16}{_pct(f.far):>6}{_pct(f.below):>6}{f.pairs:>6.1f}{f.xs_pairs:>6.1f}"
+            f"{f.box_min:>6.1f}{n_aa:>5}{n_xs:>5}{f.pairs / n_aa:>6.2f}{f.xs_pairs / n_xs:>6.2f}")
 
 
 def _pct(x: float) -> str:
