@@ -5,7 +5,8 @@ cells and runs, looks, floors (and their degrees of freedom), critical values, t
 warm-ups and box-time budget. Paired samples are drawn for many simulated PRs at once and pushed
 through the decision code the harness and the grader run (`engine.stats.decide`), look by look:
 a cell stops at its first final look, a run once all its cells are final, at its last look, or
-when the budget shared by all runs is spent (checked before each pair, as engine/speed.py does).
+when the budget shared by all runs is spent (checked before each pair, as engine/speed.py does);
+at each look the run's cells test their calibration together (engine.stats.calibration_refuted).
 
 Noise per profile (what it is measured to be):
   llamacpp     resampled processes of tests/data/fixtures/h200-aa-single-rep.json (30 llama-bench
@@ -212,8 +213,10 @@ def run_rule(r: np.ndarray, bounds: list[stats.Bounds], job: Job, run: SpeedRun,
         active = (n <= pairs_max) & (stop < 0)
         mean = csum[..., n - 1] / n
         sd = np.sqrt(np.maximum(csq[..., n - 1] - n * mean * mean, 0.0) / (n - 1))
+        refuted = (stats.calibration_refuted(sd, floors[None, :], n)[:, None] if b.pool_df
+                   else False)  # every cell of the run, decided or not, as the harness does
         code = stats.decide(mean, sd, b, floors[None, :], rule.significance, rule.tolerance,
-                            edges)
+                            edges, refuted)
         fresh = active[:, None] & ~decided
         code_at = np.where(fresh, code, code_at)
         mean_at = np.where(fresh, mean, mean_at)

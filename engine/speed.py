@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,14 +129,18 @@ class Measurement:
 
     def _look(self, run: SpeedRun, pairs: int) -> None:
         rule = self.job.rule
-        for cell in run.cells:
+        ratios = {c.key: stats.log_ratios(self.records[c.key].kept("base"),
+                                          self.records[c.key].kept("head"), c.higher_is_better)
+                  for c in run.cells}
+        floors = [rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells]
+        # every cell of the run, decided or not, tests the calibration (engine/stats.py)
+        (refuted,) = stats.refuted_per_look(list(ratios.values()), floors, [self.schedule[pairs]])
+        for cell, floor in zip(run.cells, floors, strict=True):
             rec = self.records[cell.key]
             if rec.decided:
                 continue
-            r = stats.log_ratios(rec.kept("base"), rec.kept("head"), cell.higher_is_better)
-            floor = rule.sd_floors.get(cell.key, rule.sd_floor)
-            lk = stats.look(r, self.schedule[pairs], floor, rule.significance, rule.tolerance,
-                            rule.tier_edges.get(cell.key))
+            lk = stats.look(ratios[cell.key], self.schedule[pairs], floor, rule.significance,
+                            rule.tolerance, rule.tier_edges.get(cell.key), refuted)
             rec.looks.append(lk.to_dict())
 
     def _stop(self, run: SpeedRun, why: str) -> None:
@@ -248,14 +252,40 @@ def cell_key(record: Mapping[str, Any]) -> str:
     return f"{record['model']}/{record['metric']}@{record['ctx']}"
 
 
-def replay(record: Mapping[str, Any], rule: Mapping[str, Any]) -> list[stats.Look]:
-    """Recompute a cell's looks from its recorded samples (what the grader does)."""
+def _ratios(record: Mapping[str, Any]) -> Any:
     kept = [s for s in record["samples"] if not s["dropped"]]
     base = [s["value"] for s in kept if s["side"] == "base"]
     head = [s["value"] for s in kept if s["side"] == "head"]
     n = min(len(base), len(head))
-    r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
-    floor = (rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"])
+    return stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
+
+
+def _floor(record: Mapping[str, Any], rule: Mapping[str, Any]) -> float:
+    return float((rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"]))
+
+
+def replay(record: Mapping[str, Any], rule: Mapping[str, Any],
+           refuted: Sequence[bool] = ()) -> list[stats.Look]:
+    """Recompute a cell's looks from its recorded samples; `refuted` per look comes from its
+    run (replay_all), as the harness computed it."""
     edges = (rule.get("tier_edges") or {}).get(cell_key(record))
-    return stats.sequential(r, bounds_of(rule), floor, rule["significance"], rule["tolerance"],
-                            edges)
+    return stats.sequential(_ratios(record), bounds_of(rule), _floor(record, rule),
+                            rule["significance"], rule["tolerance"], edges, refuted)
+
+
+def replay_all(records: Sequence[Mapping[str, Any]],
+               rule: Mapping[str, Any]) -> list[list[stats.Look]]:
+    """Every cell's looks, each run's cells testing the calibration together (what the grader
+    does). Cells of one run are those of one model whose samples came from the same processes."""
+    runs: dict[tuple[Any, ...], list[int]] = {}
+    for i, rec in enumerate(records):
+        seqs = tuple(s.get("seq") for s in rec["samples"] if not s["dropped"])
+        runs.setdefault((rec["model"], seqs), []).append(i)
+    schedule = bounds_of(rule)
+    out: list[list[stats.Look]] = [[] for _ in records]
+    for members in runs.values():
+        refuted = stats.refuted_per_look([_ratios(records[i]) for i in members],
+                                         [_floor(records[i], rule) for i in members], schedule)
+        for i in members:
+            out[i] = replay(records[i], rule, refuted)
+    return out

@@ -5,10 +5,11 @@ Rule, per cell, at look k with n pairs (the full text is in docs/statistics.md):
   f, v = the calibrated sd of r for this cell and its degrees of freedom (`pool_df`)
   pooled sd  P = sqrt((v f^2 + (n-1) S^2) / (v + n - 1)), with v + n - 1 degrees of freedom;
              the cell's own S (n - 1 df) instead when S^2 > G_k f^2 (G_k an F quantile: the
-             sample refutes the calibration, the box got noisier)
+             sample refutes the calibration, the box got noisier) or when all cells of the
+             run together refute it (calibration_refuted: a chi-square test over the run)
   directional half-width  h = c_k P / sqrt(n)   family- and look-corrected t quantile
   equivalence half-width  e = u_k P / sqrt(n)   per cell (TOST)
-  tier half-width         g = q_k P / sqrt(n)   95% two-sided
+  tier half-width         g = q_k P / sqrt(n)   90% two-sided
   improved   if m - h > 0, m >= ln(1 + s) and g <= half the narrowest width of m's tier and
              its neighbours (the tier is settled: the estimate's tier is then right >= 90%
              of the time for an effect at a tier's centre)
@@ -19,7 +20,7 @@ Rule, per cell, at look k with n pairs (the full text is in docs/statistics.md):
   otherwise undecided. A cell stops at its first improved/regressed/neutral/slower look; at
   its last look an improving cell is improved (its tier unsettled), an undecided one inconclusive.
 Pooling spends the calibration's degrees of freedom on the small early looks instead of paying
-for them twice (a t quantile at 2 df and a floor); the F guard keeps the coverage when the
+for them twice (a t quantile at 2 df and a floor); the guards keep the coverage when the
 calibration is stale. A rule without `pool_df` is the first rule: h = max(t S, z f) / sqrt(n).
 The bot computes every critical value; the harness and the grader only apply them.
 """
@@ -36,6 +37,7 @@ import numpy as np
 DECISIONS = ("undecided", "improved", "regressed", "neutral", "improving", "slower")
 UNDECIDED, IMPROVED, REGRESSED, NEUTRAL, IMPROVING, SLOWER = range(6)
 FINAL = ("improved", "regressed", "neutral", "slower")  # a look with one of these stops the cell
+JOINT_GUARD_Z = 2.326348  # normal quantile of 0.99: the run-wide test of the calibration
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,40 @@ def log_ratios(
     return r if higher_is_better else -r
 
 
+def calibration_refuted(sd: np.ndarray, sd_floor: np.ndarray, n: int) -> np.ndarray:
+    """Do all cells of a run together say the box is noisier than its calibration?
+
+    sd, sd_floor: the run's cells on the last axis. Under the calibration sum (n-1) S^2 / f^2
+    is chi-square with cells x (n-1) degrees of freedom; its 99% quantile by Wilson-Hilferty
+    (arithmetic only: the harness has no scipy). One cell's F guard has little power at a few
+    pairs; a whole run's cells have enough, so a stale floor cannot narrow early intervals.
+    """
+    sd, floor = np.asarray(sd, dtype=float), np.asarray(sd_floor, dtype=float)
+    k = sd.shape[-1] * (n - 1)
+    q = np.sum((n - 1) * sd * sd / np.maximum(floor * floor, 1e-300), axis=-1)
+    c = 2 / (9 * k)
+    return np.asarray(q > k * (1 - c + JOINT_GUARD_Z * math.sqrt(c)) ** 3)
+
+
+def refuted_per_look(ratios: Sequence[np.ndarray], floors: Sequence[float],
+                     schedule: Sequence[Bounds]) -> list[bool]:
+    """calibration_refuted at each look for one run's cells (all False for the first rule)."""
+    out = []
+    for b in schedule:
+        if b.pool_df <= 0 or not ratios or any(r.size < b.pairs for r in ratios):
+            out.append(False)
+            continue
+        sds = np.array([np.std(r[: b.pairs], ddof=1) for r in ratios])
+        out.append(bool(calibration_refuted(sds, np.asarray(floors, dtype=float), b.pairs)))
+    return out
+
+
 def half_widths(
-    sd: np.ndarray, n: np.ndarray | int, bounds: Bounds, sd_floor: np.ndarray | float
+    sd: np.ndarray, n: np.ndarray | int, bounds: Bounds, sd_floor: np.ndarray | float,
+    refuted: np.ndarray | bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(directional, equivalence, tier) half-widths of the interval on the mean log-ratio."""
+    """(directional, equivalence, tier) half-widths of the interval on the mean log-ratio;
+    `refuted`: the run's cells refuted the calibration (calibration_refuted)."""
     root = np.sqrt(n)
     sd, floor = np.asarray(sd, dtype=float), np.asarray(sd_floor, dtype=float)
     b = bounds
@@ -94,7 +126,7 @@ def half_widths(
         equivalence = np.maximum(b.equivalence * sd, b.equivalence_floor * floor) / root
         return directional, equivalence, np.zeros(np.broadcast(directional, sd).shape)
     df = b.pairs - 1
-    own = (floor <= 0) | (sd * sd > b.guard * floor * floor)
+    own = (floor <= 0) | (sd * sd > b.guard * floor * floor) | np.asarray(refuted)
     pooled = np.sqrt((b.pool_df * floor * floor + df * sd * sd) / (b.pool_df + df))
     used = np.where(own, sd, pooled)
     return (np.where(own, b.directional, b.directional_floor) * used / root,
@@ -127,12 +159,13 @@ def decide(
     significance: float,
     tolerance: float,
     edges: np.ndarray | None = None,
+    refuted: np.ndarray | bool = False,
 ) -> np.ndarray:
     """Decision codes for any array of cells at one look (vectorised; the simulator uses it).
 
     `edges` are the tier thresholds of each cell in log-ratio space (None: no tier test).
     """
-    h, e, g = half_widths(sd, bounds.pairs, bounds, sd_floor)
+    h, e, g = half_widths(sd, bounds.pairs, bounds, sd_floor, refuted)
     up, down = math.log1p(significance), math.log1p(-tolerance)
     out = np.full(np.shape(mean), UNDECIDED, dtype=np.int8)
     neutral = (mean - e > down) & (mean + e < up)
@@ -148,7 +181,7 @@ def decide(
 
 def look(
     ratios: np.ndarray, bounds: Bounds, sd_floor: float, significance: float, tolerance: float,
-    edges: Sequence[float] | None = None,
+    edges: Sequence[float] | None = None, refuted: bool = False,
 ) -> Look:
     """Apply the rule once to the first `bounds.pairs` pairs."""
     n = bounds.pairs
@@ -158,8 +191,9 @@ def look(
     m = float(np.mean(r))
     sd = float(np.std(r, ddof=1)) if n > 1 else math.inf
     tiers = np.asarray(edges, dtype=float) if edges else None
-    code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance, tiers)
-    h, e, _ = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor))
+    code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance, tiers,
+                  refuted)
+    h, e, _ = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor, refuted))
     return Look(n, math.expm1(m), _expm1(m - h), _expm1(m + h), _expm1(m - e), _expm1(m + e),
                 sd, DECISIONS[int(code)])
 
@@ -175,13 +209,16 @@ def sequential(
     significance: float,
     tolerance: float,
     edges: Sequence[float] | None = None,
+    refuted: Sequence[bool] = (),
 ) -> list[Look]:
-    """Replay the looks over pairs in measured order; stop at the first decided look."""
+    """Replay the looks over pairs in measured order; stop at the first decided look.
+    `refuted[k]`: the run refuted the calibration at look k (none given: it did not)."""
     out: list[Look] = []
-    for bounds in schedule:
+    for k, bounds in enumerate(schedule):
         if bounds.pairs > ratios.size:
             break
-        current = look(ratios, bounds, sd_floor, significance, tolerance, edges)
+        current = look(ratios, bounds, sd_floor, significance, tolerance, edges,
+                       bool(refuted[k]) if k < len(refuted) else False)
         out.append(current)
         if current.decision in FINAL:
             break

@@ -34,7 +34,12 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     _check_rule(results, policy)
     roles = {m["name"]: m.get("role", "primary") for m in results["models"]}
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
-    cells = [_cell(c, results["rule"], roles, policy) for c in results["cells"]]
+    try:  # the cells of one run test the calibration together (engine.speed.replay_all)
+        replayed = speed.replay_all(results["cells"], results["rule"])
+    except ValueError as exc:
+        raise ResultsError(f"results: {exc}") from exc
+    cells = [_cell(c, looks, results["rule"], roles, policy)
+             for c, looks in zip(results["cells"], replayed, strict=True)]
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,
@@ -110,15 +115,11 @@ def _check_rule(results: dict[str, Any], policy: Policy) -> None:
             raise ResultsError(f"results: recorded rule.{key} does not match the stopping rule")
 
 
-def _cell(record: dict[str, Any], rule: dict[str, Any], roles: dict[str, str],
-          policy: Policy) -> dict[str, Any]:
+def _cell(record: dict[str, Any], looks: list[stats.Look], rule: dict[str, Any],
+          roles: dict[str, str], policy: Policy) -> dict[str, Any]:
     key = speed.cell_key(record)
     if record["model"] not in roles:
         raise ResultsError(f"{key}: model {record['model']!r} is not among the results' models")
-    try:
-        looks = speed.replay(record, rule)
-    except ValueError as exc:
-        raise ResultsError(f"{key}: {exc}") from exc
     recorded = [lk["decision"] for lk in record["looks"]]
     if recorded != [lk.decision for lk in looks]:
         raise ResultsError(f"{key}: recorded looks {recorded} disagree with the replay "

@@ -153,7 +153,9 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
             "equivalence_alpha": eq_alpha, "family": family,
             "budget_s": float(e_rule["budget_s"]) + float(l_rule["budget_s"])}
     later_cells = {speed.cell_key(c): c for c in later["cells"]}
-    cells = [_pool_cell(c, later_cells[speed.cell_key(c)], rule) for c in earlier["cells"]]
+    cells = [_pool_cell(c, later_cells[speed.cell_key(c)]) for c in earlier["cells"]]
+    for cell, looks in zip(cells, speed.replay_all(cells, rule), strict=True):
+        cell["looks"] = [lk.to_dict() for lk in looks]
     doc = copy.deepcopy(later)
     doc.update(rule=rule, cells=cells,
                pooled_from=[earlier["job_id"], later["job_id"]],
@@ -161,14 +163,12 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _pool_cell(first: dict[str, Any], second: dict[str, Any],
-               rule: dict[str, Any]) -> dict[str, Any]:
+def _pool_cell(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     offset = max((s["pair"] for s in first["samples"]), default=-1) + 1
     seq = max((s.get("seq", 0) for s in first["samples"]), default=-1) + 1
     moved = [{**s, "pair": s["pair"] + offset, "seq": s.get("seq", 0) + seq}
              for s in second["samples"]]
     cell = {**copy.deepcopy(second), "samples": copy.deepcopy(first["samples"]) + moved}
-    cell["looks"] = [lk.to_dict() for lk in speed.replay(cell, rule)]
     cell["stopped"] = f"pooled two runs: {first.get('stopped', '')} / {second.get('stopped', '')}"
     return cell
 
