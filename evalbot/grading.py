@@ -19,7 +19,7 @@ from engine import speed, stats
 from evalbot import compat, correctness_policy
 from evalbot.errors import ResultsError
 from evalbot.policy import TIER_ORDER, Policy
-from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
+from evalbot.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, schedule
 
 VERDICT_SCHEMA = "evalbot.verdict/1"
 RANK = {**{t: len(TIER_ORDER) - i for i, t in enumerate(TIER_ORDER)}, "none": 0}
@@ -31,7 +31,7 @@ def ctx_name(ctx: int) -> str:
 
 def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     """Turn a validated results document into a verdict under `policy`."""
-    _check_rule(results, policy)
+    _check_rule(results)
     roles = {m["name"]: m.get("role", "primary") for m in results["models"]}
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
     try:  # the cells of one run test the calibration together (engine.speed.replay_all)
@@ -72,9 +72,9 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     return verdict
 
 
-def _check_rule(results: dict[str, Any], policy: Policy) -> None:
-    """The recorded rule must be the policy's: its alpha, and the critical values the policy
-    arithmetic gives for this family, one per look."""
+def _check_rule(results: dict[str, Any]) -> None:
+    """The recorded rule must control its errors (0 < alpha <= MAX_ALPHA) and carry the critical
+    values the policy arithmetic gives for its alpha and family, one per look."""
     rule = results["rule"]
     looks = list(rule["looks"])
     for key in ("critical", "critical_floor", "equivalence", "equivalence_floor", "settle",
@@ -88,9 +88,9 @@ def _check_rule(results: dict[str, Any], policy: Policy) -> None:
         raise ResultsError(f"results: an sd floor of the rule is not a positive noise ({floors})")
     if not results["cells"] or rule.get("alpha") is None:
         return  # a hand-written rule without alpha: nothing to recompute it from
-    if abs(rule["alpha"] - policy.alpha) > 1e-12:
-        raise ResultsError(f"results: the rule's alpha {rule['alpha']} is not the policy's "
-                           f"{policy.alpha}")
+    if not 0 < rule["alpha"] <= MAX_ALPHA:
+        raise ResultsError(f"results: the rule's alpha {rule['alpha']} controls no error "
+                           f"(at most {MAX_ALPHA})")
     family = rule.get("family") or len(results["cells"])
     if family < len(results["cells"]):
         raise ResultsError(f"results: the rule's family of {family} cells is smaller than the "

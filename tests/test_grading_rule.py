@@ -39,11 +39,14 @@ def test_a_cell_without_looks_for_another_reason_is_still_an_infra_error() -> No
     assert grade(doc, DEFAULT)["kind"] == "infra-error"
 
 
-@pytest.mark.parametrize("alpha", [0.5, 0.05])
-def test_a_rule_with_another_alpha_than_the_policy_is_refused(alpha: float) -> None:
+@pytest.mark.parametrize("recompute", [False, True])
+def test_a_rule_whose_alpha_controls_nothing_is_refused(recompute: bool) -> None:
     doc = results(Doc([C("q35", "decode", 128, 1.10)]))
-    doc["rule"]["alpha"] = alpha  # critical values left as they were, or recomputed: refused
-    with pytest.raises(ResultsError, match="alpha"):
+    doc["rule"]["alpha"] = 0.5
+    if recompute:  # critical values that match alpha 0.5 do not make it a rule
+        doc["rule"] = {k: v for k, v in doc["rule"].items()
+                       if k not in ("critical_floor", "equivalence", "equivalence_floor")}
+    with pytest.raises(ResultsError, match="controls no error"):
         grade(doc, DEFAULT)
 
 

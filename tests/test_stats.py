@@ -198,3 +198,17 @@ def test_schedule_refuses_rules_that_control_nothing(looks: list[int], alpha: fl
                                                      pool_df: int) -> None:
     with pytest.raises(ValueError):
         schedule(looks, 3, alpha, pool_df=pool_df)
+
+
+def test_a_runs_cells_together_refute_a_stale_calibration() -> None:
+    rng = np.random.default_rng(11)
+    floors = np.full(8, 0.0035)
+    steady = 0.0035 * rng.standard_normal((8, 2))  # two pairs: one cell's F test is blind
+    stale = 4 * steady
+    sd = lambda r: r.std(axis=-1, ddof=1)  # noqa: E731
+    assert not bool(stats.calibration_refuted(sd(steady), floors, 2))
+    assert bool(stats.calibration_refuted(sd(stale), floors, 2))
+    sched = schedule([2, 4], family=8, alpha=0.01, pool_df=9)
+    assert stats.refuted_per_look(list(np.tile(stale, 2)), list(floors), sched) == \
+        [True, True]
+    assert stats.refuted_per_look([], [], sched) == [False, False]
