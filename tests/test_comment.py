@@ -25,12 +25,12 @@ def test_eighteen_cells_two_models_read_as_tables() -> None:
     verdict = grade(doc, DEFAULT)
     text = render_comment(verdict, results=doc)
     assert len(verdict["cells"]) == 18 and len(text) <= COMMENT_LIMIT
-    assert verdict["headline"] == "eval:S"  # +6.0% whose interval's lower bound is in S
-    assert text.splitlines()[1].startswith("## ✅ evalbot: **eval:S**")
+    assert verdict["headline"] == "eval:M"  # +6.0%: M by its estimate (its lower bound is in S)
+    assert text.splitlines()[1].startswith("## ✅ evalbot: **eval:M**")
     assert "decode at 32k: +6.0%" in text.splitlines()[3]
     rows = re.findall(r"^\| (decode|prefill) \| (\w+) \|", text, flags=re.M)
     assert len(rows) == 18
-    assert "### qwen35 (primary) · `eval-qwen35:S`" in text
+    assert "### qwen35 (primary) · `eval-qwen35:M`" in text
     assert "### qwen36 (primary) · `eval-qwen36:none`" in text
     assert "| prefill | 128k |" in text  # contexts named as people write them
     for section in ("Noise floor", "GPU and box", "Samples", "Reproduce"):
