@@ -1,238 +1,357 @@
-"""How often do speed verdicts lie, and what do they cost? A vectorised simulator of the real rule.
+"""How often do speed verdicts lie, and what do they cost? Each shipped profile's exact job, simulated.
 
-It draws paired samples for many simulated PRs at once and runs the decision code the harness
-and the grader run (engine.stats.decide with the critical values of evalbot.sequential.schedule),
-look by look, stopping each cell at its first decided look and each run (one process = one
-sample of each of its cells) once all its cells are decided, as engine/speed.py does.
+The job is what `evalbot.jobspec.make_job` builds for the profile under the `default` policy: its
+cells and runs, looks, floors (and their degrees of freedom), critical values, tier edges,
+warm-ups and box-time budget. Paired samples are drawn for many simulated PRs at once and pushed
+through the decision code the harness and the grader run (`engine.stats.decide`), look by look:
+a cell stops at its first final look, a run once all its cells are final, at its last look, or
+when the budget shared by all runs is spent (checked before each pair, as engine/speed.py does);
+at each look the run's cells test their calibration together (engine.stats.calibration_refuted).
 
-Noise sources:
-  synthetic  per-run noise sigma (0.5%, 1%, 2%), normal or heavy-tailed (t with 3 degrees of
-             freedom, scaled to the same sd); cells of one process share half their variance
-             (correlation 0.5); a slow random-walk drift of the box (step 0.1 sigma per process)
-             is shared by everything measured after it.
-  h200       resampling the 30 measured llama-bench processes of
-             tests/data/fixtures/h200-aa-single-rep.json (6 cells each: prefill and decode at
-             depths 0, 4k, 16k); one process draws one whole measured run, so the measured
-             correlation between cells of one process is kept. Runs of 9 cells take 6 cells from
-             one measured run and the 3 decode cells again from another.
-The sd floor of each cell is what `evalbot calibrate` would store: sqrt(2) x the per-run sd.
+Noise per profile (what it is measured to be):
+  llamacpp     resampled processes of tests/data/fixtures/h200-aa-single-rep.json (30 llama-bench
+               processes on an H200, all six tests of a process drawn together); "+slow first":
+               in a third of the processes the first test after the model load runs 10% slow
+               (docs/gpu-e2e.md), which hits a scored cell only when the profile scores the
+               process's first test (its parse `discard_first`); the last row drops the
+               profile's throw-away tests to show what they buy.
+  generic      the llamacpp job at 1% and 2% per sample (normal), with the floors a 12-pair
+               `evalbot calibrate` would store (sqrt(2) x sigma, 11 degrees of freedom).
+  sparkinfer   0.05% and 0.25% per sample (its rounds on the H200), normal; "1% (stale)": four
+               times the noise its floor says, to show the F guard at work (no bar there).
+  demo         3% per pair (its calibrated floor), normal; its s = t = 30% by design, so the
+               power and tier columns (effects of a few percent) do not apply to it.
+Synthetic noise: cells of one process share half their variance; a slow random walk of the box
+(0.1 sigma per process) is shared by everything measured after it.
 
-Figures per PR: false = any cell improved or regressed in an A/A; inconc = any cell
-inconclusive in an A/A; power = the changed decode cell is improved, for +2/+3/+5%; pairs =
-mean pairs per run in an A/A (process pairs; 18 cells are two runs of 9). The single-sample
-2%-gate rule (the existing bot) is printed beside: one sample per side, flagged when |gain| > 2%.
+Figures per PR: false = any cell improved, regressed or slower in an A/A; inconc = any cell
+inconclusive in an A/A; pow+x = the changed cell (the profile's noisiest primary decode cell) is
+improved at a true +x%; tier = the changed cell gets the tier of a true effect at each tier's
+centre (XS 2.75%, S 4.75%, M 8%, L 14%, XL 22%): the lowest of the five, and the largest share two
+or more tiers away; <s = a tier for a true +1% (below the significance threshold); pairs = mean
+pairs per run in the A/A (and at the XS centre); box = mean box minutes per PR of the A/A
+(without builds and scoring), at the per-process pace below, and at the profile's power target
+(@tgt: +5% llamacpp, +3% sparkinfer); fix = the fixed-n minimum: the fewest pairs a single look
+with a known sd needs for the same error rates (A/A: every cell neutral 95% of the time; @XS: an
+effect at the XS centre improved at XS 90% of the time); ratio = mean pairs / fixed-n, A/A and
+@XS.
 
-Usage: python bench/verdict_quality.py [--sims 10000] [--looks 4,8,12,16,24] [--alpha 0.01]
+Usage: python bench/verdict_quality.py [--sims 4000] [--seed N] [--profile NAME]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from scipy import stats as sps
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from engine import stats  # noqa: E402
-from evalbot.sequential import schedule  # noqa: E402
+from engine.job import Job, SpeedRun  # noqa: E402
+from evalbot.config import BoxConfig  # noqa: E402
+from evalbot.jobspec import make_job  # noqa: E402
+from evalbot.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
+from evalbot.profile import load_profile  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "fixtures" / "h200-aa-single-rep.json"
-RUN_CELLS = 9  # cells per process (one run); 18 cells are two runs
-CELL_CORR = 0.5
-DRIFT_STEP = 0.1
-EFFECTS = (0.02, 0.03, 0.05)
-H200_COLUMNS = (0, 1, 2, 3, 4, 5, 1, 3, 5)  # fixture column of each cell of a 9-cell run
-H200_BLOCK = (0, 0, 0, 0, 0, 0, 1, 1, 1)  # which independently drawn measured run feeds it
-EFFECT_CELL = {"synthetic": 0, "h200": 5}  # the changed cell: a decode cell (h200: decode@16k)
+SHA = "0" * 40
+CELL_CORR, DRIFT_STEP = 0.5, 0.1
+POWER = (0.02, 0.03, 0.05)
+CENTRES = {"XS": 0.0275, "S": 0.0475, "M": 0.08, "L": 0.14, "XL": 0.22}
+BELOW_S = 0.01
+# Seconds per engine process (one sample of every cell of a run). llamacpp: 6.5 s per process
+# in the GPU run (docs/gpu-e2e.md) plus ~1.5 s for the throw-away depth-0 tests. sparkinfer:
+# estimated from the H200 sweep fixture's rates (sequential KV fills of every context, ~5 s
+# load): Qwythos-9B ~63 s, Qwen3.6-35B-A3B ~30 s. demo: ~2 s on the dev machine.
+PACE_S = {"qwen3-0p6b-synth": 8.0, "qwythos-9b": 63.0, "qwen3.6-35b-a3b": 30.0, "tiny": 2.0}
 
-# draws(rng, sims, pairs) -> (base, head) log rates of one run, shape (sims, RUN_CELLS, pairs)
-Draws = Callable[[np.random.Generator, int, int], tuple[np.ndarray, np.ndarray]]
+# noise(rng, sims, procs, run index, run) -> log-rate deviations (sims, cells of run, procs)
+Noise = Callable[[np.random.Generator, int, int, int, SpeedRun], np.ndarray]
 
 
 @dataclass(frozen=True)
-class Noise:
+class Scenario:
     name: str
-    draws: Draws
-    floor: np.ndarray  # per cell of a run: the calibrated sd of the per-pair log-ratio
-    effect_cell: int
+    profile: str
+    noise: Noise
+    calibrated_sd: float = 0.0  # > 0: floors a calibration at this per-pair sd would store
+    strip_throwaway: bool = False  # score the process's first tests (no throw-away)
+    target: float = 0.05  # the effect power must reach 95% at
 
 
-def synthetic(sigma: float, heavy: bool) -> Noise:
-    def unit(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        if heavy:
-            return rng.standard_t(3, size=shape) / math.sqrt(3.0)
-        return rng.standard_normal(shape)
-
-    def draws(rng: np.random.Generator, sims: int, pairs: int) -> tuple[np.ndarray, np.ndarray]:
-        procs = 2 * pairs
-        shared = unit(rng, (sims, 1, procs))
-        own = unit(rng, (sims, RUN_CELLS, procs))
+def normal(sigma: float) -> Noise:
+    def draw(rng: np.random.Generator, sims: int, procs: int, _: int, run: SpeedRun) -> np.ndarray:
+        cells = len(run.cells)
+        shared = rng.standard_normal((sims, 1, procs))
+        own = rng.standard_normal((sims, cells, procs))
         x = sigma * (math.sqrt(CELL_CORR) * shared + math.sqrt(1 - CELL_CORR) * own)
-        x += np.cumsum(DRIFT_STEP * sigma * rng.standard_normal((sims, 1, procs)), axis=2)
-        return _abba(x)
-
-    name = f"{'t3' if heavy else 'normal'} {100 * sigma:.1f}%"
-    return Noise(name, draws, np.full(RUN_CELLS, math.sqrt(2) * sigma), EFFECT_CELL["synthetic"])
+        return x + np.cumsum(DRIFT_STEP * sigma * rng.standard_normal((sims, 1, procs)), axis=2)
+    return draw
 
 
-def _abba(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Processes in time order -> (base, head) per pair; base first in even pairs."""
-    first, second = x[..., 0::2], x[..., 1::2]
-    even = (np.arange(first.shape[-1]) % 2 == 0)
-    return np.where(even, first, second), np.where(even, second, first)
-
-
-def h200() -> tuple[Noise, float]:
-    """The measured runs as a noise source, and the mean seconds per llama-bench process."""
+def fixture(slow_first: bool) -> Noise:
+    """Whole measured processes; a cell maps to its (prompt or generation, depth) test."""
     doc = json.loads(FIXTURE.read_text())
-    logs = np.log([[e["avg_ts"] for e in run] for run in doc["runs"]])
+    runs = doc["runs"]
+    tests = [(e["n_gen"] > 0, e["n_depth"]) for e in runs[0]]  # the process's test order
+    logs = np.log([[e["avg_ts"] for e in run] for run in runs])
     logs -= logs.mean(axis=0)
-    cols, blocks = np.array(H200_COLUMNS), np.array(H200_BLOCK)
 
-    def draws(rng: np.random.Generator, sims: int, pairs: int) -> tuple[np.ndarray, np.ndarray]:
-        pick = rng.integers(0, logs.shape[0], size=(sims, 2, 2 * pairs))  # (sim, block, proc)
-        x = logs[pick[:, blocks, :], cols[None, :, None]]
-        return _abba(x)
-
-    floor = math.sqrt(2) * logs.std(axis=0, ddof=1)[cols]
-    starts = [dt.datetime.fromisoformat(r[0]["test_time"].replace("Z", "+00:00"))
-              for r in doc["runs"]]
-    per_process = (starts[-1] - starts[0]).total_seconds() / (len(starts) - 1)
-    return Noise("H200 resampled", draws, floor, EFFECT_CELL["h200"]), per_process
-
-
-@dataclass(frozen=True)
-class Outcome:
-    false: float
-    inconclusive: float
-    pairs: float  # mean pairs per run
-    improved: float  # the changed cell improved (power), for effect runs
+    def draw(rng: np.random.Generator, sims: int, procs: int, _: int, run: SpeedRun) -> np.ndarray:
+        cols = [tests.index((c.metric == "decode", c.ctx)) for c in run.cells]
+        x = logs[rng.integers(0, len(runs), size=(sims, procs))][..., cols]  # (sims, procs, C)
+        x = np.moveaxis(x, 2, 1).copy()
+        if slow_first and not run.parse.get("discard_first"):
+            first = [i for i, col in enumerate(cols) if col == 0]
+            slow = rng.random((sims, 1, procs)) < 1 / 3
+            x[:, first, :] += np.where(slow, math.log(0.9), 0.0)
+        return x
+    return draw
 
 
-def simulate(noise: Noise, cells: int, effect: float, looks: list[int], alpha: float,
-             sims: int, rng: np.random.Generator, s: float = 0.02, t: float = 0.02) -> Outcome:
-    """Run the rule over `sims` PRs of `cells` cells (runs of RUN_CELLS) with one changed cell."""
-    bounds = schedule(looks, cells, alpha)
-    runs = math.ceil(cells / RUN_CELLS)
-    finals, used = [], []
-    for run in range(runs):
-        base, head = noise.draws(rng, sims, looks[-1])
-        r = head - base
-        if run == 0 and effect:
-            r[:, noise.effect_cell, :] += math.log1p(effect)
-        final, pairs = _run_rule(r, bounds, noise.floor, s, t)
+def scenarios() -> list[Scenario]:
+    return [
+        Scenario("H200 fixture", "llamacpp", fixture(False)),
+        Scenario("H200 +slow first", "llamacpp", fixture(True)),
+        Scenario("H200 +slow, no throw", "llamacpp", fixture(True), strip_throwaway=True),
+        Scenario("generic 1%", "llamacpp", normal(0.01), calibrated_sd=math.sqrt(2) * 0.01),
+        Scenario("generic 2%", "llamacpp", normal(0.02), calibrated_sd=math.sqrt(2) * 0.02),
+        Scenario("spark 0.05%", "sparkinfer", normal(0.0005), target=0.03),
+        Scenario("spark 0.25%", "sparkinfer", normal(0.0025), target=0.03),
+        Scenario("spark 1% (stale)", "sparkinfer", normal(0.01), target=0.03),
+        Scenario("demo 3% pair", "demo", normal(0.03 / math.sqrt(2)), target=0.5),
+    ]
+
+
+def job_of(sc: Scenario, policy: Policy) -> Job:
+    profile = load_profile(sc.profile)
+    box = BoxConfig(name="sim", kind="local", workdir="/sim", repo="/sim", trusted=True)
+    floors = ({f"{r.model}/{c.metric}@{c.ctx}": sc.calibrated_sd
+               for r in profile.runs for c in r.cells} if sc.calibrated_sd else None)
+    job = make_job(profile, policy, box, SHA, SHA, seed=1, sd_floors=floors, floor_df=11)
+    if sc.strip_throwaway:
+        job = replace(job, runs=[replace(r, parse={**r.parse, "discard_first": 0})
+                                 for r in job.runs])
+    return job
+
+
+def changed_cell(job: Job) -> str:
+    """The noisiest primary decode cell: where the power and tier figures are measured."""
+    roles = {m.name: m.role for m in job.models}
+    decode = [c.key for c in job.cells if c.metric == "decode" and roles[c.model] == "primary"]
+    return max(decode, key=lambda k: job.rule.sd_floors.get(k, job.rule.sd_floor))
+
+
+@dataclass
+class Sim:
+    final: np.ndarray  # (sims, cells) final codes over the whole job
+    estimate: np.ndarray  # (sims,) the changed cell's estimate (log-ratio) at its last look
+    pairs: np.ndarray  # (sims, runs) pairs each run measured
+    box_s: np.ndarray  # (sims,) box seconds
+
+
+def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Generator,
+             policy: Policy) -> Sim:
+    rule, target = job.rule, changed_cell(job)
+    bounds = [stats.Bounds(n, c, cf, e, ef, q, qf, g, rule.pool_df) for n, c, cf, e, ef, q, qf, g
+              in zip(rule.looks, rule.critical, rule.critical_floor, rule.equivalence,
+                     rule.equivalence_floor, rule.settle or [0.0] * len(rule.looks),
+                     rule.settle_floor or [0.0] * len(rule.looks),
+                     rule.guard or [0.0] * len(rule.looks), strict=True)]
+    last = rule.looks[-1]
+    elapsed = np.zeros(sims)
+    finals, used, estimate = [], [], np.zeros(sims)
+    for index, run in enumerate(job.runs):
+        pace = PACE_S[run.model]
+        x = sc.noise(rng, sims, 2 * last, index, run)
+        first, second = x[..., 0::2], x[..., 1::2]
+        even = np.arange(last) % 2 == 0  # ABBA: base first in even pairs
+        r = np.where(even, second, first) - np.where(even, first, second)
+        keys = [c.key for c in run.cells]
+        if target in keys and effect:
+            r[:, keys.index(target), :] += math.log1p(effect)
+        room = (rule.budget_s - elapsed - 2 * rule.warmup * pace) / (2 * pace)
+        pairs_max = np.clip(np.floor(room) + 1, 0, last).astype(int)
+        final, n_used, mean_at = run_rule(r, bounds, job, run, pairs_max)
+        if target in keys:
+            estimate = mean_at[:, keys.index(target)]
+        elapsed += (2 * rule.warmup + 2 * n_used) * pace
         finals.append(final)
-        used.append(pairs)
-    final = np.concatenate(finals, axis=1)[:, :cells]
-    wrong = (final == stats.IMPROVED) | (final == stats.REGRESSED)
-    return Outcome(
-        false=float(np.mean(wrong.any(axis=1))),
-        inconclusive=float(np.mean((final == stats.UNDECIDED).any(axis=1))),
-        pairs=float(np.mean(np.stack(used))),
-        improved=float(np.mean(final[:, noise.effect_cell] == stats.IMPROVED)),
-    )
+        used.append(n_used)
+    return Sim(np.concatenate(finals, axis=1), estimate, np.stack(used, axis=1), elapsed)
 
 
-def _run_rule(r: np.ndarray, bounds: list[stats.Bounds], floor: np.ndarray, s: float,
-              t: float) -> tuple[np.ndarray, np.ndarray]:
-    """Final decision code per (sim, cell) and pairs the run used per sim."""
+def run_rule(r: np.ndarray, bounds: list[stats.Bounds], job: Job, run: SpeedRun,
+             pairs_max: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Final code per (sim, cell), pairs the run used, each cell's mean at its last look."""
+    rule = job.rule
+    sims, cells, _ = r.shape
+    floors = np.array([rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells])
+    edge_rows = [rule.tier_edges.get(c.key) for c in run.cells]
+    edges = None
+    if all(edge_rows):
+        edges = np.array(edge_rows)
+    elif any(edge_rows):  # mixed roles: a cell without tiers settles at once
+        edges = np.array([e or [-1e9, 1e9] for e in edge_rows])
     csum, csq = np.cumsum(r, axis=2), np.cumsum(r * r, axis=2)
-    final = np.full(r.shape[:2], stats.UNDECIDED, dtype=np.int8)
-    pairs = np.full(r.shape[0], bounds[-1].pairs)
-    running = np.ones(r.shape[0], dtype=bool)
+    code_at = np.full((sims, cells), stats.UNDECIDED, dtype=np.int8)
+    mean_at = np.zeros((sims, cells))
+    decided = np.zeros((sims, cells), dtype=bool)
+    stop = np.full(sims, -1)
+    final_codes = [stats.DECISIONS.index(d) for d in stats.FINAL]
     for b in bounds:
         n = b.pairs
+        active = (n <= pairs_max) & (stop < 0)
         mean = csum[..., n - 1] / n
         sd = np.sqrt(np.maximum(csq[..., n - 1] - n * mean * mean, 0.0) / (n - 1))
-        code = stats.decide(mean, sd, b, floor[None, :], s, t)
-        fresh = final == stats.UNDECIDED
-        final = np.where(fresh, code, final)
-        done = running & (final != stats.UNDECIDED).all(axis=1)
-        pairs[done] = n
-        running &= ~done
-    return final, pairs
+        refuted = (stats.calibration_refuted(sd, floors[None, :], n)[:, None] if b.pool_df
+                   else False)  # every cell of the run, decided or not, as the harness does
+        code = stats.decide(mean, sd, b, floors[None, :], rule.significance, rule.tolerance,
+                            edges, refuted)
+        fresh = active[:, None] & ~decided
+        code_at = np.where(fresh, code, code_at)
+        mean_at = np.where(fresh, mean, mean_at)
+        decided |= fresh & np.isin(code, final_codes)
+        stop[active & decided.all(axis=1)] = n
+    n_used = np.where(stop >= 0, stop, np.minimum(pairs_max, bounds[-1].pairs))
+    return stats.final_codes(code_at), n_used, mean_at
 
 
-def single_sample(noise: Noise, cells: int, effect: float, sims: int,
-                  rng: np.random.Generator) -> Outcome:
-    """The existing bot: one sample per side per cell, a fixed +-2% gate."""
-    gains = []
-    for run in range(math.ceil(cells / RUN_CELLS)):
-        base, head = noise.draws(rng, sims, 1)
-        r = (head - base)[..., 0]
-        if run == 0 and effect:
-            r[:, noise.effect_cell] += math.log1p(effect)
-        gains.append(np.expm1(r))
-    g = np.concatenate(gains, axis=1)[:, :cells]
-    return Outcome(false=float(np.mean((np.abs(g) > 0.02).any(axis=1))), inconclusive=0.0,
-                   pairs=1.0, improved=float(np.mean(g[:, noise.effect_cell] > 0.02)))
+def tier_index(gain: np.ndarray, policy: Policy) -> np.ndarray:
+    """0 = XL ... 4 = XS, as grading tiers an improved decode cell by its estimate."""
+    out = np.full(gain.shape, len(TIER_ORDER) - 1)
+    for i in reversed(range(len(TIER_ORDER))):
+        out[gain >= policy.tiers[TIER_ORDER[i]]] = i
+    return out
 
 
-def table(noises: list[Noise], looks: list[int], alpha: float, sims: int, seed: int,
-          per_process_s: float) -> list[str]:
-    rng = np.random.default_rng(seed)
-    head = (f"{'noise':<16}{'cells':>6} | {'false':>6}{'inconc':>7}{'pow+2':>7}{'pow+3':>7}"
-            f"{'pow+5':>7}{'pairs':>7}{'box min':>8} | {'1-sample: false':>15}{'pow+3':>7}")
-    lines = [head, "-" * len(head)]
-    for noise in noises:
-        for cells in (9, 18):
-            aa = simulate(noise, cells, 0.0, looks, alpha, sims, rng)
-            power = [simulate(noise, cells, e, looks, alpha, sims // 2, rng).improved
-                     for e in EFFECTS]
-            one = single_sample(noise, cells, 0.0, sims, rng)
-            one3 = single_sample(noise, cells, 0.03, sims, rng)
-            runs = math.ceil(cells / RUN_CELLS)
-            minutes = (aa.pairs * runs * 2 * per_process_s / 60) if noise.name.startswith("H200") \
-                else float("nan")
-            lines.append(
-                f"{noise.name:<16}{cells:>6} | {_pct(aa.false):>6}{_pct(aa.inconclusive):>7}"
-                + "".join(f"{_pct(p):>7}" for p in power)
-                + f"{aa.pairs:>7.1f}{_num(minutes):>8} | {_pct(one.false):>15}"
-                f"{_pct(one3.improved):>7}")
-    return lines
+def fixed_n(job: Job, sc: Scenario, rng: np.random.Generator,
+            policy: Policy) -> tuple[int, int]:
+    """Fewest pairs of one look with a known sd for the same error rates: (A/A: every cell
+    neutral 95% with the false rate at alpha; XS centre: improved at the XS tier 90%)."""
+    sds = {}
+    for index, run in enumerate(job.runs):
+        x = sc.noise(rng, 4000, 2, index, run)
+        for i, c in enumerate(run.cells):
+            sds[c.key] = float(np.std(x[:, i, 1] - x[:, i, 0]))
+    sd = sds[changed_cell(job)]
+    up, hi_xs = math.log1p(job.rule.significance), math.log1p(policy.tiers["S"])
+    z_alpha, z_eq = sps.norm.isf(policy.alpha / (2 * job.rule.family)), sps.norm.isf(0.05)
+    centre = math.log1p(max(CENTRES["XS"], job.rule.significance * 1.375))
+    n_aa = n_xs = 0
+    for n in range(2, 400):
+        se = {k: v / math.sqrt(n) for k, v in sds.items()}
+        neutral = math.prod(2 * sps.norm.cdf((up - z_eq * s) / s) - 1 for s in se.values())
+        s_xs = sd / math.sqrt(n)  # improved (significant, material) and below the S threshold
+        tier = sps.norm.cdf((hi_xs - centre) / s_xs) - \
+            sps.norm.cdf((max(up, z_alpha * s_xs) - centre) / s_xs)
+        n_aa = n_aa or (n if neutral >= 0.95 else 0)
+        n_xs = n_xs or (n if tier >= 0.9 else 0)
+        if n_aa and n_xs:
+            break
+    return n_aa or 400, n_xs or 400
+
+
+@dataclass(frozen=True)
+class Figures:
+    cells: int
+    false: float
+    inconclusive: float
+    power: list[float]  # at POWER
+    tier: list[float]  # right tier at each of CENTRES
+    far: float  # two or more tiers away, the worst centre
+    below: float  # a tier at a true BELOW_S
+    pairs: float  # mean pairs per run (the longest run), A/A
+    xs_pairs: float  # ... at the XS centre
+    box_min: float  # mean box minutes per PR, A/A
+    box_target: float  # ... at the profile's power target
+    fixed: tuple[int, int]  # fixed-n minimum: A/A, XS centre
+
+
+def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> Figures:
+    """Every figure of one row (module docstring)."""
+    job = job_of(sc, policy)
+    target = [c.key for c in job.cells].index(changed_cell(job))
+    aa = simulate(job, sc, 0.0, sims, rng, policy)
+    wrong = np.isin(aa.final, [stats.IMPROVED, stats.REGRESSED, stats.SLOWER])
+    powered = {e: simulate(job, sc, e, sims // 2, rng, policy) for e in (*POWER, sc.target)}
+    power = [float(np.mean(powered[e].final[:, target] == stats.IMPROVED)) for e in POWER]
+    right, far, xs_pairs = [], [], 0.0
+    for i, effect in enumerate(CENTRES.values()):
+        sim = simulate(job, sc, effect, sims // 2, rng, policy)
+        improved = sim.final[:, target] == stats.IMPROVED
+        got = tier_index(np.expm1(sim.estimate), policy)
+        want = len(TIER_ORDER) - 1 - i
+        right.append(float(np.mean(improved & (got == want))))
+        far.append(float(np.mean(improved & (np.abs(got - want) >= 2))))
+        xs_pairs = xs_pairs or float(np.mean(sim.pairs.max(axis=1)))
+    below = simulate(job, sc, BELOW_S, sims // 2, rng, policy).final[:, target] == stats.IMPROVED
+    return Figures(len(job.cells), float(np.mean(wrong.any(axis=1))),
+                   float(np.mean((aa.final == stats.UNDECIDED).any(axis=1))), power, right,
+                   max(far), float(np.mean(below)), float(np.mean(aa.pairs.max(axis=1))),
+                   xs_pairs, float(np.mean(aa.box_s)) / 60,
+                   float(np.mean(powered[sc.target].box_s)) / 60, fixed_n(job, sc, rng, policy))
+
+
+def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> str:
+    f = measure(sc, policy, sims, rng)
+    n_aa, n_xs = f.fixed
+    tiers = "/".join(f"{100 * x:.0f}" for x in f.tier)
+    small = sc.target > 0.2  # the demo: effects of a few percent are below its s by design
+    cols = (["-"] * 3 if small else [_pct(p) for p in f.power]) + \
+        (["-", "-", "-"] if small else [tiers, _pct(f.far), _pct(f.below)])
+    xs = ("-", "-", "-") if small else (f"{f.xs_pairs:.1f}", str(n_xs),
+                                        f"{f.xs_pairs / n_xs:.2f}")
+    return (f"{sc.name:<21}{f.cells:>3} | {_pct(f.false):>6}{_pct(f.inconclusive):>7}"
+            + "".join(f"{c:>7}" for c in cols[:3])
+            + f" {cols[3]:<16}{cols[4]:>6}{cols[5]:>6}{f.pairs:>6.1f}{xs[0]:>6}"
+            f"{f.box_min:>6.1f}{f.box_target:>6.1f}{n_aa:>5}{xs[1]:>5}{f.pairs / n_aa:>6.2f}"
+            f"{xs[2]:>6}")
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def _num(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x:.1f}"
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sims", type=int, default=10000, help="simulated PRs per A/A row")
-    ap.add_argument("--looks", default="4,8,12,16,24", help="pair counts of the looks")
-    ap.add_argument("--h200-looks", default="4,8,16,24,32,48",
-                    help="looks for the resampled H200 rows (decode noise is 1.6-2.1%%)")
-    ap.add_argument("--alpha", type=float, default=0.01, help="per-PR false-verdict level")
-    ap.add_argument("--seed", type=int, default=20261129)
+    ap.add_argument("--sims", type=int, default=4000, help="simulated A/A PRs per row")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--profile", default="", help="only the rows of this profile")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    looks = [int(x) for x in args.looks.split(",")]
-    h200_looks = [int(x) for x in args.h200_looks.split(",")]
-    measured, per_process = h200()
-    synthetic_rows = [synthetic(sig, heavy) for heavy in (False, True)
-                      for sig in (0.005, 0.01, 0.02)]
-    print(f"rule: alpha {args.alpha} per PR, s = t = 2%, looks {looks} (synthetic), "
-          f"{h200_looks} (H200); {args.sims} A/A PRs per row, {args.sims // 2} per power cell")
-    print("\n".join(table(synthetic_rows, looks, args.alpha, args.sims, args.seed, per_process)))
-    print("\n".join(table([measured], h200_looks, args.alpha, args.sims, args.seed + 1,
-                          per_process)[2:]))
-    print(f"box min: pairs x 2 processes x {per_process:.1f} s per llama-bench process "
-          f"(the fixture's pace), per PR, without builds and warm-ups. "
-          f"{time.monotonic() - started:.0f} s")
+    policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+    rng = np.random.default_rng(args.seed)
+    head = (f"{'noise':<21}{'cls':>3} | {'false':>6}{'inconc':>7}{'pow+2':>7}{'pow+3':>7}"
+            f"{'pow+5':>7} {'tier XS/S/M/L/XL':<16}{'far':>6}{'<s':>6}{'pairs':>6}{'@XS':>6}"
+            f"{'box':>6}{'@tgt':>6}{'fix':>5}{'@XS':>5}{'ratio':>6}{'@XS':>6}")
+    print(f"policy default: alpha {policy.alpha} per PR, s = t = 2%, tiers by the estimate; "
+          f"{args.sims} A/A PRs per row, {args.sims // 2} per effect")
+    for name in dict.fromkeys(sc.profile for sc in scenarios()):
+        if args.profile and name != args.profile:
+            continue
+        profile = load_profile(name)
+        s = profile.speed
+        pace = ", ".join(f"{r.model} {PACE_S[r.model]:.0f} s" for r in profile.runs)
+        print(f"\n{name}: looks {list(s.looks)}, budget {s.budget_s:.0f} s, floor df "
+              f"{s.sd_floor_df}, pace {pace} per process")
+        print(head)
+        print("-" * len(head))
+        for sc in scenarios():
+            if sc.profile == name:
+                print(row(sc, policy, args.sims, rng), flush=True)
+    print(f"\n{time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":

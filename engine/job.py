@@ -74,6 +74,16 @@ class StoppingRule:
     family: int = 0  # cells the alpha was split over (0: every cell of the job)
     sd_floors: dict[str, float] = field(default_factory=dict)  # cell key -> calibrated sd
     lock_clocks: bool = False  # the box's config allows locking the GPU clocks
+    # The pooled rule (engine/stats.py): the calibration's degrees of freedom (0: the first,
+    # max(t S, z f) rule), the tier interval's quantiles, the F guard, each one per look.
+    pool_df: int = 0
+    settle: list[float] = field(default_factory=list)
+    settle_floor: list[float] = field(default_factory=list)
+    guard: list[float] = field(default_factory=list)
+    # cell key -> the policy's tier thresholds in log-ratio space, ascending: an improved cell
+    # keeps measuring until its tier is settled (empty: no tier test)
+    tier_edges: dict[str, list[float]] = field(default_factory=dict)
+    calibrated: list[str] = field(default_factory=list)  # cells whose floor is the box's A/A
 
 
 @dataclass(frozen=True)
@@ -220,6 +230,12 @@ def _rule(d: Any) -> StoppingRule:
         family=get(d, w, "family", int, optional=True) or 0,
         sd_floors={str(k): float(v) for k, v in (d.get("sd_floors") or {}).items()},
         lock_clocks=bool(d.get("lock_clocks", False)),
+        pool_df=get(d, w, "pool_df", int, optional=True) or 0,
+        settle=_per_look(d, "settle", len(looks)),
+        settle_floor=_per_look(d, "settle_floor", len(looks)),
+        guard=_per_look(d, "guard", len(looks)),
+        tier_edges={str(k): [float(x) for x in v] for k, v in (d.get("tier_edges") or {}).items()},
+        calibrated=[str(k) for k in d.get("calibrated") or []],
     )
 
 

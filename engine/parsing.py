@@ -22,7 +22,8 @@ def read_rates(output: str, parse: dict[str, Any], cells: list[Cell]) -> dict[st
     if kind == "regex":
         return _regex(output, parse, cells)
     if kind == "llama_bench":
-        return _llama_bench(output, cells, parse.get("reduce", "mean"))
+        return _llama_bench(output, cells, parse.get("reduce", "mean"),
+                            parse.get("discard_first", 0))
     raise ParseError(f"unknown parse kind {kind!r}")
 
 
@@ -82,13 +83,23 @@ def _refuse_failures(output: str, parse: dict[str, Any]) -> None:
             raise ParseError(f"the engine reported {bad[0].strip()[:200]!r}")
 
 
-def _llama_bench(output: str, cells: list[Cell], reduce: str = "mean") -> dict[str, float]:
+def _llama_bench(output: str, cells: list[Cell], reduce: str = "mean",
+                 discard_first: int = 0) -> dict[str, float]:
     """llama-bench -o json: one entry per test; prefill is n_prompt>0, decode n_gen>0.
 
     One process runs -r repetitions per test; `reduce` is how they become this process's sample:
-    `mean` (llama-bench's avg_ts) or `median` of its per-repetition `samples_ts`.
+    `mean` (llama-bench's avg_ts) or `median` of its per-repetition `samples_ts`. The first
+    `discard_first` tests of the process are not scored: on the H200 the first test after the
+    model load ran ~10% slow in a third of the processes (docs/gpu-e2e.md), so the profile runs
+    a throw-away copy of the first tests (a repeated depth) ahead of the scored ones.
     """
     entries = _bench_entries(output)
+    if not isinstance(discard_first, int) or discard_first < 0:
+        raise ParseError(f"llama_bench discard_first must be a count >= 0, not {discard_first!r}")
+    if len(entries) <= discard_first:
+        raise ParseError(f"llama-bench printed {len(entries)} tests; the first {discard_first} "
+                         "are throw-away and none is left to score")
+    entries = entries[discard_first:]
     out = {}
     for cell in cells:
         wanted = [

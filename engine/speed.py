@@ -14,7 +14,7 @@ import functools
 import resource
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ class CellRecord:
 
     @property
     def decided(self) -> bool:
-        return bool(self.looks) and self.looks[-1]["decision"] != "undecided"
+        return bool(self.looks) and self.looks[-1]["decision"] in stats.FINAL
 
     def value(self, pair: int, side: str) -> float:
         return next(s["value"] for s in self.samples
@@ -133,13 +133,18 @@ class Measurement:
 
     def _look(self, run: SpeedRun, pairs: int) -> None:
         rule = self.job.rule
-        for cell in run.cells:
+        ratios = {c.key: stats.log_ratios(self.records[c.key].kept("base"),
+                                          self.records[c.key].kept("head"), c.higher_is_better)
+                  for c in run.cells}
+        floors = [rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells]
+        # every cell of the run, decided or not, tests the calibration (engine/stats.py)
+        (refuted,) = stats.refuted_per_look(list(ratios.values()), floors, [self.schedule[pairs]])
+        for cell, floor in zip(run.cells, floors, strict=True):
             rec = self.records[cell.key]
             if rec.decided:
                 continue
-            r = stats.log_ratios(rec.kept("base"), rec.kept("head"), cell.higher_is_better)
-            floor = rule.sd_floors.get(cell.key, rule.sd_floor)
-            lk = stats.look(r, self.schedule[pairs], floor, rule.significance, rule.tolerance)
+            lk = stats.look(ratios[cell.key], self.schedule[pairs], floor, rule.significance,
+                            rule.tolerance, rule.tier_edges.get(cell.key), refuted)
             rec.looks.append(lk.to_dict())
 
     def _stop(self, run: SpeedRun, why: str) -> None:
@@ -286,29 +291,63 @@ def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:
     """The schedule of a rule (a StoppingRule as a dict, or a results file's `rule`).
 
     A rule without the floor and equivalence lists is the first version, where one critical
-    value served every test: each missing list is `critical` again.
+    value served every test: each missing list is `critical` again. A rule without `pool_df`
+    has no tier test and no guard (zeros). Lists of another length than `looks` are an error.
     """
     looks, critical = list(rule["looks"]), list(rule["critical"])
+    pool_df = int(rule.get("pool_df") or 0)
 
-    def per_look(key: str) -> list[float]:
-        return list(rule.get(key) or critical)
+    def per_look(key: str, default: list[float]) -> list[float]:
+        return list(rule.get(key) or default)
 
-    return [stats.Bounds(int(n), float(c), float(cf), float(e), float(ef))
-            for n, c, cf, e, ef in zip(looks, critical, per_look("critical_floor"),
-                                       per_look("equivalence"), per_look("equivalence_floor"),
-                                       strict=True)]
+    zeros = [0.0] * len(looks)
+    return [stats.Bounds(int(n), float(c), float(cf), float(e), float(ef), float(q), float(qf),
+                         float(g), pool_df)
+            for n, c, cf, e, ef, q, qf, g in zip(
+                looks, critical, per_look("critical_floor", critical),
+                per_look("equivalence", critical), per_look("equivalence_floor", critical),
+                per_look("settle", zeros), per_look("settle_floor", zeros),
+                per_look("guard", zeros), strict=True)]
 
 
 def cell_key(record: Mapping[str, Any]) -> str:
     return f"{record['model']}/{record['metric']}@{record['ctx']}"
 
 
-def replay(record: Mapping[str, Any], rule: Mapping[str, Any]) -> list[stats.Look]:
-    """Recompute a cell's looks from its recorded samples (what the grader does)."""
+def _ratios(record: Mapping[str, Any]) -> Any:
     kept = [s for s in record["samples"] if not s["dropped"]]
     base = [s["value"] for s in kept if s["side"] == "base"]
     head = [s["value"] for s in kept if s["side"] == "head"]
     n = min(len(base), len(head))
-    r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
-    floor = (rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"])
-    return stats.sequential(r, bounds_of(rule), floor, rule["significance"], rule["tolerance"])
+    return stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
+
+
+def _floor(record: Mapping[str, Any], rule: Mapping[str, Any]) -> float:
+    return float((rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"]))
+
+
+def replay(record: Mapping[str, Any], rule: Mapping[str, Any],
+           refuted: Sequence[bool] = ()) -> list[stats.Look]:
+    """Recompute a cell's looks from its recorded samples; `refuted` per look comes from its
+    run (replay_all), as the harness computed it."""
+    edges = (rule.get("tier_edges") or {}).get(cell_key(record))
+    return stats.sequential(_ratios(record), bounds_of(rule), _floor(record, rule),
+                            rule["significance"], rule["tolerance"], edges, refuted)
+
+
+def replay_all(records: Sequence[Mapping[str, Any]],
+               rule: Mapping[str, Any]) -> list[list[stats.Look]]:
+    """Every cell's looks, each run's cells testing the calibration together (what the grader
+    does). Cells of one run are those of one model whose samples came from the same processes."""
+    runs: dict[tuple[Any, ...], list[int]] = {}
+    for i, rec in enumerate(records):
+        seqs = tuple(s.get("seq") for s in rec["samples"] if not s["dropped"])
+        runs.setdefault((rec["model"], seqs), []).append(i)
+    schedule = bounds_of(rule)
+    out: list[list[stats.Look]] = [[] for _ in records]
+    for members in runs.values():
+        refuted = stats.refuted_per_look([_ratios(records[i]) for i in members],
+                                         [_floor(records[i], rule) for i in members], schedule)
+        for i in members:
+            out[i] = replay(records[i], rule, refuted)
+    return out

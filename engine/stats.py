@@ -2,17 +2,27 @@
 
 Rule, per cell, at look k with n pairs (the full text is in docs/statistics.md):
   r_i = ln(head_i / base_i)   (ln(base_i / head_i) when lower is better), m = mean(r), S = sd(r)
-  f   = the box's calibrated sd of r for this cell (the floor)
-  directional half-width  h = max(t_k * S, z_k * f) / sqrt(n)   family- and look-corrected
-  equivalence half-width  e = max(u_k * S, w_k * f) / sqrt(n)   per cell (TOST)
-  improved   if m - h > 0 and m >= ln(1 + s)          significant and material
+  f, v = the calibrated sd of r for this cell and its degrees of freedom (`pool_df`)
+  pooled sd  P = sqrt((v f^2 + (n-1) S^2) / (v + n - 1)), with v + n - 1 degrees of freedom;
+             the cell's own S (n - 1 df) instead when S^2 > G_k f^2 (G_k an F quantile: the
+             sample refutes the calibration, the box got noisier) or when all cells of the
+             run together refute it (calibration_refuted: a chi-square test over the run)
+  directional half-width  h = c_k P / sqrt(n)   family- and look-corrected t quantile
+  equivalence half-width  e = u_k P / sqrt(n)   per cell (TOST)
+  tier half-width         g = q_k P / sqrt(n)   90% two-sided
+  improved   if m - h > 0, m >= ln(1 + s) and g <= half the narrowest width of m's tier and
+             its neighbours (the tier is settled: the estimate's tier is then right >= 90%
+             of the time for an effect at a tier's centre)
+  improving  if m - h > 0, m >= ln(1 + s) but the tier is not settled: keep measuring
   regressed  if m + h < 0 and m <= ln(1 - t)
+  slower     if neutral below and m + h < 0: significantly slower, by less than t
   neutral    if m - e > ln(1 - t) and m + e < ln(1 + s)   no material change either way
-  otherwise undecided; undecided at the last look (or out of budget) is inconclusive.
-Taking the wider of the t-interval on the sample sd and the z-interval on the floor keeps the
-coverage whichever of the two is right: a small sample's sd can be far too small, and a floor
-calibrated on a quieter day can be too small. The bot computes every critical value; the harness
-and the grader only apply them, with exactly this arithmetic.
+  otherwise undecided. A cell stops at its first improved/regressed/neutral/slower look; at
+  its last look an improving cell is improved (its tier unsettled), an undecided one inconclusive.
+Pooling spends the calibration's degrees of freedom on the small early looks instead of paying
+for them twice (a t quantile at 2 df and a floor); the guards keep the coverage when the
+calibration is stale. A rule without `pool_df` is the first rule: h = max(t S, z f) / sqrt(n).
+The bot computes every critical value; the harness and the grader only apply them.
 """
 
 from __future__ import annotations
@@ -23,8 +33,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-DECISIONS = ("undecided", "improved", "regressed", "neutral")  # index = decision code
-UNDECIDED, IMPROVED, REGRESSED, NEUTRAL = range(4)
+# index = decision code; improving is the one undecided code that is also significant
+DECISIONS = ("undecided", "improved", "regressed", "neutral", "improving", "slower")
+UNDECIDED, IMPROVED, REGRESSED, NEUTRAL, IMPROVING, SLOWER = range(6)
+FINAL = ("improved", "regressed", "neutral", "slower")  # a look with one of these stops the cell
+JOINT_GUARD_Z = 2.326348  # normal quantile of 0.99: the run-wide test of the calibration
 
 
 @dataclass(frozen=True)
@@ -32,10 +45,14 @@ class Bounds:
     """The critical values of one look, as the bot computed them."""
 
     pairs: int
-    directional: float  # t quantile, multiplies the sample sd (improved / regressed)
-    directional_floor: float  # normal quantile, multiplies the calibrated floor
+    directional: float  # t quantile at n - 1 df, multiplies the cell's own sd
+    directional_floor: float  # the same level for the pooled sd (first rule: normal x floor)
     equivalence: float  # t quantile for the per-cell equivalence (neutral) test
     equivalence_floor: float
+    settle: float = 0.0  # 95% two-sided t quantile of the tier interval, own sd
+    settle_floor: float = 0.0  # ... pooled sd
+    guard: float = 0.0  # F quantile: S^2 > guard f^2 refutes the calibration
+    pool_df: int = 0  # degrees of freedom of the calibrated sd; 0: the first (max) rule
 
 
 @dataclass(frozen=True)
@@ -67,14 +84,71 @@ def log_ratios(
     return r if higher_is_better else -r
 
 
+def calibration_refuted(sd: np.ndarray, sd_floor: np.ndarray, n: int) -> np.ndarray:
+    """Do all cells of a run together say the box is noisier than its calibration?
+
+    sd, sd_floor: the run's cells on the last axis. Under the calibration sum (n-1) S^2 / f^2
+    is chi-square with cells x (n-1) degrees of freedom; its 99% quantile by Wilson-Hilferty
+    (arithmetic only: the harness has no scipy). One cell's F guard has little power at a few
+    pairs; a whole run's cells have enough, so a stale floor cannot narrow early intervals.
+    """
+    sd, floor = np.asarray(sd, dtype=float), np.asarray(sd_floor, dtype=float)
+    k = sd.shape[-1] * (n - 1)
+    q = np.sum((n - 1) * sd * sd / np.maximum(floor * floor, 1e-300), axis=-1)
+    c = 2 / (9 * k)
+    return np.asarray(q > k * (1 - c + JOINT_GUARD_Z * math.sqrt(c)) ** 3)
+
+
+def refuted_per_look(ratios: Sequence[np.ndarray], floors: Sequence[float],
+                     schedule: Sequence[Bounds]) -> list[bool]:
+    """calibration_refuted at each look for one run's cells (all False for the first rule)."""
+    out = []
+    for b in schedule:
+        if b.pool_df <= 0 or not ratios or any(r.size < b.pairs for r in ratios):
+            out.append(False)
+            continue
+        sds = np.array([np.std(r[: b.pairs], ddof=1) for r in ratios])
+        out.append(bool(calibration_refuted(sds, np.asarray(floors, dtype=float), b.pairs)))
+    return out
+
+
 def half_widths(
-    sd: np.ndarray, n: np.ndarray | int, bounds: Bounds, sd_floor: np.ndarray | float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(directional, equivalence) half-widths of the interval on the mean log-ratio."""
+    sd: np.ndarray, n: np.ndarray | int, bounds: Bounds, sd_floor: np.ndarray | float,
+    refuted: np.ndarray | bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(directional, equivalence, tier) half-widths of the interval on the mean log-ratio;
+    `refuted`: the run's cells refuted the calibration (calibration_refuted)."""
     root = np.sqrt(n)
-    directional = np.maximum(bounds.directional * sd, bounds.directional_floor * sd_floor) / root
-    equivalence = np.maximum(bounds.equivalence * sd, bounds.equivalence_floor * sd_floor) / root
-    return directional, equivalence
+    sd, floor = np.asarray(sd, dtype=float), np.asarray(sd_floor, dtype=float)
+    b = bounds
+    if b.pool_df <= 0:  # the first rule: the wider of t on S and z on the floor; no tier test
+        directional = np.maximum(b.directional * sd, b.directional_floor * floor) / root
+        equivalence = np.maximum(b.equivalence * sd, b.equivalence_floor * floor) / root
+        return directional, equivalence, np.zeros(np.broadcast(directional, sd).shape)
+    df = b.pairs - 1
+    own = (floor <= 0) | (sd * sd > b.guard * floor * floor) | np.asarray(refuted)
+    pooled = np.sqrt((b.pool_df * floor * floor + df * sd * sd) / (b.pool_df + df))
+    used = np.where(own, sd, pooled)
+    return (np.where(own, b.directional, b.directional_floor) * used / root,
+            np.where(own, b.equivalence, b.equivalence_floor) * used / root,
+            np.where(own, b.settle, b.settle_floor) * used / root)
+
+
+def tier_settled(mean: np.ndarray, half_width: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The tier interval m -+ g is no wider than the narrowest of the estimate's tier and its
+    two neighbours (edges: ascending thresholds in log-ratio space; the top tier counts as wide
+    as the one under it, and below the first edge is the first tier). The narrowest neighbour
+    matters: an estimate in a wide tier next to a narrow one must not settle on the precision
+    of the wide tier when the truth may sit in the narrow one."""
+    edges = np.asarray(edges, dtype=float)
+    mean = np.asarray(mean, dtype=float)
+    widths = np.diff(edges, axis=-1)
+    widths = np.concatenate([widths, widths[..., -1:]], axis=-1)  # the top tier
+    padded = np.concatenate([widths[..., :1], widths, widths[..., -1:]], axis=-1)
+    near = np.minimum(np.minimum(padded[..., :-2], padded[..., 1:-1]), padded[..., 2:])
+    near = np.broadcast_to(near, mean.shape + near.shape[-1:])
+    idx = np.clip((mean[..., None] >= edges).sum(axis=-1) - 1, 0, edges.shape[-1] - 1)
+    return half_width <= np.take_along_axis(near, idx[..., None], axis=-1)[..., 0] / 2
 
 
 def decide(
@@ -84,19 +158,30 @@ def decide(
     sd_floor: np.ndarray | float,
     significance: float,
     tolerance: float,
+    edges: np.ndarray | None = None,
+    refuted: np.ndarray | bool = False,
 ) -> np.ndarray:
-    """Decision codes for any array of cells at one look (vectorised; the simulator uses it)."""
-    h, e = half_widths(sd, bounds.pairs, bounds, sd_floor)
+    """Decision codes for any array of cells at one look (vectorised; the simulator uses it).
+
+    `edges` are the tier thresholds of each cell in log-ratio space (None: no tier test).
+    """
+    h, e, g = half_widths(sd, bounds.pairs, bounds, sd_floor, refuted)
     up, down = math.log1p(significance), math.log1p(-tolerance)
     out = np.full(np.shape(mean), UNDECIDED, dtype=np.int8)
-    out[(mean - e > down) & (mean + e < up)] = NEUTRAL
+    neutral = (mean - e > down) & (mean + e < up)
+    out[neutral] = NEUTRAL
+    out[neutral & (mean + h < 0)] = SLOWER
     out[(mean + h < 0) & (mean <= down)] = REGRESSED
-    out[(mean - h > 0) & (mean >= up)] = IMPROVED
+    significant = (mean - h > 0) & (mean >= up)
+    settled = True if edges is None or np.size(edges) == 0 else tier_settled(mean, g, edges)
+    out[significant] = IMPROVING
+    out[significant & settled] = IMPROVED
     return out
 
 
 def look(
-    ratios: np.ndarray, bounds: Bounds, sd_floor: float, significance: float, tolerance: float
+    ratios: np.ndarray, bounds: Bounds, sd_floor: float, significance: float, tolerance: float,
+    edges: Sequence[float] | None = None, refuted: bool = False,
 ) -> Look:
     """Apply the rule once to the first `bounds.pairs` pairs."""
     n = bounds.pairs
@@ -105,8 +190,10 @@ def look(
     r = ratios[:n]
     m = float(np.mean(r))
     sd = float(np.std(r, ddof=1)) if n > 1 else math.inf
-    code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance)
-    h, e = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor))
+    tiers = np.asarray(edges, dtype=float) if edges else None
+    code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance, tiers,
+                  refuted)
+    h, e, _ = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor, refuted))
     return Look(n, math.expm1(m), _expm1(m - h), _expm1(m + h), _expm1(m - e), _expm1(m + e),
                 sd, DECISIONS[int(code)])
 
@@ -121,21 +208,33 @@ def sequential(
     sd_floor: float,
     significance: float,
     tolerance: float,
+    edges: Sequence[float] | None = None,
+    refuted: Sequence[bool] = (),
 ) -> list[Look]:
-    """Replay the looks over pairs in measured order; stop at the first decided look."""
+    """Replay the looks over pairs in measured order; stop at the first decided look.
+    `refuted[k]`: the run refuted the calibration at look k (none given: it did not)."""
     out: list[Look] = []
-    for bounds in schedule:
+    for k, bounds in enumerate(schedule):
         if bounds.pairs > ratios.size:
             break
-        current = look(ratios, bounds, sd_floor, significance, tolerance)
+        current = look(ratios, bounds, sd_floor, significance, tolerance, edges,
+                       bool(refuted[k]) if k < len(refuted) else False)
         out.append(current)
-        if current.decision != "undecided":
+        if current.decision in FINAL:
             break
     return out
 
 
 def final_decision(looks: Sequence[Look]) -> str:
-    """The cell's outcome: the deciding look's decision, else inconclusive."""
-    if looks and looks[-1].decision != "undecided":
+    """The cell's outcome: the deciding look's decision; a cell still settling its tier at its
+    last look is improved; anything else is inconclusive."""
+    if looks and looks[-1].decision in FINAL:
         return looks[-1].decision
+    if looks and looks[-1].decision == "improving":
+        return "improved"
     return "inconclusive"
+
+
+def final_codes(codes: np.ndarray) -> np.ndarray:
+    """final_decision on codes (vectorised): improving becomes improved, undecided stays."""
+    return np.where(codes == IMPROVING, IMPROVED, codes).astype(np.int8)

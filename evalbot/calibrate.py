@@ -26,7 +26,7 @@ from evalbot.errors import EvalbotError
 from evalbot.jobspec import make_job
 from evalbot.policy import Policy
 from evalbot.profile import Profile
-from evalbot.sequential import schedule
+from evalbot.sequential import rule_lists, schedule
 
 NOISE_DDL = """
 CREATE TABLE IF NOT EXISTS box_noise (
@@ -59,6 +59,12 @@ class NoiseStore:
                                (box, profile))
         return {cell: sd for cell, sd in rows}
 
+    def degrees(self, box: str, profile: str) -> int:
+        """The fewest degrees of freedom (pairs - 1) among the box's stored floors."""
+        row = self.db.execute("SELECT MIN(pairs) FROM box_noise WHERE box = ? AND profile = ?",
+                              (box, profile)).fetchone()
+        return max(int(row[0]) - 1, 1) if row and row[0] else 0
+
     def close(self) -> None:
         self.db.close()
 
@@ -69,12 +75,10 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
     if pairs < MIN_PAIRS:
         raise EvalbotError(f"calibrate: {pairs} pairs is too few (at least {MIN_PAIRS})")
     job = make_job(profile, policy, box, sha, sha)
-    (only,) = schedule([pairs], profile.cell_count, policy.alpha)
+    # the first rule (no pooling) with a negligible floor: measure the noise, do not assume it
     rule = dataclasses.replace(
-        job.rule, looks=[pairs], critical=[only.directional],
-        critical_floor=[only.directional_floor], equivalence=[only.equivalence],
-        equivalence_floor=[only.equivalence_floor], sd_floors={},
-        sd_floor=1e-6,  # measure the noise, do not assume it
+        job.rule, looks=[pairs], sd_floors={}, sd_floor=1e-6, tier_edges={}, calibrated=[],
+        **rule_lists(schedule([pairs], profile.cell_count, policy.alpha)),
         budget_s=max(job.rule.budget_s, 1.0) * 4)
     return dataclasses.replace(job, rule=rule, job_id=f"aa-{job.job_id}")
 
@@ -94,7 +98,11 @@ def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
         if n < 2:
             raise EvalbotError(f"calibrate: {speed.cell_key(record)} has {n} pairs")
         r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
-        out[speed.cell_key(record)] = (float(r.std(ddof=1)), n)
+        sd = float(r.std(ddof=1))
+        if not sd > 0:  # identical samples: a floor of 0 would make every interval a point
+            raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured no noise at all "
+                               f"(sd 0 over {n} pairs); the engine's rates are not measurements")
+        out[speed.cell_key(record)] = (sd, n)
     return out
 
 

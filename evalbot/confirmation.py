@@ -103,7 +103,10 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         else:
             status = "unverified" if unverified else "unconfirmed"
         gain_lo = main_s / (main_s - own_lo) - 1 if 0 < own_lo < main_s else None
-        out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo}
+        own_mean = mean - (total - positive[key])
+        gain = main_s / (main_s - own_mean) - 1 if 0 < own_mean < main_s else None
+        out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
+                             "gain": gain}
     return out
 
 
@@ -136,6 +139,9 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         else:  # the tier is judged on no more than the harness measured
             cell["witness_lo"] = max(g if g is not None else math.inf for g in measured)
             cell["lo"] = min(cell["lo"], cell["witness_lo"])
+            gains = [j["cells"][cell["key"]].get("gain") for j in judged
+                     if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
+            cell["witness_gain"] = max(g if g is not None else math.inf for g in gains)
     return judged
 
 

@@ -19,7 +19,7 @@ from evalbot.comment import CommentContext, context_for
 from evalbot.config import BoxConfig
 from evalbot.errors import PipelineError
 from evalbot.grading import VERDICT_SCHEMA, grade
-from evalbot.jobspec import make_job
+from evalbot.jobspec import CALIBRATION_DF, make_job
 from evalbot.policy import Policy
 from evalbot.profile import Profile
 from evalbot.redact import Redactor
@@ -55,9 +55,10 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     store.set_base(row.id, base_sha)
     noise = NoiseStore(store.path)
     floors = noise.floors(box_config.name, profile.name)  # the box's A/A calibration, if any
+    floor_df = noise.degrees(box_config.name, profile.name)
     noise.close()
     job = make_job(profile, policy, box_config, base_sha, head_sha, seed=seed, job_id=row.id,
-                   sd_floors=floors)
+                   sd_floors=floors, floor_df=floor_df or CALIBRATION_DF)
     out.mkdir(parents=True, exist_ok=True)
     try:
         results = pipeline.evaluate(box, box_config, job, out, progress=progress)

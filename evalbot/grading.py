@@ -2,7 +2,8 @@
 
 The statistical decisions are replayed from the recorded samples with the recorded rule and must
 agree with the looks the harness recorded; the policy then turns decisions into labels:
-  default            tier of the best improved primary cell by its interval's lower bound
+  default            tier of the best improved primary cell by its estimate (its tier settled
+                     by the harness: the 95% interval fits in half the tier)
   sparkinfer-compat  the existing bot's label function on the geometric means (evalbot.compat)
 Order of the verdict kinds: a PR failure, an infra failure (or a cell never measured), a wrong
 answer, a regression anywhere (guards included), an improvement, inconclusive, neutral.
@@ -19,7 +20,7 @@ from evalbot import compat, confirmation, correctness_policy
 from evalbot.errors import ResultsError
 from evalbot.policy import TIER_ORDER, Policy
 from evalbot.redact import public_failure
-from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
+from evalbot.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, schedule
 
 VERDICT_SCHEMA = "evalbot.verdict/1"
 RANK = {**{t: len(TIER_ORDER) - i for i, t in enumerate(TIER_ORDER)}, "none": 0}
@@ -34,7 +35,12 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     _check_rule(results)
     roles = {m["name"]: m.get("role", "primary") for m in results["models"]}
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
-    cells = [_cell(c, results["rule"], roles, policy) for c in results["cells"]]
+    try:  # the cells of one run test the calibration together (engine.speed.replay_all)
+        replayed = speed.replay_all(results["cells"], results["rule"])
+    except ValueError as exc:
+        raise ResultsError(f"results: {exc}") from exc
+    cells = [_cell(c, looks, results["rule"], roles, policy)
+             for c, looks in zip(results["cells"], replayed, strict=True)]
     witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
     for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
         if cell["decision"] == "improved" and "witness_lo" in cell:
@@ -76,48 +82,63 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
 
 
 def _check_rule(results: dict[str, Any]) -> None:
-    """The recorded critical values must be what the policy arithmetic gives for this family."""
+    """The recorded rule must control its errors (0 < alpha <= MAX_ALPHA) and carry the critical
+    values the policy arithmetic gives for its alpha and family, one per look."""
     rule = results["rule"]
+    looks = list(rule["looks"])
+    for key in ("critical", "critical_floor", "equivalence", "equivalence_floor", "settle",
+                "settle_floor", "guard"):
+        values = rule.get(key)
+        if (key == "critical" or values) and len(values) != len(looks):
+            raise ResultsError(f"results: rule.{key} has {len(values)} values for "
+                               f"{len(looks)} looks")
+    floors = [rule["sd_floor"], *(rule.get("sd_floors") or {}).values()]
+    if not all(isinstance(f, int | float) and math.isfinite(f) and f > 0 for f in floors):
+        raise ResultsError(f"results: an sd floor of the rule is not a positive noise ({floors})")
     if not results["cells"] or rule.get("alpha") is None:
         return  # a hand-written rule without alpha: nothing to recompute it from
+    if not 0 < rule["alpha"] <= MAX_ALPHA:
+        raise ResultsError(f"results: the rule's alpha {rule['alpha']} controls no error "
+                           f"(at most {MAX_ALPHA})")
     family = rule.get("family") or len(results["cells"])
     if family < len(results["cells"]):
         raise ResultsError(f"results: the rule's family of {family} cells is smaller than the "
                            f"{len(results['cells'])} cells measured")
     try:
-        expected = schedule(rule["looks"], family, rule["alpha"],
-                            rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA)
+        expected = schedule(looks, family, rule["alpha"],
+                            rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA,
+                            int(rule.get("pool_df") or 0))
     except ValueError as exc:
         raise ResultsError(f"results: rule: {exc}") from exc
     recorded = speed.bounds_of(rule)
-    lists = {"critical": ("directional",), "critical_floor": ("directional_floor",),
-             "equivalence": ("equivalence",), "equivalence_floor": ("equivalence_floor",)}
-    for key, (attr,) in lists.items():
+    lists = {"critical": "directional", "critical_floor": "directional_floor",
+             "equivalence": "equivalence", "equivalence_floor": "equivalence_floor",
+             "settle": "settle", "settle_floor": "settle_floor", "guard": "guard"}
+    for key, attr in lists.items():
         if key != "critical" and not rule.get(key):
+            if rule.get("pool_df"):
+                raise ResultsError(f"results: the pooled rule lacks rule.{key}")
             continue  # the first rule version carried only `critical`
         if any(abs(getattr(a, attr) - getattr(b, attr)) > 1e-6
                for a, b in zip(expected, recorded, strict=True)):
             raise ResultsError(f"results: recorded rule.{key} does not match the stopping rule")
 
 
-def _cell(record: dict[str, Any], rule: dict[str, Any], roles: dict[str, str],
-          policy: Policy) -> dict[str, Any]:
+def _cell(record: dict[str, Any], looks: list[stats.Look], rule: dict[str, Any],
+          roles: dict[str, str], policy: Policy) -> dict[str, Any]:
     key = speed.cell_key(record)
     if record["model"] not in roles:
         raise ResultsError(f"{key}: model {record['model']!r} is not among the results' models")
-    try:
-        looks = speed.replay(record, rule)
-    except ValueError as exc:
-        raise ResultsError(f"{key}: {exc}") from exc
     recorded = [lk["decision"] for lk in record["looks"]]
     if recorded != [lk.decision for lk in looks]:
         raise ResultsError(f"{key}: recorded looks {recorded} disagree with the replay "
                            f"{[lk.decision for lk in looks]}")
     last = looks[-1] if looks else None
     kept = [s for s in record["samples"] if not s["dropped"]]
-    base = [s["value"] for s in kept if s["side"] == "base"]
-    head = [s["value"] for s in kept if s["side"] == "head"]
     n = last.pairs if last else 0
+    # the columns and the change come from the same pairs: the ones the decision used
+    base = [s["value"] for s in kept if s["side"] == "base"][:n]
+    head = [s["value"] for s in kept if s["side"] == "head"][:n]
     decision = stats.final_decision(looks)
     # The interval shown is the one that decided: the equivalence interval for a neutral cell
     # (it lies inside (-t, +s)), the simultaneous one otherwise; both stay in the verdict.
@@ -140,12 +161,16 @@ def _cell(record: dict[str, Any], rule: dict[str, Any], roles: dict[str, str],
         "eq_hi": last.eq_hi if last else None,
         "pairs": n,
         "looks": len(looks),
-        "dropped_pairs": len({s["pair"] for s in record["samples"] if s["dropped"]}),
+        # every dropped attempt of a pair counts (a pair index can be re-measured many times)
+        "dropped_pairs": sum(1 for s in record["samples"] if s["dropped"] and s["side"] == "base"),
+        "stopped": record.get("stopped", ""),
+        "sd_floor": (rule.get("sd_floors") or {}).get(key, rule["sd_floor"]),
+        "floor_source": _floor_source(key, rule),
         "base_median": median(base) if base else None,
         "head_median": median(head) if head else None,
         # geometric means over the pairs the decision used: their ratio is exp(mean log-ratio)
-        "base_gmean": _gmean(base[:n]),
-        "head_gmean": _gmean(head[:n]),
+        "base_gmean": _gmean(base),
+        "head_gmean": _gmean(head),
         "anchor": float(record.get("anchor") or 0.0),
         "tier": None,
         "compat": None,
@@ -153,6 +178,14 @@ def _cell(record: dict[str, Any], rule: dict[str, Any], roles: dict[str, str],
     if cell["decision"] == "improved":
         _tier_cell(cell, policy)
     return cell
+
+
+def _floor_source(key: str, rule: dict[str, Any]) -> str:
+    if key in (rule.get("calibrated") or []):
+        return "calibrated on this box"
+    if key in (rule.get("sd_floors") or {}) and "calibrated" not in rule:
+        return "calibrated on this box"  # results written before the rule named its sources
+    return "the profile's"
 
 
 def _gmean(values: list[float]) -> float | None:
@@ -174,6 +207,8 @@ def _tier_cell(cell: dict[str, Any], policy: Policy) -> None:
 def _gain(cell: dict[str, Any], policy: Policy) -> float:
     """The gain a tier is judged on; prefill by the reduction of time to first token."""
     value = cell["lo"] if policy.tier_by == "lower_bound" else cell["speedup"]
+    # a printed rate is a claim: the tier never exceeds the gain the harness's witness timed
+    value = min(value, cell.get("witness_gain", math.inf))
     if cell["metric"] == "prefill":
         return 1 - 1 / (1 + value) if value > -1 else -math.inf
     return float(value)
@@ -219,7 +254,8 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
         reasons.append(f"{failures[0]['stage']} failed ({failures[0]['side']}): "
                        f"{failures[0]['message']}")
         return "infra-error", None
-    unmeasured = [c["key"] for c in cells if c["pairs"] == 0]
+    # a run the shared budget stopped before its first look is undecided, not broken
+    unmeasured = [c["key"] for c in cells if c["pairs"] == 0 and c["stopped"] != "budget"]
     if unmeasured:  # a cell without a single look cannot pass silently, guard or not
         reasons.append(f"no measurement for {', '.join(unmeasured)}")
         return "infra-error", None
@@ -247,6 +283,10 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     untiered = [c for c in cells if c["tier"] == "none"]
     reasons.extend(f"{c['key']}: {100 * c['compat']['gain']:+.1f}% is within the "
                    f"{100 * policy.significance:.1f}% gate" for c in untiered if c["compat"])
+    reasons.extend(f"{c['key']}: significantly slower by {-100 * c['speedup']:.1f}% "
+                   f"[{100 * c['sim_lo']:+.1f}%, {100 * c['sim_hi']:+.1f}%], within the "
+                   f"{100 * policy.tolerance:.0f}% tolerance" for c in cells
+                   if c["decision"] == "slower")
     if unconfirmed and not best:
         return "inconclusive", None
     if any(c["decision"] == "inconclusive" for c in cells):

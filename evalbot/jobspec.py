@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import uuid
@@ -10,40 +11,47 @@ from pathlib import PurePosixPath
 from engine.checks import sha as check_sha
 from engine.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
 from evalbot.config import BoxConfig
-from evalbot.policy import Policy
+from evalbot.errors import ConfigError
+from evalbot.policy import TIER_ORDER, Policy
 from evalbot.profile import Profile
-from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
+from evalbot.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
+
+CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
 
 
 def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, head_sha: str,
              *, seed: int | None = None, merge_base: str | None = None,
-             job_id: str | None = None, sd_floors: dict[str, float] | None = None) -> Job:
+             job_id: str | None = None, sd_floors: dict[str, float] | None = None,
+             floor_df: int = CALIBRATION_DF) -> Job:
     """A complete job; the seed is fresh per evaluation unless given (it is recorded).
 
-    `sd_floors` are the box's calibrated per-cell noise (evalbot.calibrate), by cell key.
+    `sd_floors` are the box's calibrated per-cell noise (evalbot.calibrate), by cell key, each
+    measured with at least `floor_df` degrees of freedom.
     """
     check_sha(base_sha, "base")
     check_sha(head_sha, "head")
     speed = profile.speed
     significance = speed.significance if speed.significance is not None else policy.significance
     tolerance = speed.tolerance if speed.tolerance is not None else policy.tolerance
-    bounds = schedule(speed.looks, profile.cell_count, policy.alpha)
+    floors = _floors(profile, sd_floors or {})
+    pool_df = 0 if not speed.sd_floor_df else min(
+        [speed.sd_floor_df] + ([floor_df] if sd_floors else []))
+    bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df)
     rule = StoppingRule(
         looks=list(speed.looks),
-        critical=[b.directional for b in bounds],
         sd_floor=box.sd_floor if box.sd_floor is not None else speed.sd_floor,
         significance=significance,
         tolerance=tolerance,
         warmup=speed.warmup,
         budget_s=speed.budget_s,
         alpha=policy.alpha,
-        critical_floor=[b.directional_floor for b in bounds],
-        equivalence=[b.equivalence for b in bounds],
-        equivalence_floor=[b.equivalence_floor for b in bounds],
         equivalence_alpha=EQUIVALENCE_ALPHA,
         family=profile.cell_count,
-        sd_floors=dict(sd_floors or {}),
+        sd_floors=floors,
         lock_clocks=box.lock_clocks,
+        tier_edges=_tier_edges(profile, policy),
+        calibrated=sorted(sd_floors or {}),
+        **rule_lists(bounds),
     )
     return Job(
         job_id=job_id or uuid.uuid4().hex[:12],
@@ -67,6 +75,34 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         cache_dir=str(PurePosixPath(box.workdir) / "cache"),
         box=box.name,
     )
+
+
+def _floors(profile: Profile, calibrated: dict[str, float]) -> dict[str, float]:
+    """Per-cell floors: the box's calibration over the profile's per-cell values. A floor of 0
+    (an A/A of identical samples) would make every interval a point: refused."""
+    out = {f"{r.model}/{c.metric}@{c.ctx}": c.sd_floor for r in profile.runs for c in r.cells
+           if c.sd_floor > 0}
+    for key, sd in calibrated.items():
+        if not (math.isfinite(sd) and 0 < sd < 1):
+            raise ConfigError(f"calibrated sd floor of {key} is {sd}: not a noise measurement; "
+                              f"re-run `evalbot calibrate` on this box")
+        out[key] = float(sd)
+    return out
+
+
+def _tier_edges(profile: Profile, policy: Policy) -> dict[str, list[float]]:
+    """The policy's tier thresholds per primary cell in log-ratio space, ascending (prefill
+    tiers are time-to-first-token reductions g: ln(1/(1-g)))."""
+    roles = {m.name: m.role for m in profile.models}
+    gains = [policy.tiers[t] for t in reversed(TIER_ORDER)]
+    out = {}
+    for run in profile.runs:
+        for c in run.cells:
+            if roles[run.model] != "primary":
+                continue
+            edges = [-math.log1p(-g) if c.metric == "prefill" else math.log1p(g) for g in gains]
+            out[f"{run.model}/{c.metric}@{c.ctx}"] = [round(e, 9) for e in edges]
+    return out
 
 
 def _model_path(box: BoxConfig, file: str) -> str:

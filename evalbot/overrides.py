@@ -25,7 +25,7 @@ from typing import Any
 from engine import speed
 from engine.job import Job
 from evalbot.errors import ResultsError
-from evalbot.sequential import EQUIVALENCE_ALPHA, schedule
+from evalbot.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
 
 ACTIONS = ("hold", "unhold", "waive", "measure-more")
 WAIVABLE = frozenset({"regressed", "incorrect"})  # failed gates; a build failure is not a gate
@@ -127,13 +127,9 @@ def scale_job(job: Job, factor: float) -> Job:
     rule = job.rule
     looks = sorted({max(2, math.ceil(n * factor)) for n in rule.looks})
     family = rule.family or len(job.cells)
-    bounds = schedule(looks, family, rule.alpha, rule.equivalence_alpha)
-    scaled = dataclasses.replace(
-        rule, looks=looks, critical=[b.directional for b in bounds],
-        critical_floor=[b.directional_floor for b in bounds],
-        equivalence=[b.equivalence for b in bounds],
-        equivalence_floor=[b.equivalence_floor for b in bounds],
-        budget_s=rule.budget_s * factor, family=family)
+    bounds = schedule(looks, family, rule.alpha, rule.equivalence_alpha, rule.pool_df)
+    scaled = dataclasses.replace(rule, looks=looks, budget_s=rule.budget_s * factor,
+                                 family=family, **rule_lists(bounds))
     return dataclasses.replace(job, rule=scaled)
 
 
@@ -151,15 +147,15 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     looks = sorted({*e_rule["looks"], *(cap + n for n in l_rule["looks"])})
     family = int(l_rule.get("family") or len(later["cells"]))
     eq_alpha = float(l_rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA)
-    bounds = schedule(looks, family, float(l_rule["alpha"]), eq_alpha)
-    rule = {**l_rule, "looks": looks, "critical": [b.directional for b in bounds],
-            "critical_floor": [b.directional_floor for b in bounds],
-            "equivalence": [b.equivalence for b in bounds],
-            "equivalence_floor": [b.equivalence_floor for b in bounds],
+    bounds = schedule(looks, family, float(l_rule["alpha"]), eq_alpha,
+                      int(l_rule.get("pool_df") or 0))
+    rule = {**l_rule, "looks": looks, **rule_lists(bounds),
             "equivalence_alpha": eq_alpha, "family": family,
             "budget_s": float(e_rule["budget_s"]) + float(l_rule["budget_s"])}
     later_cells = {speed.cell_key(c): c for c in later["cells"]}
-    cells = [_pool_cell(c, later_cells[speed.cell_key(c)], rule) for c in earlier["cells"]]
+    cells = [_pool_cell(c, later_cells[speed.cell_key(c)]) for c in earlier["cells"]]
+    for cell, looks in zip(cells, speed.replay_all(cells, rule), strict=True):
+        cell["looks"] = [lk.to_dict() for lk in looks]
     doc = copy.deepcopy(later)
     doc.update(rule=rule, cells=cells,
                pooled_from=[earlier["job_id"], later["job_id"]],
@@ -167,14 +163,12 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _pool_cell(first: dict[str, Any], second: dict[str, Any],
-               rule: dict[str, Any]) -> dict[str, Any]:
+def _pool_cell(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     offset = max((s["pair"] for s in first["samples"]), default=-1) + 1
     seq = max((s.get("seq", 0) for s in first["samples"]), default=-1) + 1
     moved = [{**s, "pair": s["pair"] + offset, "seq": s.get("seq", 0) + seq}
              for s in second["samples"]]
     cell = {**copy.deepcopy(second), "samples": copy.deepcopy(first["samples"]) + moved}
-    cell["looks"] = [lk.to_dict() for lk in speed.replay(cell, rule)]
     cell["stopped"] = f"pooled two runs: {first.get('stopped', '')} / {second.get('stopped', '')}"
     return cell
 

@@ -29,6 +29,7 @@ class ProfileCell:
     metric: str
     ctx: int
     anchor: float = 0.0  # llama.cpp's tok/s for this (model, metric, ctx); sparkinfer-compat
+    sd_floor: float = 0.0  # the cell's measured sd of the per-pair log-ratio; 0: speed.sd_floor
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class SpeedSettings:
     budget_s: float
     significance: float | None  # overrides of the policy's s and t, from calibration
     tolerance: float | None
+    sd_floor_df: int = 0  # degrees of freedom of the floors' measurement; 0: the first rule
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def load_profile(name_or_path: str) -> Profile:
                                                            "namespace"}))
     names = {m.name for m in models}
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
-                                  "significance", "tolerance"})
+                                  "significance", "tolerance", "sd_floor_df"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
                                                                "witnesses"}))
@@ -133,6 +135,7 @@ def load_profile(name_or_path: str) -> Profile:
             budget_s=speed.get("budget_s", float, 1800.0),
             significance=speed.get("significance", float, None),
             tolerance=speed.get("tolerance", float, None),
+            sd_floor_df=_floor_df(speed),
         ),
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
@@ -172,14 +175,17 @@ def _run(s: Section, models: set[str]) -> ProfileRun:
     if parse.get("kind") not in PARSE_KINDS:
         raise s.doc.error(s.path("parse"), f"kind must be one of {', '.join(PARSE_KINDS)}")
     cells = []
-    for c in s.items("cells", {"metric", "ctx", "anchor"}):
+    for c in s.items("cells", {"metric", "ctx", "anchor", "sd_floor"}):
         metric = c.get("metric", str)
         if metric not in METRICS:
             raise c.doc.error(c.path("metric"), f"{metric!r} is not one of {', '.join(METRICS)}")
         anchor = c.get("anchor", float, 0.0)
         if anchor < 0:
             raise c.doc.error(c.path("anchor"), f"{anchor} is not a rate >= 0")
-        cells.append(ProfileCell(metric, c.get("ctx", int), anchor))
+        floor = c.get("sd_floor", float, 0.0)
+        if not 0 <= floor < 1:
+            raise c.doc.error(c.path("sd_floor"), f"{floor} is not an sd between 0 and 1")
+        cells.append(ProfileCell(metric, c.get("ctx", int), anchor, floor))
     return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
                       s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0),
                       _witnesses(s, model, cells))
@@ -203,6 +209,17 @@ def _witnesses(s: Section, model: str, cells: list[ProfileCell]) -> tuple[Witnes
                     raise s.doc.error(where, f"unknown placeholder {{{name}}} in {arg!r}")
         out.append(replace(spec, cells={f"{model}/{k}": v for k, v in spec.cells.items()}))
     return tuple(out)
+
+
+def _floor_df(speed: Section) -> int:
+    """The floors are a measurement: a zero floor says nothing, its df say how much it weighs."""
+    floor = speed.get("sd_floor", float)
+    if not 0 < floor < 1:
+        raise speed.doc.error(speed.path("sd_floor"), f"{floor} is not an sd between 0 and 1")
+    df: int = speed.get("sd_floor_df", int, 0)
+    if df < 0:
+        raise speed.doc.error(speed.path("sd_floor_df"), f"{df} degrees of freedom")
+    return df
 
 
 def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:

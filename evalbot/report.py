@@ -74,9 +74,13 @@ def _gpu(verdict: dict[str, Any], results: dict[str, Any] | None) -> str:
 
 def _noise(verdict: dict[str, Any], results: dict[str, Any] | None) -> str:
     rule = verdict["provenance"]["rule"]
-    floors = rule.get("sd_floors") or {}
-    lines = [f"- noise floor of the per-pair log-ratio: {100 * rule['sd_floor']:.2f}% "
-             f"({'calibrated per cell on this box' if floors else 'the profile default'})"]
+    pooled = f", weighed as {rule['pool_df']} degrees of freedom" if rule.get("pool_df") else ""
+    lines = [f"- noise floor of the per-pair log-ratio (each cell's, with its source){pooled}:"]
+    lines += [f"  - {c['key']}: {100 * c['sd_floor']:.2f}% ({c['floor_source']})"
+              for c in verdict["cells"] if c.get("sd_floor") is not None]
+    if not verdict["cells"]:
+        lines = [f"- noise floor of the per-pair log-ratio: {100 * rule['sd_floor']:.2f}% "
+                 "(the profile's)"]
     if results:
         for cell in results["cells"]:
             if cell["looks"]:

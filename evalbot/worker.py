@@ -36,7 +36,7 @@ from evalbot.errors import EvalbotError, PipelineError, ResultsError
 from evalbot.evaluation import failure_verdict, record_outputs
 from evalbot.grading import grade
 from evalbot.health import Health, HealthStore, aa_due, periodic_aa, record_check
-from evalbot.jobspec import make_job
+from evalbot.jobspec import CALIBRATION_DF, make_job
 from evalbot.overrides import Overrides, pool, scale_job
 from evalbot.policy import Policy
 from evalbot.pool import close_quietly, open_box, resolve_main, stop_run
@@ -177,8 +177,9 @@ class Worker:
         store.set_base(job.id, base)
         if earlier is None:  # an earlier run's base says nothing about where main is now
             self._main_moved(store, job.repo, base)
+        floors, floor_df = self._floors(earlier)
         spec = make_job(self.profile, self.policy, self.box_config, base, job.head_sha,
-                        job_id=job.id, sd_floors=self._floors(earlier))
+                        job_id=job.id, sd_floors=floors, floor_df=floor_df)
         if factor > 1.0:
             spec = scale_job(spec, factor)
         out = self.out_root / job.id
@@ -254,14 +255,20 @@ class Worker:
             return None, plan.factor
         return found[0], plan.factor
 
-    def _floors(self, earlier: dict[str, Any] | None) -> dict[str, float]:
-        """The box's calibrated noise floors; a measure-more keeps the earlier run's, so both
-        runs are judged by the same rule."""
+    def _floors(self, earlier: dict[str, Any] | None) -> tuple[dict[str, float], int]:
+        """The box's calibrated noise floors and their degrees of freedom; a measure-more keeps
+        the earlier run's, so both runs are judged by the same rule."""
         if earlier is not None:
-            return dict(earlier["rule"].get("sd_floors") or {})
+            rule = earlier["rule"]
+            calibrated = rule.get("calibrated")
+            floors = dict(rule.get("sd_floors") or {})
+            if calibrated is not None:  # the profile's own per-cell floors come back by themselves
+                floors = {k: v for k, v in floors.items() if k in calibrated}
+            return floors, int(rule.get("pool_df") or CALIBRATION_DF)
         noise = NoiseStore(self.store_path)
         try:
-            return noise.floors(self.box_config.name, self.profile.name)
+            return (noise.floors(self.box_config.name, self.profile.name),
+                    noise.degrees(self.box_config.name, self.profile.name) or CALIBRATION_DF)
         finally:
             noise.close()
 

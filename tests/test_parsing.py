@@ -40,6 +40,29 @@ def test_llama_bench_json_by_depth() -> None:
     assert rates == {"l/prefill@4096": 23402.885095, "l/decode@16384": 417.026105}
 
 
+def _repeated_first_depth() -> str:
+    """llama-bench -d 0,0,4096 as it prints: the depth-0 tests twice, the first copy slow."""
+    import json
+
+    entries = json.loads((FIXTURES / "llama-bench-h200-qwen3-1p7b-synthetic.json").read_text())
+    slow = [{**e, "avg_ts": e["avg_ts"] * 0.9} for e in entries[:2]]
+    return "\n".join(["[", json.dumps(slow + entries[:4])[1:-1], "]"]) + "\n"
+
+
+def test_llama_bench_throw_away_first_tests_are_not_scored() -> None:
+    out = _repeated_first_depth()
+    cells = [Cell("l", "prefill", 0), Cell("l", "decode", 0), Cell("l", "decode", 4096)]
+    rates = read_rates(out, {"kind": "llama_bench", "discard_first": 2}, cells)
+    assert rates == {"l/prefill@0": 25983.204596, "l/decode@0": 575.588476,
+                     "l/decode@4096": pytest.approx(521.7, abs=0.1)}
+    with pytest.raises(ParseError, match="2 llama-bench entries match"):
+        read_rates(out, {"kind": "llama_bench"}, cells)  # the slow copy is never silently taken
+    with pytest.raises(ParseError, match="none is left"):
+        read_rates(out, {"kind": "llama_bench", "discard_first": 6}, cells)
+    with pytest.raises(ParseError, match="discard_first"):
+        read_rates(out, {"kind": "llama_bench", "discard_first": -1}, cells)
+
+
 @pytest.mark.parametrize(
     ("output", "message"),
     [
