@@ -109,6 +109,7 @@ class Correctness:
     # The scored model's tokenizer: writes the corpus text as a JSON list of ids; empty: the
     # corpus bytes are the ids (a byte vocabulary).
     tokenize_argv: list[str] = field(default_factory=list)
+    long_score_tokens: int = 0  # positions kept at the end of each long window; 0: all
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ def _correctness(d: Any) -> Correctness | None:
         max_mismatch=_opt(d, "max_mismatch", 0.02),
         path=get(d, w, "path", str, optional=True) or "",
         tokenize_argv=_tokenize_argv(d.get("tokenize_argv"), f"{w}.tokenize_argv"),
+        long_score_tokens=get(d, w, "long_score_tokens", int, optional=True) or 0,
     )
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
         raise ContractError(f"{w}: windows need at least 2 tokens")

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from engine.job import Cell
+from engine.score_dump import DumpError, check_position
 
 
 class ParseError(ValueError):
@@ -145,8 +146,9 @@ def read_score_lines(output: str, topk: int) -> list[dict[str, Any]]:
     """Windows of `S` lines: `W n` ... `END` blocks, or one bare block (sparkinfer's score tool).
 
     Returns per window {"top": [[[id, lp], ...] per position], "argmax": [...]}, the score
-    contract of engine/correctness.py. A window with a missing, repeated or short position is an
-    error: a position is never filled in.
+    contract of engine/correctness.py, each position checked by engine/score_dump.py (sorted,
+    cut to k; NaN, a repeated id or an argmax that is not the top refused). A window with a
+    missing, repeated or short position is an error: a position is never filled in.
     """
     lines = output.splitlines()
     if any(ln.startswith("W ") for ln in lines):
@@ -186,13 +188,13 @@ def _score_window(lines: list[str], topk: int, expect: int | None) -> dict[str, 
             raise ParseError(f"score positions out of order: expected i={k}, got i={m.group(1)}")
         try:
             entries = [[int(i), float(lp)] for i, lp in (p.split(":") for p in m.group(5).split(","))]
+            entry, am = check_position(entries, int(m.group(3)), topk, f"position {k}")
+        except DumpError as exc:
+            raise ParseError(str(exc)) from exc
         except ValueError as exc:
             raise ParseError(f"position {k}: top list is not id:logprob pairs: {exc}") from exc
-        if len(entries) < topk or any(not lp <= 0.0 for _, lp in entries):
-            raise ParseError(f"position {k}: {len(entries)} top entries (want {topk}) "
-                             "or a log-probability above 0")
-        top.append(sorted(entries[:topk], key=lambda e: -e[1]))
-        argmax.append(int(m.group(3)))
+        top.append(entry)
+        argmax.append(am)
     if expect is not None and len(lines) != expect:
         raise ParseError(f"score window has {len(lines)} positions, expected {expect}")
     return {"top": top, "argmax": argmax}

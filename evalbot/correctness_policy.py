@@ -51,7 +51,7 @@ def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Corr
         kl_margin=policy.kl_margin, long_windows=settings.long_windows,
         long_window_tokens=settings.long_window_tokens, floors=dict(settings.floors or {}),
         tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path,
-        tokenize_argv=list(settings.tokenize_argv))
+        tokenize_argv=list(settings.tokenize_argv), long_score_tokens=settings.long_score_tokens)
 
 
 def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[str, Any]:

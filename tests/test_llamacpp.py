@@ -24,7 +24,7 @@ SCORE_PY = Path(__file__).parents[1] / "engine" / "llamacpp" / "score.py"
 # Written from the documented format of sparkinfer's qwen3_gguf_score
 # (shared/reference/sparkinfer-formats.md), not captured from the tool: we have no output of it.
 SPARK_SCORE = """loading model ...
-S i=0 tgt=11 am=11 lp=-0.100000 top=11:-0.100000,7:-2.500000,3:-4.000000
+S i=0 tgt=11 am=11 lp=-0.150000 top=11:-0.150000,7:-2.500000,3:-4.000000
 S i=1 tgt=5 am=9 lp=-3.200000 top=9:-0.300000,5:-3.200000,1:-3.900000
 PPL 5.05 over 2 positions
 ARGMATCH 1/2 0.5000
