@@ -148,6 +148,7 @@ def _corr(verdict: dict[str, Any]) -> dict[str, Any] | None:
                    + ("; main is below them: reference drift, not applied" if c.get("drift")
                       else "")) if floors else "n/a",
         "consistency": _consistency_text(cons),
+        "notes": [_neutral(str(n)) for n in c.get("notes") or []],
     }
 
 
