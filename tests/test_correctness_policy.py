@@ -219,3 +219,30 @@ def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
         assert f"{kl['mean']:.3g} ({kl['lo']:.3g} … {kl['hi']:.3g})" in text
     assert "seed `5`" in text and "path scored: score path" in text
     assert "consistent (tiny/decode@64 main: 0/8 mismatches" in text
+
+
+def _graded(correctness: dict[str, Any]) -> dict[str, Any]:
+    from evalbot.grading import grade
+
+    results = {"schema": "evalbot.results/1", "job_id": "j", "profile": "demo", "box": {},
+               "base": {"sha": "a" * 40, "ok": True}, "head": {"sha": "b" * 40, "ok": True},
+               "rule": {"looks": [2], "critical": [1.0], "sd_floor": 0.1, "significance": 0.1,
+                        "tolerance": 0.1}, "models": [{"name": "tiny", "role": "primary"}],
+               "cells": [], "failures": [], "correctness": correctness}
+    return grade(results, load_labels(REPO_ROOT / "labels.yaml").policy("default"))
+
+
+@pytest.mark.parametrize(("recorded", "kind"), [
+    (chunks(112, 256, 0.93, 10, 13, spread=4), "inconclusive"),  # at the margin, cap reached
+    (chunks(32, 256, 0.80, 3, 3, spread=1), "infra-error"),  # main below the floor
+    (chunks(32, 256, 0.93, 3, 3, spread=1), "neutral"),
+])
+def test_every_correctness_outcome_reaches_the_headline(recorded: list[dict[str, Any]],
+                                                        kind: str) -> None:
+    verdict = _graded(section(recorded))
+    assert verdict["kind"] == kind
+    assert verdict["headline"] == {"inconclusive": "eval:inconclusive",
+                                   "infra-error": "eval:infra-error",
+                                   "neutral": "eval:none"}[kind]
+    if kind != "neutral":
+        assert verdict["reasons"] == verdict["correctness"]["reasons"]
