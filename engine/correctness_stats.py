@@ -56,8 +56,12 @@ def kl_tokens(ref_top: Sequence[Sequence[Sequence[float]]],
     Likewise the other way round. What no top-k dump can show (divergence inside the rest) is
     not counted: merging tokens into one bucket can only lower KL (log-sum inequality).
     """
-    r_ids, r_lp = _arrays(ref_top)
-    e_ids, e_lp = _arrays(eng_top)
+    return kl_arrays(*_arrays(ref_top), *_arrays(eng_top))
+
+
+def kl_arrays(r_ids: np.ndarray, r_lp: np.ndarray, e_ids: np.ndarray,
+              e_lp: np.ndarray) -> np.ndarray:
+    """kl_tokens on [positions, k] arrays of ids and log-probabilities, sorted per row."""
     if r_ids.shape[0] == 0:
         return np.zeros(0)
     p, q = np.exp(r_lp), np.exp(e_lp)
