@@ -180,9 +180,10 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         batch = windows[len(chunks) : count]
         extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
+        froms = [kept_from(spec, w) for w in batch] + [0] * len(extra)
         refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
-        outs = {side: _score_side(spec, side, j, asked, model.path, jobdir, harness, built[side],
-                                  job.env) for side in ("base", "head")}
+        outs = {side: _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
+                                  built[side], job.env) for side in ("base", "head")}
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
         chunks += [_chunk(spec, w, refs[w.kind, w.index], outs["base"][k], outs["head"][k])
                    for k, w in enumerate(batch)]
@@ -219,10 +220,16 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
 
 def _chunk(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
            head: list[Any]) -> dict[str, Any]:
-    start = kept_from(spec, window)
-    row = chunk(window.index, window.kind, ref[start:], base[start:], head[start:])
-    row["first_position"] = start
+    """The window's chunk; every dump holds only its scored positions (from kept_from on)."""
+    row = chunk(window.index, window.kind, ref, base, head)
+    row["first_position"] = kept_from(spec, window)
     return row
+
+
+def tokens_doc(windows: list[list[int]], froms: list[int]) -> Any:
+    """What a score command reads: a list of windows, or, when some window is scored only from
+    a position on, {"windows": [...], "score_from": [...]} (docs/profiles.md, score contract)."""
+    return {"windows": windows, "score_from": froms} if any(froms) else windows
 
 
 def _depths(spec: Correctness, windows: list[Window]) -> dict[str, int] | None:
@@ -276,13 +283,14 @@ def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str
 
 
 def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[int]],
-                model: str, jobdir: Path, harness: Path, built: Built,
+                froms: list[int], model: str, jobdir: Path, harness: Path, built: Built,
                 env: dict[str, str]) -> list[Any]:
     verify(built)
     tokens_file = jobdir / "score" / f"tokens-{round_}.json"
     tokens_file.parent.mkdir(parents=True, exist_ok=True)
-    tokens_file.write_text(json.dumps(windows))
-    lengths = [len(w) - 1 for w in windows]  # position i predicts token i + 1
+    tokens_file.write_text(json.dumps(tokens_doc(windows, froms)))
+    # position i predicts token i + 1; a window scored from f on returns positions f..n-2
+    lengths = [len(w) - 1 - f for w, f in zip(windows, froms, strict=True)]
     return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model,
                       jobdir, harness, built.artifact_dir, env, lengths)
 
@@ -300,17 +308,20 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, st
         if not wanted:
             continue
         version = stream.long_version if kind == "long" and stream.long_ids else stream.version
-        recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
-                                            size, spec.topk]).encode()).hexdigest()[:24]
+        kept = [kept_from(spec, w) for w in wanted[:1]] if kind == "long" else [0]
+        recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version, size,
+                                            spec.topk, *(kept if kept[0] else [])]
+                                           ).encode()).hexdigest()[:24]
         folder = cache_root / "reference" / recipe
         missing = [w for w in wanted if not (folder / f"{w.index}.json").is_file()]
         if missing:
             tokens_file = jobdir / "score" / f"reference-tokens-{size}.json"
             tokens_file.parent.mkdir(parents=True, exist_ok=True)
-            tokens_file.write_text(json.dumps([w.tokens for w in missing]))
+            froms = [kept_from(spec, w) for w in missing]
+            tokens_file.write_text(json.dumps(tokens_doc([w.tokens for w in missing], froms)))
             got = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec,
                              tokens_file, model_path, jobdir, harness, harness, job.env,
-                             [len(w.tokens) - 1 for w in missing])
+                             [len(w.tokens) - 1 - f for w, f in zip(missing, froms, strict=True)])
             for w, ref in zip(missing, got, strict=True):
                 _write_atomic(folder / f"{w.index}.json", ref)
         for w in wanted:
@@ -326,7 +337,7 @@ def _cached_reference(row: Any, spec: Correctness, window: Window) -> Any:
             raise DumpError("not a list of positions")
         [checked] = check_windows([{"top": [p.get("top") for p in row],
                                     "argmax": [p.get("argmax") for p in row]}],
-                                  spec.topk, [len(window.tokens) - 1])
+                                  spec.topk, [len(window.tokens) - 1 - kept_from(spec, window)])
         return [{"top": top, "argmax": am}
                 for top, am in zip(checked["top"], checked["argmax"], strict=True)]
     except DumpError as exc:

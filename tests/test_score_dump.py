@@ -6,6 +6,7 @@ statistic sees them; the KL estimate is checked against the exact KL of full dis
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from dataclasses import replace
@@ -245,3 +246,44 @@ def test_a_nan_dump_is_the_side_s_explicit_failure(demo: Any, tmp_path: Path,  #
     failure = _failure("score", "base" if side == "reference" else side, err.value.kind,
                        err.value.message, None)
     assert failure["attribution"] == attribution
+
+
+DEEP_SCORER = """import json, sys
+tokens, out, topk, log = sys.argv[1:5]
+doc = json.load(open(tokens))
+windows, froms = (doc["windows"], doc["score_from"]) if isinstance(doc, dict) else \\
+    (doc, [0] * len(doc))
+with open(log, "a") as f:
+    f.write(json.dumps(froms) + "\\n")
+rows = [{"top": [[[w[i + 1], -0.1], *[[(w[i + 1] + j + 1) % 60000, -5.0 - j]
+                                      for j in range(int(topk) - 1)]]
+                 for i in range(f, len(w) - 1)],
+         "argmax": [w[i + 1] for i in range(f, len(w) - 1)]} for w, f in zip(windows, froms)]
+json.dump({"windows": rows}, open(out, "w"))
+"""
+
+
+def test_long_windows_are_scored_deep_in_the_context_only(demo: Any,  # noqa: F811
+                                                         tmp_path: Path) -> None:
+    stub, log = tmp_path / "deep.py", tmp_path / "froms.jsonl"
+    stub.write_text(DEEP_SCORER)
+    job = _job(demo, tmp_path, [])
+    assert job.correctness is not None
+    argv = [sys.executable, str(stub), "{tokens}", "{out}", "{topk}", str(log)]
+    job = replace(job, correctness=replace(job.correctness, score_argv=argv,
+                                           reference_argv=argv, long_score_tokens=100,
+                                           critical=critical_values([10, 20])))
+    built = {side: Built(side, "0" * 40, True, 0.0, False, tmp_path) for side in ("base", "head")}
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    speed_tokens(jobdir, job, REPO_ROOT)
+    section = score(job, built, jobdir, REPO_ROOT)
+    longs = [c for c in section["chunks"] if c["kind"] == "long"]
+    assert len(longs) == 2 and all(c["positions"] == 100 for c in longs)
+    assert all(c["first_position"] == 1024 - 1 - 100 for c in longs)
+    assert section["depths"] == {"min": 924, "max": 1023}
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [923, 923] in [a[:2] for a in asked]  # the tools were told where to start
+    verdict = decide(section, POLICY)
+    assert any("long context: 2 window(s) scored at depths 924 to 1,023" in n
+               for n in verdict["notes"])
