@@ -91,26 +91,36 @@ def token_chunks(rng: np.random.Generator, n: np.ndarray, level: float, drop: fl
     base_only = rng.binomial(n - head_only, (half + extra) / (1 - half))
     head = np.clip(base + head_only - base_only, 0, n)
     level_kl = KL_MEAN * rng.lognormal(-0.125, 0.5, k)
-    out = []
-    for i in range(k):
-        bk, hk = _kl_tokens(rng, level_kl[i], n[i]), _kl_tokens(rng, level_kl[i], n[i])
-        out.append(_row(i, int(n[i]), {
-            **_kl_sums(bk, hk), "base_top1": int(base[i]), "head_top1": int(head[i]),
-            "head_only_right": int(head_only[i]), "base_only_right": int(base_only[i])}))
-    return out
+    sums: dict[str, np.ndarray] = {}
+    for size in np.unique(n):  # one array per window length (long and short windows)
+        rows = np.flatnonzero(n == size)
+        bk, hk = (_kl_tokens(rng, level_kl[rows], int(size)) for _ in range(2))
+        for key, value in _kl_sums(bk, hk, tails=False).items():
+            sums.setdefault(key, np.zeros(k))[rows] = value
+    return [_row(i, int(n[i]), {**{key: float(v[i]) for key, v in sums.items()},
+                                "base_top1": int(base[i]), "head_top1": int(head[i]),
+                                "head_only_right": int(head_only[i]),
+                                "base_only_right": int(base_only[i])}) for i in range(k)]
 
 
-def _kl_tokens(rng: np.random.Generator, level: float, n: int) -> np.ndarray:
+def _kl_tokens(rng: np.random.Generator, level: np.ndarray, n: int) -> np.ndarray:
+    """Heavy-tailed (lognormal) per-token KL around each window's level: [windows, n]."""
     sigma = np.sqrt(np.log(1 + (KL_SD / KL_MEAN) ** 2))
-    return level * np.exp(sigma * rng.standard_normal(n) - sigma**2 / 2)
+    return level[:, None] * np.exp(sigma * rng.standard_normal((level.size, n)) - sigma**2 / 2)
 
 
-def _kl_sums(bk: np.ndarray, hk: np.ndarray) -> dict[str, Any]:
-    return {"base_kl_sum": float(bk.sum()), "head_kl_sum": float(hk.sum()),
-            "base_kl_sq_sum": float((bk**2).sum()), "head_kl_sq_sum": float((hk**2).sum()),
-            "kl_diff_sum": float((hk - bk).sum()), "kl_diff_sq_sum": float(((hk - bk) ** 2).sum()),
-            "base_kl_max": float(bk.max()), "head_kl_max": float(hk.max()),
-            "base_kl_hist": kl_histogram(bk), "head_kl_hist": kl_histogram(hk)}
+def _kl_sums(bk: np.ndarray, hk: np.ndarray, tails: bool = True) -> dict[str, Any]:
+    """Chunk sums of per-token KL ([windows, n] arrays give one value per window)."""
+    def total(x: np.ndarray) -> Any:
+        return x.sum(-1)
+    out = {"base_kl_sum": total(bk), "head_kl_sum": total(hk),
+           "base_kl_sq_sum": total(bk**2), "head_kl_sq_sum": total(hk**2),
+           "kl_diff_sum": total(hk - bk), "kl_diff_sq_sum": total((hk - bk) ** 2)}
+    if tails:  # the percentile histograms: only the logit level shows them (they cost time)
+        out.update(base_kl_max=float(bk.max()), head_kl_max=float(hk.max()),
+                   base_kl_hist=kl_histogram(bk), head_kl_hist=kl_histogram(hk))
+        out = {key: float(v) if isinstance(v, np.floating) else v for key, v in out.items()}
+    return out
 
 
 # ---- logit level -----------------------------------------------------------------------------

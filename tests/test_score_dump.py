@@ -23,7 +23,7 @@ from engine.harness import _failure
 from engine.parsing import ParseError, read_score_lines
 from engine.score_dump import DumpError, check_windows
 from evalbot.config import REPO_ROOT
-from evalbot.correctness_policy import critical_values, decide
+from evalbot.correctness_policy import ALPHA, critical_values, decide
 from evalbot.policy import CorrectnessPolicy
 from tests.test_tokenize import _job, demo, scripts  # noqa: F401  (fixtures)
 
@@ -169,7 +169,7 @@ def _chunks(ref: np.ndarray, base: np.ndarray, head: np.ndarray, windows: int
 def _decide(recorded: list[dict[str, Any]]) -> dict[str, Any]:
     looks = [len(recorded)]
     section = {"seed": 1, "path": "p", "identical": False, "chunks": recorded,
-               "rule": {"looks": looks, "critical": critical_values(looks), "alpha": 0.01,
+               "rule": {"looks": looks, "critical": critical_values(looks), "alpha": ALPHA,
                         "margin": POLICY.margin, "kl_margin": POLICY.kl_margin}}
     return decide(section, POLICY)
 
