@@ -98,6 +98,8 @@ def _notes(section: dict[str, Any], out: dict[str, Any]) -> list[str]:
         notes.append("KL(reference ‖ engine) per token, 99th / 99.9th percentile / max: " + "; ".join(
             f"{name} {tails[s]['p99']:.3g} / {tails[s]['p999']:.3g} / {tails[s]['max']:.3g}"
             for s, name in (("base", "main"), ("head", "PR"))))
+    for row in (section.get("consistency") or {}).get("unchecked") or []:
+        notes.append(f"speed/score consistency not checked for {row['key']}: {row['reason']}")
     depths = section.get("depths")
     if depths:
         longs = sum(1 for c in section["chunks"] if c.get("kind") == "long")

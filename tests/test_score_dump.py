@@ -287,3 +287,25 @@ def test_long_windows_are_scored_deep_in_the_context_only(demo: Any,  # noqa: F8
     verdict = decide(section, POLICY)
     assert any("long context: 2 window(s) scored at depths 924 to 1,023" in n
                for n in verdict["notes"])
+
+
+def test_a_decode_beyond_the_token_stream_is_not_checked_never_a_pass() -> None:
+    from engine.correctness import _consistency_windows
+
+    cells = [{"model": "tiny", "metric": "decode", "ctx": 90,
+              "decode_argmax": {"base": [1] * 20, "head": [1] * 20}},
+             {"model": "tiny", "metric": "decode", "ctx": 10,
+              "decode_argmax": {"base": [1] * 20, "head": [1] * 20}}]
+    far, near = _consistency_windows(cells, "tiny", list(range(100)))
+    assert far["tokens"] == [] and "beyond the 100-token stream" in far["unchecked"]
+    assert near["tokens"] == list(range(30))
+    recorded = [chunk(0, "short", *[[{"top": GOOD, "argmax": 5}] * 3] * 3)] * 2
+    looks = [2]
+    section = {"seed": 1, "path": "p", "identical": True, "chunks": recorded,
+               "rule": {"looks": looks, "critical": critical_values(looks), "alpha": ALPHA},
+               "consistency": {"checked": False, "cells": [], "note": "n",
+                               "unchecked": [{"key": "tiny/decode@90",
+                                              "reason": far["unchecked"]}]}}
+    verdict = decide(section, POLICY)
+    assert not verdict["consistency"]["checked"]
+    assert any("not checked for tiny/decode@90" in n for n in verdict["notes"])
