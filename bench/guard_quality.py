@@ -10,10 +10,11 @@ evalbot.correctness_policy.decide on the recorded section, under the `default` p
 
 Scenarios:
 - token level: main's per-window top-1 p_i ~ Beta(mean 0.94, sd 0.02); head-vs-main flips at a
-  discordance level, clustered (window rate level * Exponential(1)), split evenly; a PR worse by
-  x points adds main-only-right flips at rate x * Exponential(1) per window.
-- clustered damage: the drop falls on one window in five (5x the mean drop there), the rest
-  are untouched: the shape of a kernel bug that fires only on some inputs.
+  discordance level, clustered (window rate level * Exponential(1)), split evenly.
+- clustered damage: a PR worse by x points adds main-only-right flips at rate x * Exponential(1)
+  per window (the damage clusters in windows, as the flips do).
+- concentrated damage, harsher: the drop falls on one window in five (5x the mean drop there),
+  the rest are untouched: a kernel bug that fires only on some inputs.
 - logit level: per position 32 candidate logits (sd 2) plus a rest of 15% of the mass spread
   over the vocabulary; reference, main and PR dumps are the real top-k of those, KL is the real
   engine.correctness_stats.kl_arrays, top-1 the real argmax agreement. Logit noise is Gaussian
@@ -197,10 +198,10 @@ def scenarios(k: int) -> list[tuple[str, bool, Chunks]]:
         out.append((f"token: equivalent, discordance {100 * lv:g}%", True,
                     lambda r, n, lv=lv: token_chunks(r, n, lv, 0.0, False)))
     for d in (0.02, 0.03):
-        out.append((f"token: worse by {100 * d:g} pt, disc. 10%", False,
+        out.append((f"clustered: worse by {100 * d:g} pt, disc. 10%", False,
                     lambda r, n, d=d: token_chunks(r, n, 0.10, d, False)))
     for d in (0.02, 0.03, 0.05):
-        out.append((f"clustered: {100 * d:g} pt drop in 1/5 windows", False,
+        out.append((f"concentrated: {100 * d:g} pt drop in 1/5 windows", False,
                     lambda r, n, d=d: token_chunks(r, n, 0.10, d, True)))
     out += [
         ("logit: noise 0.03 on both sides", True,
