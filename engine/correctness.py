@@ -28,7 +28,7 @@ from engine.build import Built, verify
 from engine.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.job import Correctness, Job, Model
 from engine.long_corpus import long_text
-from engine.score_dump import DumpError, check_windows
+from engine.score_dump import DumpError, check_rows, check_windows, tokens_doc
 
 CORPUS_DIR = Path(__file__).parent / "corpus"
 HARNESS = Path(__file__).resolve().parent.parent
@@ -226,11 +226,6 @@ def _chunk(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
     return row
 
 
-def tokens_doc(windows: list[list[int]], froms: list[int]) -> Any:
-    """What a score command reads: a list of windows, or, when some window is scored only from
-    a position on, {"windows": [...], "score_from": [...]} (docs/profiles.md, score contract)."""
-    return {"windows": windows, "score_from": froms} if any(froms) else windows
-
 
 def _depths(spec: Correctness, windows: list[Window]) -> dict[str, int] | None:
     """Context lengths (tokens seen) at the scored positions of long windows: least and most."""
@@ -333,13 +328,7 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, st
 def _cached_reference(row: Any, spec: Correctness, window: Window) -> Any:
     """A cached reference window, checked again: a cache file is not proof of anything."""
     try:
-        if not isinstance(row, list) or not all(isinstance(p, dict) for p in row):
-            raise DumpError("not a list of positions")
-        [checked] = check_windows([{"top": [p.get("top") for p in row],
-                                    "argmax": [p.get("argmax") for p in row]}],
-                                  spec.topk, [len(window.tokens) - 1 - kept_from(spec, window)])
-        return [{"top": top, "argmax": am}
-                for top, am in zip(checked["top"], checked["argmax"], strict=True)]
+        return check_rows(row, spec.topk, len(window.tokens) - 1 - kept_from(spec, window))
     except DumpError as exc:
         raise ScoreFailure("reference", "unparsable", f"the cached reference of {window.kind} "
                            f"window {window.index} is unusable: {exc}") from exc

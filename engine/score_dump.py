@@ -57,6 +57,22 @@ def check_windows(windows: Any, topk: int, lengths: Sequence[int] | None = None
     return out
 
 
+def check_rows(rows: Any, topk: int, length: int) -> list[dict[str, Any]]:
+    """One window as the harness keeps it (a list of {"top", "argmax"} per position), checked."""
+    if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
+        raise DumpError("not a list of positions")
+    [checked] = check_windows([{"top": [p.get("top") for p in rows],
+                                "argmax": [p.get("argmax") for p in rows]}], topk, [length])
+    return [{"top": top, "argmax": am}
+            for top, am in zip(checked["top"], checked["argmax"], strict=True)]
+
+
+def tokens_doc(windows: list[list[int]], froms: list[int]) -> Any:
+    """What a score command reads: a list of windows, or, when some window is scored only from
+    a position on, {"windows": [...], "score_from": [...]} (docs/profiles.md, score contract)."""
+    return {"windows": windows, "score_from": froms} if any(froms) else windows
+
+
 def check_position(entries: Any, argmax: Any, topk: int,
                    where: str) -> tuple[list[list[Any]], int]:
     """One position: the sorted first k [id, logprob] entries and the argmax, or DumpError."""
