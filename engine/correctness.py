@@ -19,7 +19,7 @@ import json
 import random
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ from engine import proc, safe_io, sandbox
 from engine.build import Built, verify
 from engine.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.job import Correctness, Job, Model
+from engine.long_corpus import long_text
+from engine.score_dump import DumpError, check_rows, check_windows, tokens_doc
 
 CORPUS_DIR = Path(__file__).parent / "corpus"
 HARNESS = Path(__file__).resolve().parent.parent
@@ -62,6 +64,10 @@ class Stream:
 
     ids: list[int]
     version: str
+    # The long-context text (engine/long_corpus.py) as ids, for long windows; empty when the
+    # profile scores none.
+    long_ids: list[int] = field(default_factory=list)
+    long_version: str = ""
 
 
 def speed_tokens(jobdir: Path, job: Job | None = None, harness: Path = HARNESS) -> Path:
@@ -78,19 +84,30 @@ def token_stream(job: Job | None, jobdir: Path, harness: Path = HARNESS) -> Stre
     recipe, corpus version) and cached; the corpus bytes when the profile has no tokenizer."""
     text, corpus = corpus_bytes()
     spec = job.correctness if job is not None else None
+    long, long_version = long_text(text) if spec is not None and spec.long_windows else (b"", "")
     if job is None or spec is None or not spec.tokenize_argv:
-        return Stream(list(text), corpus)
+        return Stream(list(text), corpus, list(long), long_version)
     model = scored_model(job, spec)
     tokenizer = hashlib.sha256(json.dumps([spec.tokenize_argv, model.sha256]).encode()
                                ).hexdigest()[:16]
+    ids = _cached_ids(job, spec, model.path, text, corpus, tokenizer, jobdir, harness)
+    long_ids = _cached_ids(job, spec, model.path, long, long_version, tokenizer, jobdir,
+                           harness) if long else []
+    return Stream(ids, f"{corpus}/{tokenizer}", long_ids,
+                  f"{long_version}/{tokenizer}" if long else "")
+
+
+def _cached_ids(job: Job, spec: Correctness, model: str, text: bytes, version: str,
+                tokenizer: str, jobdir: Path, harness: Path) -> list[int]:
+    """One text's ids, tokenized once per (text version, tokenizer) and cached on the box."""
     cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
-    cached = cache_root / "tokens" / f"{corpus}-{tokenizer}.json"
+    cached = cache_root / "tokens" / f"{version}-{tokenizer}.json"
     hit = safe_io.cache_get(cached, OUTPUT_CAP)
     if hit is not None:
-        return Stream(hit, f"{corpus}/{tokenizer}")
-    ids = _tokenize(job, spec, model.path, text, corpus, jobdir, harness)
+        return list(hit)
+    ids = _tokenize(job, spec, model, text, version, jobdir, harness)
     safe_io.cache_put(cached, ids)
-    return Stream(ids, f"{corpus}/{tokenizer}")
+    return ids
 
 
 def scored_model(job: Job, spec: Correctness) -> Model:
@@ -116,20 +133,35 @@ def window_tokens(text: Sequence[int], index: int, size: int) -> list[int]:
     return list(text[index * size : (index + 1) * size])
 
 
-def plan(spec: Correctness, text: Sequence[int]) -> list[Window]:
-    """Every window the last look could need, in scoring order (long ones first)."""
+def plan(spec: Correctness, text: Sequence[int],
+         long: Sequence[int] | None = None) -> list[Window]:
+    """Every window the last look could need, in scoring order (long ones first); long windows
+    come from `long` (the long-context text) when given."""
     short = spec.looks[-1] - spec.long_windows
+    long = text if long is None or not long else long
     try:
-        out = ([Window(i, "long", window_tokens(text, i, spec.long_window_tokens))
-                for i in pick_windows(grid(len(text), spec.long_window_tokens),
+        out = ([Window(i, "long", window_tokens(long, i, spec.long_window_tokens))
+                for i in pick_windows(grid(len(long), spec.long_window_tokens),
                                       spec.long_windows, spec.seed, "long")]
                if spec.long_windows else [])
         out += [Window(i, "short", window_tokens(text, i, spec.window_tokens))
                 for i in pick_windows(grid(len(text), spec.window_tokens), short, spec.seed)]
     except ValueError as exc:  # the profile asks for more text than the corpus has
         raise ScoreFailure("reference", "config", f"correctness plan: {exc} "
-                           f"({len(text)} tokens of corpus)") from exc
+                           f"({len(text)} tokens of corpus, {len(long)} of long text)") from exc
+    short_ones = [w for w in out if len(w.tokens) < 2]
+    if short_ones:  # a window that predicts nothing would make an empty chunk
+        raise ScoreFailure("reference", "config", f"correctness plan: {short_ones[0].kind} "
+                           f"window {short_ones[0].index} has {len(short_ones[0].tokens)} tokens")
     return out
+
+
+def kept_from(spec: Correctness, window: Window) -> int:
+    """The first position of a window that is scored: long windows keep their last
+    long_score_tokens positions (deep in the context, where long-context bugs show)."""
+    if window.kind != "long" or not spec.long_score_tokens:
+        return 0
+    return max(len(window.tokens) - 1 - spec.long_score_tokens, 0)
 
 
 def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
@@ -140,20 +172,21 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     stream = token_stream(job, jobdir, harness)  # cached: the speed tokens tokenized it already
     text, version = stream.ids, stream.version
     model = scored_model(job, spec)
-    windows = plan(spec, text)
+    windows = plan(spec, text, stream.long_ids)
     checks = _consistency_windows(cells or [], model.name, text)
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
     for j, count in enumerate(spec.looks):
         batch = windows[len(chunks) : count]
-        extra = [c["tokens"] for c in checks] if j == 0 else []
+        extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
-        refs = _references(job, spec, model.path, model.sha256, version, jobdir, harness, batch)
-        outs = {side: _score_side(spec, side, j, asked, model.path, jobdir, harness, built[side],
-                                  job.env) for side in ("base", "head")}
+        froms = [kept_from(spec, w) for w in batch] + [0] * len(extra)
+        refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
+        outs = {side: _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
+                                  built[side], job.env) for side in ("base", "head")}
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
-        chunks += [chunk(w.index, w.kind, refs[w.kind, w.index], outs["base"][k], outs["head"][k])
+        chunks += [_chunk(spec, w, refs[w.kind, w.index], outs["base"][k], outs["head"][k])
                    for k, w in enumerate(batch)]
         if j == 0:
             consistency = _consistency(spec, checks, outs, len(batch), cells)
@@ -167,6 +200,9 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "model": model.name,
         "window_tokens": spec.window_tokens,
         "long_window_tokens": spec.long_window_tokens,
+        "long_score_tokens": spec.long_score_tokens,
+        "long_corpus_version": stream.long_version,
+        "depths": _depths(spec, windows[: len(chunks)]),
         "windows": [{"index": w.index, "kind": w.kind} for w in windows[: len(chunks)]],
         "tokens": sum(c["positions"] for c in chunks),
         "topk": spec.topk,
@@ -183,6 +219,24 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     }
 
 
+def _chunk(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
+           head: list[Any]) -> dict[str, Any]:
+    """The window's chunk; every dump holds only its scored positions (from kept_from on)."""
+    row = chunk(window.index, window.kind, ref, base, head)
+    row["first_position"] = kept_from(spec, window)
+    return row
+
+
+
+def _depths(spec: Correctness, windows: list[Window]) -> dict[str, int] | None:
+    """Context lengths (tokens seen) at the scored positions of long windows: least and most."""
+    longs = [w for w in windows if w.kind == "long"]
+    if not longs:
+        return None
+    return {"min": min(kept_from(spec, w) + 1 for w in longs),
+            "max": max(len(w.tokens) - 1 for w in longs)}
+
+
 def _consistency_windows(cells: list[dict[str, Any]], model: str,
                          text: Sequence[int]) -> list[dict[str, Any]]:
     """One prefix of the speed-tokens stream per decode cell of the scored model with tokens."""
@@ -192,19 +246,30 @@ def _consistency_windows(cells: list[dict[str, Any]], model: str,
         if cell["model"] != model or cell["metric"] != "decode" or not greedy:
             continue
         length = cell["ctx"] + max(len(v) for v in greedy.values())
-        out.append({"key": f"{cell['model']}/decode@{cell['ctx']}", "ctx": cell["ctx"],
-                    "greedy": greedy, "tokens": list(text[:length])})
+        key = f"{cell['model']}/decode@{cell['ctx']}"
+        if length > len(text):  # the decode ran past the stream: nothing to compare it with
+            out.append({"key": key, "ctx": cell["ctx"], "greedy": {}, "tokens": [],
+                        "unchecked": f"context {cell['ctx']} plus {length - cell['ctx']} "
+                                     f"decoded tokens is beyond the {len(text)}-token stream"})
+            continue
+        out.append({"key": key, "ctx": cell["ctx"], "greedy": greedy,
+                    "tokens": list(text[:length])})
     return out
 
 
 def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str, list[Any]],
                  offset: int, cells: list[dict[str, Any]] | None) -> dict[str, Any]:
+    scored = [c for c in checks if c["tokens"]]
     result: dict[str, Any] = {"tie_nats": spec.tie_nats, "max_mismatch": spec.max_mismatch,
-                              "checked": bool(checks), "cells": []}
-    if not checks:
+                              "checked": bool(scored), "cells": [],
+                              "unchecked": [{"key": c["key"], "reason": c["unchecked"]}
+                                            for c in checks if not c["tokens"]]}
+    if not scored:
         result["note"] = ("no decode cell of the scored model recorded greedy tokens"
                           if cells else "no speed cells to compare")
-    for k, check in enumerate(checks):
+        if checks:
+            result["note"] = "; ".join(f"{c['key']}: {c['unchecked']}" for c in checks)
+    for k, check in enumerate(scored):
         for side in ("base", "head"):
             decode = [int(t) for t in check["greedy"].get(side, [])]
             gaps = consistency_positions(decode, outs[side][offset + k], check["ctx"])
@@ -214,20 +279,18 @@ def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str
 
 
 def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[int]],
-                model: str, jobdir: Path, harness: Path, built: Built,
+                froms: list[int], model: str, jobdir: Path, harness: Path, built: Built,
                 env: dict[str, str]) -> list[Any]:
     verify(built)
-    tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json", json.dumps(windows).encode())
-    out = _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model, jobdir,
-                     harness, built.artifact_dir, env)
-    lengths = [len(w) - 1 for w in windows]  # position i predicts token i + 1
-    if [len(o) for o in out] != lengths:
-        raise ScoreFailure(side, "unparsable", f"score output has {len(out)} windows or wrong "
-                           f"lengths for {len(windows)} windows asked")
-    return out
+    tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json",
+                                     json.dumps(tokens_doc(windows, froms)).encode())
+    # position i predicts token i + 1; a window scored from f on returns positions f..n-2
+    lengths = [len(w) - 1 - f for w, f in zip(windows, froms, strict=True)]
+    return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model,
+                      jobdir, harness, built.artifact_dir, env, lengths)
 
 
-def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, version: str,
+def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, stream: Stream,
                 jobdir: Path, harness: Path, batch: list[Window]) -> dict[tuple[str, int], Any]:
     """Reference top-k for the windows of this round, each cached on the box per (model,
     reference recipe, corpus version with its tokenizer, window size): a window's reference
@@ -239,8 +302,11 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, ve
         wanted = [w for w in batch if w.kind == kind]
         if not wanted:
             continue
-        recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version,
-                                            size, spec.topk]).encode()).hexdigest()[:24]
+        version = stream.long_version if kind == "long" and stream.long_ids else stream.version
+        kept = [kept_from(spec, w) for w in wanted[:1]] if kind == "long" else [0]
+        recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version, size,
+                                            spec.topk, *(kept if kept[0] else [])]
+                                           ).encode()).hexdigest()[:24]
         folder = cache_root / "reference" / recipe
         for w in wanted:  # each entry checked against the folder's sha256 manifest
             hit = safe_io.cache_get(folder / f"{w.index}.json", OUTPUT_CAP)
@@ -248,14 +314,30 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, ve
                 out[kind, w.index] = hit
         missing = [w for w in wanted if (kind, w.index) not in out]
         if missing:
-            tokens_file = safe_io.input_file(jobdir, f"reference-tokens-{size}.json",
-                                             json.dumps([w.tokens for w in missing]).encode())
+            froms = [kept_from(spec, w) for w in missing]
+            tokens_file = safe_io.input_file(
+                jobdir, f"reference-tokens-{size}.json",
+                json.dumps(tokens_doc([w.tokens for w in missing], froms)).encode())
             got = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec,
-                             tokens_file, model_path, jobdir, harness, harness, job.env)
+                             tokens_file, model_path, jobdir, harness, harness, job.env,
+                             [len(w.tokens) - 1 - f for w, f in zip(missing, froms, strict=True)])
             for w, ref in zip(missing, got, strict=True):
                 safe_io.cache_put(folder / f"{w.index}.json", ref)
-                out[kind, w.index] = ref
+        for w in wanted:  # checked again: a cache entry is not proof of anything
+            row = out.get((kind, w.index))
+            if row is None:
+                row = safe_io.cache_get(folder / f"{w.index}.json", OUTPUT_CAP)
+            out[kind, w.index] = _cached_reference(row, spec, w)
     return out
+
+
+def _cached_reference(row: Any, spec: Correctness, window: Window) -> Any:
+    """A cached reference window, checked again: a cache file is not proof of anything."""
+    try:
+        return check_rows(row, spec.topk, len(window.tokens) - 1 - kept_from(spec, window))
+    except DumpError as exc:
+        raise ScoreFailure("reference", "unparsable", f"the cached reference of {window.kind} "
+                           f"window {window.index} is unusable: {exc}") from exc
 
 
 def _tokenize(job: Job, spec: Correctness, model: str, text: bytes, corpus: str, jobdir: Path,
@@ -299,7 +381,7 @@ def _read_ids(out: Path, log: Path) -> list[int]:
 
 def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_file: Path,
                model: str, jobdir: Path, harness: Path, build: Path,
-               env: dict[str, str]) -> list[Any]:
+               env: dict[str, str], lengths: list[int]) -> list[Any]:
     outdir = sandbox.output_dir(jobdir, trusted=side == "reference")
     out = outdir / f"{tag}.json"
     log = jobdir / "logs" / f"score-{tag}.log"
@@ -313,15 +395,20 @@ def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_f
         if not done.ok:
             kind = "timeout" if done.timed_out else "crashed"
             raise ScoreFailure(side, kind, f"score run {kind} (exit {done.returncode})", log)
-        return _read_score(out, side, log)
+        return _read_score(out, side, log, spec.topk, lengths)
     finally:
         safe_io.remove_tree(outdir)
 
 
-def _read_score(out: Path, side: str, log: Path) -> list[Any]:
+def _read_score(out: Path, side: str, log: Path, topk: int, lengths: list[int]) -> list[Any]:
     try:
         doc = safe_io.read_json(out, OUTPUT_CAP)
+        windows = check_windows(doc["windows"], topk, lengths)
         return [[{"top": top, "argmax": am} for top, am in zip(w["top"], w["argmax"], strict=True)]
-                for w in doc["windows"]]
+                for w in windows]
+    except DumpError as exc:  # NaN, a repeated id, an argmax that is not the top, a short row
+        who = {"head": "the PR's", "base": "main's"}.get(side, "the reference's")
+        raise ScoreFailure(side, "unparsable", f"{who} score dump is refused: {exc}",
+                           log) from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ScoreFailure(side, "unparsable", f"score output unreadable: {exc}", log) from exc

@@ -27,31 +27,91 @@ from typing import Any
 
 import numpy as np
 
-FLOOR_LOGPROB = -20.0
-TAIL = "missing top-k entries floored at -20, renormalised over the union of top-k sets"
+TAIL = ("KL over the union of both top-k sets plus one rest bucket (the mass outside them), "
+        "not renormalised; a token missing from one side's top-k gets that side's k-th "
+        "probability, capped by its rest share")
 DECISIONS = ("undecided", "pass", "reject")
+Q_FLOOR = 1e-12  # a probability the engine side is charged at least (its dump printed 0 mass)
+# Per-token KL histogram (for percentiles): bin 0 holds KL below 1e-6 (0 included), bins
+# 1..80 are tenths of a decade from 1e-6 to 100 nats, bin 81 holds more than 100.
+KL_EDGES = 10.0 ** (np.arange(-60, 21) / 10)
+KL_BINS = len(KL_EDGES) + 1
+
+
+def _arrays(top: Sequence[Sequence[Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.array([[e[0] for e in row] for row in top], dtype=np.int64)
+    lps = np.array([[e[1] for e in row] for row in top], dtype=np.float64)
+    return ids.reshape(len(top), -1), lps.reshape(len(top), -1)
+
+
+def kl_tokens(ref_top: Sequence[Sequence[Sequence[float]]],
+              eng_top: Sequence[Sequence[Sequence[float]]]) -> np.ndarray:
+    """KL(reference || engine) per position, from checked dumps (engine/score_dump.py: sorted,
+    k entries each). Buckets: every token of either top-k, and the rest of the vocabulary.
+
+    A token in the reference's top-k but not the engine's has, on the engine side, at most the
+    engine's k-th probability (it is not above it) and at most the engine's rest mass shared
+    among its missing tokens: it is given that largest value, so a token that merely slipped
+    below the k-th entry costs about nothing, and its own term never exceeds its true term.
+    Likewise the other way round. What no top-k dump can show (divergence inside the rest) is
+    not counted: merging tokens into one bucket can only lower KL (log-sum inequality).
+    """
+    return kl_arrays(*_arrays(ref_top), *_arrays(eng_top))
+
+
+def kl_arrays(r_ids: np.ndarray, r_lp: np.ndarray, e_ids: np.ndarray,
+              e_lp: np.ndarray) -> np.ndarray:
+    """kl_tokens on [positions, k] arrays of ids and log-probabilities, sorted per row."""
+    if r_ids.shape[0] == 0:
+        return np.zeros(0)
+    p, q = np.exp(r_lp), np.exp(e_lp)
+    match = r_ids[:, :, None] == e_ids[:, None, :]
+    ref_in_eng, eng_in_ref = match.any(2), match.any(1)
+    p_rest = np.clip(1 - p.sum(1), 0, None)
+    q_rest = np.clip(1 - q.sum(1), 0, None)
+    miss_q, miss_p = (~ref_in_eng).sum(1), (~eng_in_ref).sum(1)
+    q_hat = np.minimum(q[:, -1], q_rest / np.maximum(miss_q, 1))
+    p_hat = np.minimum(p[:, -1], p_rest / np.maximum(miss_p, 1))
+    q_at_ref = np.where(ref_in_eng, (match * q[:, None, :]).sum(2), q_hat[:, None])
+    p_only = np.where(eng_in_ref, 0.0, p_hat[:, None])
+    p_r = np.clip(p_rest - miss_p * p_hat, 0, None)
+    q_r = np.clip(q_rest - miss_q * q_hat, 0, None)
+    total = (_xlogx(p, q_at_ref).sum(1) + _xlogx(p_only, q).sum(1) + _xlogx(p_r, q_r))
+    return np.clip(total, 0.0, None)
+
+
+def _xlogx(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """p * ln(p / q) with 0 ln 0 = 0 and q floored at Q_FLOOR."""
+    safe = np.where(p > 0, p, 1.0)
+    return np.where(p > 0, p * (np.log(safe) - np.log(np.maximum(q, Q_FLOOR))), 0.0)
 
 
 def kl(ref_top: Sequence[Sequence[float]], eng_top: Sequence[Sequence[float]]) -> float:
-    """KL(reference || engine) over the union of both top-k sets (tail: see TAIL)."""
-    ref = {int(t): float(lp) for t, lp in ref_top}
-    eng = {int(t): float(lp) for t, lp in eng_top}
-    union = sorted(ref.keys() | eng.keys())
-    p = np.exp([ref.get(t, FLOOR_LOGPROB) for t in union])
-    q = np.exp([eng.get(t, FLOOR_LOGPROB) for t in union])
-    p, q = p / p.sum(), q / q.sum()
-    return float(np.sum(p * (np.log(p) - np.log(q))))
+    """KL(reference || engine) at one position (see kl_tokens)."""
+    return float(kl_tokens([ref_top], [eng_top])[0])
+
+
+def kl_histogram(values: np.ndarray) -> list[int]:
+    """Counts per KL_EDGES bin: mergeable across chunks, for the percentiles of summary()."""
+    return np.bincount(np.searchsorted(KL_EDGES, values, side="right"),
+                       minlength=KL_BINS).astype(int).tolist()
 
 
 def chunk(index: int, kind: str, ref: list[dict[str, Any]], base: list[dict[str, Any]],
           head: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-window sums (and sums of squares), so chunk-level statistics can be formed later."""
-    n = min(len(ref), len(base), len(head))
-    ref_am = [int(ref[i]["top"][0][0]) for i in range(n)]
-    base_ok = np.array([int(base[i]["argmax"]) == ref_am[i] for i in range(n)])
-    head_ok = np.array([int(head[i]["argmax"]) == ref_am[i] for i in range(n)])
-    base_kl = np.array([kl(ref[i]["top"], base[i]["top"]) for i in range(n)])
-    head_kl = np.array([kl(ref[i]["top"], head[i]["top"]) for i in range(n)])
+    """Per-window sums (and sums of squares), so chunk-level statistics can be formed later.
+
+    The three dumps must cover the same positions (checked: a short one is refused, never cut).
+    """
+    n = len(ref)
+    if n == 0 or len(base) != n or len(head) != n:
+        raise ValueError(f"window {index} ({kind}): {n} reference, {len(base)} main and "
+                         f"{len(head)} PR positions; a chunk needs the same positive number")
+    ref_am = np.array([int(r["top"][0][0]) for r in ref])
+    base_ok = np.array([int(b["argmax"]) for b in base]) == ref_am
+    head_ok = np.array([int(h["argmax"]) for h in head]) == ref_am
+    base_kl = kl_tokens([r["top"] for r in ref], [b["top"] for b in base])
+    head_kl = kl_tokens([r["top"] for r in ref], [h["top"] for h in head])
     return {
         "window": index,
         "kind": kind,
@@ -66,6 +126,10 @@ def chunk(index: int, kind: str, ref: list[dict[str, Any]], base: list[dict[str,
         "base_only_right": int((base_ok & ~head_ok).sum()),
         "kl_diff_sum": float((head_kl - base_kl).sum()),
         "kl_diff_sq_sum": float(((head_kl - base_kl) ** 2).sum()),
+        "base_kl_max": float(base_kl.max()),
+        "head_kl_max": float(head_kl.max()),
+        "base_kl_hist": kl_histogram(base_kl),
+        "head_kl_hist": kl_histogram(head_kl),
     }
 
 
@@ -105,7 +169,26 @@ def summary(chunks: Sequence[dict[str, Any]], critical: float) -> dict[str, Any]
         "diff_top1": interval(hor - bor, hor + bor, n, critical),
         "diff_kl": interval(dk, dk2, n, critical),
         "discordant": {"head_only_right": int(hor.sum()), "base_only_right": int(bor.sum())},
+        "tails": {side: kl_tails(chunks, side) for side in ("base", "head")},
     }
+
+
+def kl_tails(chunks: Sequence[dict[str, Any]], side: str) -> dict[str, float | None]:
+    """llama-perplexity's tail figures of per-token KL: the 99th and 99.9th percentiles (the
+    upper edge of their histogram bin, so within a factor 1.26 above) and the maximum; None
+    for results recorded without histograms."""
+    hists = [c.get(f"{side}_kl_hist") for c in chunks]
+    if not chunks or any(h is None for h in hists):
+        return {"p99": None, "p999": None, "max": None}
+    counts = np.sum(np.array(hists, dtype=np.int64), axis=0)
+    cum = np.cumsum(counts)
+    top = float(max(c[f"{side}_kl_max"] for c in chunks))
+
+    def upper_edge(share: float) -> float:
+        b = int(np.searchsorted(cum, share * cum[-1], side="left"))
+        return min(float(KL_EDGES[b]) if b < len(KL_EDGES) else math.inf, top)
+
+    return {"p99": upper_edge(0.99), "p999": upper_edge(0.999), "max": top}
 
 
 def mcnemar_worse(head_only: int, base_only: int) -> float:

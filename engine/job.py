@@ -124,6 +124,7 @@ class Correctness:
     # More models scored with this same recipe (windows, reference, tokenizer each their own),
     # one results section each: a profile's models guard one another's correctness too.
     guards: list[str] = field(default_factory=list)
+    long_score_tokens: int = 0  # positions kept at the end of each long window; 0: all
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,7 @@ def _correctness(d: Any) -> Correctness | None:
         path=get(d, w, "path", str, optional=True) or "",
         tokenize_argv=_tokenize_argv(d.get("tokenize_argv"), f"{w}.tokenize_argv"),
         guards=[str(g) for g in d.get("guards") or []],
+        long_score_tokens=get(d, w, "long_score_tokens", int, optional=True) or 0,
     )
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
         raise ContractError(f"{w}: windows need at least 2 tokens")

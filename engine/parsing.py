@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from engine.job import Cell
+from engine.score_dump import DumpError, check_position
 
 
 class ParseError(ValueError):
@@ -156,27 +157,34 @@ def read_score_lines(output: str, topk: int) -> list[dict[str, Any]]:
     """Windows of `S` lines: `W n` ... `END` blocks, or one bare block (sparkinfer's score tool).
 
     Returns per window {"top": [[[id, lp], ...] per position], "argmax": [...]}, the score
-    contract of engine/correctness.py. A window with a missing, repeated or short position is an
-    error: a position is never filled in.
+    contract of engine/correctness.py, each position checked by engine/score_dump.py (sorted,
+    cut to k; NaN, a repeated id or an argmax that is not the top refused). A window with a
+    missing, repeated or short position is an error: a position is never filled in.
     """
     lines = output.splitlines()
     if any(ln.startswith("W ") for ln in lines):
-        return [_score_window(block, topk, expect) for expect, block in _blocks(lines)]
+        return [_score_window(block, topk, expect, first)
+                for expect, first, block in _blocks(lines)]
     return [_score_window([ln for ln in lines if ln.startswith("S ")], topk, None)]
 
 
-def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
-    out: list[tuple[int, list[str]]] = []
+def _blocks(lines: list[str]) -> list[tuple[int, int, list[str]]]:
+    """`W <n tokens> [<first scored position>]` ... `END` blocks: (positions, first, lines)."""
+    out: list[tuple[int, int, list[str]]] = []
     current: list[str] | None = None
     for ln in lines:
         if ln.startswith("W "):
             if current is not None:
                 raise ParseError("score output: window without END")
-            current, size = [], int(ln.split()[1])
+            head = ln.split()[1:]
+            if not 1 <= len(head) <= 2 or not all(x.isdigit() for x in head):
+                raise ParseError(f"score output: window header {ln[:60]!r}")
+            current, size = [], int(head[0])
+            first = int(head[1]) if len(head) == 2 else 0
         elif ln == "END":
             if current is None:
                 raise ParseError("score output: END without W")
-            out.append((size - 1, current))
+            out.append((size - 1 - first, first, current))
             current = None
         elif ln.startswith("S ") and current is not None:
             current.append(ln)
@@ -185,7 +193,8 @@ def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _score_window(lines: list[str], topk: int, expect: int | None) -> dict[str, Any]:
+def _score_window(lines: list[str], topk: int, expect: int | None,
+                  first: int = 0) -> dict[str, Any]:
     if not lines:
         raise ParseError("score output has no S lines")
     top, argmax = [], []
@@ -193,17 +202,18 @@ def _score_window(lines: list[str], topk: int, expect: int | None) -> dict[str, 
         m = _SCORE.match(ln.strip())
         if not m:
             raise ParseError(f"score line not in the documented format: {ln[:120]!r}")
-        if int(m.group(1)) != k:
-            raise ParseError(f"score positions out of order: expected i={k}, got i={m.group(1)}")
+        if int(m.group(1)) != first + k:
+            raise ParseError(f"score positions out of order: expected i={first + k}, "
+                             f"got i={m.group(1)}")
         try:
             entries = [[int(i), float(lp)] for i, lp in (p.split(":") for p in m.group(5).split(","))]
+            entry, am = check_position(entries, int(m.group(3)), topk, f"position {k}")
+        except DumpError as exc:
+            raise ParseError(str(exc)) from exc
         except ValueError as exc:
             raise ParseError(f"position {k}: top list is not id:logprob pairs: {exc}") from exc
-        if len(entries) < topk or any(not lp <= 0.0 for _, lp in entries):
-            raise ParseError(f"position {k}: {len(entries)} top entries (want {topk}) "
-                             "or a log-probability above 0")
-        top.append(sorted(entries[:topk], key=lambda e: -e[1]))
-        argmax.append(int(m.group(3)))
+        top.append(entry)
+        argmax.append(am)
     if expect is not None and len(lines) != expect:
         raise ParseError(f"score window has {len(lines)} positions, expected {expect}")
     return {"top": top, "argmax": argmax}

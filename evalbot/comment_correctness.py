@@ -25,6 +25,9 @@ def line(corr: dict[str, Any]) -> str:
     if decision == "not-scored":
         return "correctness not scored"
     tokens = f"{corr.get('tokens', 0):,} tokens"
+    depths = corr.get("depths") or {}
+    if depths.get("min"):  # long windows: say how deep the scoring reached
+        tokens += f", some at {depths['min'] // 1024}k+ depth"
     if decision == "inert":
         return f"correctness: identical to main, bit for bit ({tokens})"
     if decision == "pass":
@@ -114,6 +117,7 @@ def details(corr: dict[str, Any]) -> str:
                      f"{floors['top1']:g} / above KL {floors['kl']:g} "
                      f"({'calibrated from main' if floors.get('calibrated') else 'policy default'}).")
     lines.append(f"- Speed/score consistency: {_consistency(corr.get('consistency') or {})}.")
+    lines.extend(f"- {n[:1].upper()}{n[1:]}." for n in corr.get("notes") or [])
     return "\n".join(lines)
 
 

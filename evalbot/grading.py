@@ -259,6 +259,9 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     if unmeasured:  # a cell without a single look cannot pass silently, guard or not
         reasons.append(f"no measurement for {', '.join(unmeasured)}")
         return "infra-error", None
+    if corr["decision"] == "infra-error":  # an unusable reference: never a pass
+        reasons.extend(corr["reasons"])
+        return "infra-error", None
     if corr["decision"] == "reject":
         reasons.extend(corr["reasons"])
         return "incorrect", None
@@ -275,6 +278,9 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
         reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
                        f"[{100 * c['lo']:+.1f}%, {100 * c['hi']:+.1f}%]" for c in regressed)
         return "regressed", None
+    if corr["decision"] == "inconclusive":  # no tier on an undecided correctness check
+        reasons.extend(corr["reasons"])
+        return "inconclusive", None
     best = _best([c for c in cells if c["role"] == "primary"])
     if best:
         reasons.append(f"best cell {best['key']}: {100 * best['speedup']:+.1f}% "

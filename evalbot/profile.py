@@ -73,6 +73,7 @@ class CorrectnessSettings:
     path: str = ""  # the numeric path the score command runs, when not the benchmarked one
     tokenize_argv: tuple[str, ...] = ()  # the model's tokenizer (docs/profiles.md); (): bytes
     guards: tuple[str, ...] = ()  # more models scored with this recipe, each deciding as well
+    long_score_tokens: int = 0  # positions scored at the end of each long window; 0: all
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
     s = top.section("correctness", {"model", "score_argv", "reference_argv", "windows",
                                     "window_tokens", "topk", "timeout_s", "looks",
                                     "long_windows", "long_window_tokens", "floors", "tie_nats",
-                                    "max_mismatch", "path", "tokenize_argv", "guards"})
+                                    "max_mismatch", "path", "tokenize_argv", "guards",
+                                    "long_score_tokens"})
     model = s.get("model", str)
     if model not in models:
         raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
@@ -246,7 +248,8 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
                                looks, s.get("long_windows", int, 0),
                                s.get("long_window_tokens", int, 0), floors or None,
                                s.get("tie_nats", float, 0.01), s.get("max_mismatch", float, 0.02),
-                               s.get("path", str, ""), _tokenize_argv(s), guards)
+                               s.get("path", str, ""), _tokenize_argv(s), guards,
+                               s.get("long_score_tokens", int, 0))
 
 
 def _tokenize_argv(s: Section) -> tuple[str, ...]:

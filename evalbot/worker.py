@@ -191,7 +191,11 @@ class Worker:
             return
         if earlier is not None:
             results = _pooled(earlier, results, out)
-        verdict = self._sign(grade(results, self.policy))
+        try:
+            verdict = self._sign(grade(results, self.policy))
+        except Exception as exc:  # a results file grading refuses, or a verdict signing refuses
+            log.exception("%s: job %s could not be graded", self.name, job.id)
+            raise PipelineError(f"grading failed ({type(exc).__name__}): {exc}") from exc
         if verdict["kind"] == "infra-error" and job.tries < self.settings.max_tries:
             self._retry(store, job, "; ".join(verdict["reasons"]) or "infra-error")
             return

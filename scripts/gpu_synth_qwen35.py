@@ -26,10 +26,14 @@ on the other 24 layers; vocab padded to 248320).
 Perf-shaped test model: weights are random, so only speed (and build-vs-build agreement) mean
 anything.  Tensors are streamed to disk one at a time (peak RAM ~ one tensor).
 """
-import argparse, sys, time
-import numpy as np
+import argparse
+import sys
+import time
+
 import gguf
-from gguf import GGUFReader, GGUFWriter, GGUFValueType, GGMLQuantizationType as QT
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("vocab"); ap.add_argument("out")

@@ -18,7 +18,7 @@ from evalbot.policy import CorrectnessPolicy, load_labels
 from evalbot.profile import load_profile
 
 POLICY = CorrectnessPolicy(margin=0.01, kl_margin=0.02, top1_floor=0.90, kl_ceiling=0.20)
-LOOKS = [8, 16, 32]
+LOOKS = [8, 16, 32, 112]
 
 
 def chunks(k: int, n: int, base: float, head_only: int, base_only: int, kl_base: float = 0.01,
@@ -83,19 +83,35 @@ def test_grows_until_decided() -> None:
     assert len(section(chunks(32, 1024, 0.93, 3, 3, spread=1))["looks"]) == 1
 
 
-def test_floors_reject_a_head_below_them_when_main_clears_them() -> None:
-    rec = chunks(32, 1000, 0.995, 0, 10)  # head 0.985: within-margin drop, below a 0.99 floor
+def test_floors_reject_a_head_below_them_less_the_margin_when_main_clears_them() -> None:
+    rec = chunks(32, 1000, 0.995, 0, 25)  # head 0.97: below the 0.99 floor less 1 point
     verdict = decide(section(rec, floors={"top1": 0.99, "kl": 0.02}), POLICY)
     assert verdict["decision"] == "reject"
-    assert any("absolute floors" in r for r in verdict["reasons"])
     assert verdict["floors"]["calibrated"]
 
 
-def test_main_below_the_floor_is_drift_not_reject() -> None:
+def test_a_head_within_the_margin_is_never_rejected_through_a_floor() -> None:
+    """The issue's case: main at 0.90 on the 0.90 floor, head 0.7 points worse (inside the
+    1-point margin): the floor used to REJECT it 8.5-32% of the time."""
+    rec = chunks(112, 256, 0.905, 4, 6, spread=2)  # head 0.7 points below main
+    verdict = decide(section(rec, floors={"top1": 0.90, "kl": 0.2}), POLICY)
+    assert verdict["diff_top1"]["mean"] == pytest.approx(-0.0078, abs=1e-3)
+    assert verdict["decision"] != "reject", verdict["reasons"]
+
+
+def test_main_below_the_floor_is_an_unusable_reference_never_a_pass() -> None:
     rec = chunks(32, 256, 0.80, 3, 3, spread=1)  # main itself reads 0.80 against a 0.90 floor
     verdict = decide(section(rec), POLICY)
-    assert verdict["decision"] == "pass" and verdict["drift"]
-    assert any("reference drift" in r for r in verdict["reasons"])
+    assert verdict["decision"] == "infra-error" and verdict["drift"]
+    assert any("reference is unusable" in r for r in verdict["reasons"])
+
+
+def test_a_garbage_reference_with_a_flat_broken_head_is_no_pass() -> None:
+    """The issue's case: a reference nothing agrees with and a head as broken (both near 0
+    top-1): the paired look passes at the first look, the verdict must not."""
+    rec = chunks(32, 128, 0.01, 0, 0, kl_base=5.0)
+    verdict = decide(section(rec), POLICY)
+    assert verdict["decision"] == "infra-error"
 
 
 def _consistency(head_gaps: list[float | None], base_gaps: list[float | None]) -> dict[str, Any]:
@@ -163,7 +179,8 @@ def test_critical_values_are_bonferroni_t_quantiles() -> None:
 
 def test_calibrated_floors_sit_below_main() -> None:
     floors = calibrate_floors([section(chunks(32, 256, 0.95, 0, 0), identical=True)], POLICY)
-    assert 0.90 < floors["top1"] < 0.95 - POLICY.margin and floors["kl"] > 0.011
+    # main's own lowest lower bound and highest upper bound: the rule adds the margins
+    assert 0.90 < floors["top1"] < 0.95 and floors["kl"] >= 0.0105
 
 
 def test_the_job_carries_the_schedule_and_survives_json() -> None:
@@ -205,3 +222,30 @@ def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
         assert f"{kl['mean']:.3g} [{max(0.0, kl['lo']):.3g}, {kl['hi']:.3g}]" in text
     assert "seed `5`" in text and "scored: score path" in text
     assert "Speed/score consistency: consistent (0 of 16 greedy tokens differ)" in text
+
+
+def _graded(correctness: dict[str, Any]) -> dict[str, Any]:
+    from evalbot.grading import grade
+
+    results = {"schema": "evalbot.results/1", "job_id": "j", "profile": "demo", "box": {},
+               "base": {"sha": "a" * 40, "ok": True}, "head": {"sha": "b" * 40, "ok": True},
+               "rule": {"looks": [2], "critical": [1.0], "sd_floor": 0.1, "significance": 0.1,
+                        "tolerance": 0.1}, "models": [{"name": "tiny", "role": "primary"}],
+               "cells": [], "failures": [], "correctness": correctness}
+    return grade(results, load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default"))
+
+
+@pytest.mark.parametrize(("recorded", "kind"), [
+    (chunks(112, 256, 0.93, 10, 13, spread=4), "inconclusive"),  # at the margin, cap reached
+    (chunks(32, 256, 0.80, 3, 3, spread=1), "infra-error"),  # main below the floor
+    (chunks(32, 256, 0.93, 3, 3, spread=1), "neutral"),
+])
+def test_every_correctness_outcome_reaches_the_headline(recorded: list[dict[str, Any]],
+                                                        kind: str) -> None:
+    verdict = _graded(section(recorded))
+    assert verdict["kind"] == kind
+    assert verdict["headline"] == {"inconclusive": "eval:inconclusive",
+                                   "infra-error": "eval:infra-error",
+                                   "neutral": "eval:none"}[kind]
+    if kind != "neutral":
+        assert verdict["reasons"] == verdict["correctness"]["reasons"]

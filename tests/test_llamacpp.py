@@ -24,7 +24,7 @@ SCORE_PY = Path(__file__).parents[1] / "engine" / "llamacpp" / "score.py"
 # Written from the documented format of sparkinfer's qwen3_gguf_score
 # (shared/reference/sparkinfer-formats.md), not captured from the tool: we have no output of it.
 SPARK_SCORE = """loading model ...
-S i=0 tgt=11 am=11 lp=-0.100000 top=11:-0.100000,7:-2.500000,3:-4.000000
+S i=0 tgt=11 am=11 lp=-0.150000 top=11:-0.150000,7:-2.500000,3:-4.000000
 S i=1 tgt=5 am=9 lp=-3.200000 top=9:-0.300000,5:-3.200000,1:-3.900000
 PPL 5.05 over 2 positions
 ARGMATCH 1/2 0.5000
@@ -175,3 +175,40 @@ def test_llama_bench_json_survives_merged_stderr_logs() -> None:
         "l/prefill@4096": 23402.885095, "l/decode@16384": 417.026105}
     with pytest.raises(ParseError, match="no llama-bench JSON"):
         read_rates("ggml_cuda_init: [0]\n", {"kind": "llama_bench"}, cells)
+
+
+DEEP = """W 5 2
+S i=2 tgt=4 am=4 lp=-0.2 top=4:-0.2,8:-2.0
+S i=3 tgt=5 am=5 lp=-0.3 top=5:-0.3,1:-2.5
+END
+"""
+
+
+def test_a_window_scored_from_a_position_on_reads_its_deep_rows_only() -> None:
+    [window] = read_score_lines(DEEP, topk=2)
+    assert window["argmax"] == [4, 5] and len(window["top"]) == 2
+    with pytest.raises(ParseError, match="expected i=2, got i=0"):
+        read_score_lines(DEEP.replace("i=2", "i=0"), topk=2)
+    with pytest.raises(ParseError, match="2 positions, expected 3"):  # W 6 2: positions 2..4
+        read_score_lines(DEEP.replace("W 5 2", "W 6 2"), topk=2)
+
+
+def test_score_command_passes_the_first_scored_position_and_checks_the_rows(
+        tmp_path: Path) -> None:
+    printed = tmp_path / "deep.txt"
+    printed.write_text(DEEP)
+    tool = tmp_path / "tool"
+    # The stand-in prints the recorded rows and keeps the window lines it was handed.
+    tool.write_text(f"#!/bin/sh\ncp \"$4\" {tmp_path}/asked.txt\ncat {printed}\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    tokens, out = tmp_path / "t.json", tmp_path / "o.json"
+    tokens.write_text(json.dumps({"windows": [[1, 2, 3, 4, 5]], "score_from": [2]}))
+    args = ["--bin", str(tool), "--model", "m", "--tokens", str(tokens), "--topk", "2",
+            "--out", str(out)]
+    assert _score(args) == 0
+    assert (tmp_path / "asked.txt").read_text() == "@2 1 2 3 4 5\n"
+    assert len(json.loads(out.read_text())["windows"][0]["top"]) == 2
+    tokens.write_text(json.dumps({"windows": [[1, 2, 3, 4, 5]], "score_from": [1]}))
+    assert _score(args) == 1  # 2 rows printed, 3 asked: refused
+    tokens.write_text(json.dumps({"windows": [[1, 2, 3]], "score_from": [2]}))
+    assert _score(args) == 1  # nothing left to score

@@ -22,6 +22,7 @@ from engine.correctness import ScoreFailure, corpus_bytes, plan, score, speed_to
 from engine.demo import DemoRepo, generate
 from engine.harness import run_job
 from engine.job import Job, parse_job
+from engine.long_corpus import long_text
 from evalbot.config import REPO_ROOT, BoxConfig
 from evalbot.errors import ConfigError
 from evalbot.jobspec import make_job
@@ -51,7 +52,7 @@ tokens, out, topk, log, tag = sys.argv[1:6]
 windows = json.load(open(tokens))
 with open(log, "a") as f:
     f.write(json.dumps({"tag": tag, "windows": windows}) + "\\n")
-rows = [{"top": [[[w[i + 1] + j, -0.01 - j] for j in range(int(topk))] for i in range(len(w) - 1)],
+rows = [{"top": [[[w[i + 1] + j, -0.1 - 4 * j] for j in range(int(topk))] for i in range(len(w) - 1)],
          "argmax": [w[i + 1] for i in range(len(w) - 1)]} for w in windows]
 json.dump({"windows": rows}, open(out, "w"))
 """
@@ -115,14 +116,17 @@ def test_windows_and_speed_tokens_are_slices_of_the_tokenizer_ids(
     stream = token_stream(job, jobdir, REPO_ROOT)
     assert stream.ids == ids
     assert stream.version.startswith(f"{corpus}/") and len(stream.version) > len(corpus) + 8
-    windows = plan(spec, stream.ids)
+    assert stream.long_ids == _pairs(long_text(text)[0])  # long windows: the long text's ids
+    windows = plan(spec, stream.ids, stream.long_ids)
     assert len(windows) == 20 and {w.kind for w in windows} == {"long", "short"}
     for w in windows:
         size = spec.long_window_tokens if w.kind == "long" else spec.window_tokens
-        assert w.tokens == ids[w.index * size: (w.index + 1) * size]
+        source = stream.long_ids if w.kind == "long" else ids
+        assert w.tokens == source[w.index * size: (w.index + 1) * size]
     assert max(t for w in windows for t in w.tokens) > 255  # ids, not bytes
     assert plan(replace(spec, seed=6), ids) != windows  # the seed still picks the windows
-    assert runs.read_text().count("run") == 1  # speed tokens and stream: one tokenizer run
+    # speed tokens and stream: one tokenizer run per text (corpus, long text), then the cache
+    assert runs.read_text().count("run") == 2
 
 
 def test_score_uses_the_ids_and_every_cache_follows_the_tokenizer(
@@ -130,6 +134,7 @@ def test_score_uses_the_ids_and_every_cache_follows_the_tokenizer(
     runs, log = tmp_path / "runs.txt", tmp_path / "scored.jsonl"
     tok = [sys.executable, str(scripts["tok"]), "{text}", "{out}", str(runs)]
     ids = _pairs(corpus_bytes()[0])
+    long_ids = _pairs(long_text(corpus_bytes()[0])[0])
 
     def evaluate(argv: list[str], job_id: str) -> dict[str, Any]:
         job = _stubbed(_job(demo, tmp_path, argv, job_id), scripts, log)
@@ -146,16 +151,17 @@ def test_score_uses_the_ids_and_every_cache_follows_the_tokenizer(
     for s in scored:  # what the reference and both sides scored are slices of the ids
         for w in s["windows"]:
             size = len(w)
-            assert any(ids[k * size:(k + 1) * size] == w for k in range(len(ids) // size))
+            source = long_ids if size == 1024 else ids  # long windows: the long text's ids
+            assert any(source[k * size:(k + 1) * size] == w for k in range(len(source) // size))
     second = evaluate(tok, "j2")  # a second job on the same box: both caches are reused
     assert second["corpus_version"] == first["corpus_version"]
-    assert runs.read_text().count("run") == 1
+    assert runs.read_text().count("run") == 2  # corpus and long text, each once
     assert len([json.loads(x) for x in log.read_text().splitlines()
                 if json.loads(x)["tag"] == "reference"]) == len(refs)
     other = evaluate([*tok, "--variant"], "j3")  # another recipe: new ids, new reference cache
     assert other["corpus_version"] != first["corpus_version"]
     assert other["corpus_version"].split("/")[0] == first["corpus_version"].split("/")[0]
-    assert runs.read_text().count("run") == 2
+    assert runs.read_text().count("run") == 4
     assert len([x for x in log.read_text().splitlines()
                 if json.loads(x)["tag"] == "reference"]) == 2 * len(refs)
 

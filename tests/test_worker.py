@@ -191,3 +191,28 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.is_file() and stat.read_text().split(") ")[-1][0] != "Z"  # a zombie is dead
+
+
+def test_a_verdict_that_cannot_be_graded_or_signed_is_an_infra_error_not_a_dead_worker(
+        tmp_path: Path, stub: tuple[Path, str, dict[str, str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection at the grader (a NaN that signing refuses): the worker records an
+    infra-error verdict and goes on; it used to die on SignatureError (not a PipelineError)."""
+    from evalbot import worker as worker_module
+    from evalbot.signing import SignatureError
+
+    def unsignable(*_args: object) -> dict[str, object]:
+        raise SignatureError("verdict cannot be encoded canonically: Out of range float values")
+
+    repo, _main, shas = stub
+    config = write_config(tmp_path, repo)
+    store = Store(config.store)
+    job = store.enqueue("o/r", 1, shas["neutral"], _ident(config))
+    monkeypatch.setattr(worker_module, "grade", unsignable)
+    worker = _worker(config, max_tries=1)
+    assert worker.step(store)  # returns: the worker thread is alive
+    row = store.get(job.id)
+    assert row.state == "failed"
+    [record] = store.history()
+    assert record["verdict"]["kind"] == "infra-error"
+    assert "grading failed (SignatureError)" in record["verdict"]["failures"][0]["message"]

@@ -31,17 +31,35 @@ from engine.llamacpp.manifest import ManifestError, verified_tool  # noqa: E402
 from engine.parsing import ParseError, read_score_lines  # noqa: E402
 
 
-def write_windows(windows: list[list[int]], path: Path) -> None:
-    if not isinstance(windows, list) or not all(isinstance(w, list) and len(w) >= 2
-                                                for w in windows):
-        raise ValueError("tokens file must hold a list of windows of at least 2 token ids")
-    path.write_text("".join(" ".join(str(int(t)) for t in w) + "\n" for w in windows))
+def read_tokens(doc: object) -> tuple[list[list[int]], list[int]]:
+    """The harness's tokens file: a list of windows, or {"windows": [...], "score_from": [...]}
+    when some window is scored only from a position on (long windows: the deep positions)."""
+    if isinstance(doc, dict):
+        windows, froms = doc.get("windows"), doc.get("score_from")
+    else:
+        windows, froms = doc, [0] * len(doc) if isinstance(doc, list) else None
+    if not isinstance(windows, list) or not isinstance(froms, list) or \
+            len(froms) != len(windows) or not all(isinstance(w, list) and len(w) >= 2 and
+                                                  type(f) is int and 0 <= f < len(w) - 1
+                                                  for w, f in zip(windows, froms, strict=False)):
+        raise ValueError("tokens file must hold windows of at least 2 token ids, each scored "
+                         "from a position before its last")
+    return windows, froms
+
+
+def write_windows(windows: list[list[int]], path: Path, froms: list[int] | None = None) -> None:
+    """One line per window for evalbot-topk: `[@FROM ]id id ...`."""
+    froms = froms or [0] * len(windows)
+    read_tokens({"windows": windows, "score_from": froms})  # validates
+    path.write_text("".join((f"@{f} " if f else "") + " ".join(str(int(t)) for t in w) + "\n"
+                            for w, f in zip(windows, froms, strict=True)))
 
 
 def score(tool: Path, model: str, windows: list[list[int]], topk: int,
-          scratch: Path) -> list[dict[str, object]]:
+          scratch: Path, froms: list[int] | None = None) -> list[dict[str, object]]:
+    froms = froms or [0] * len(windows)
     txt = scratch.with_suffix(".windows.txt")
-    write_windows(windows, txt)
+    write_windows(windows, txt, froms)
     done = subprocess.run([str(tool), "score", model, str(topk), str(txt)],
                           capture_output=True, text=True, check=False)
     sys.stderr.write(done.stderr[-4000:])
@@ -50,14 +68,20 @@ def score(tool: Path, model: str, windows: list[list[int]], topk: int,
     out = read_score_lines(done.stdout, topk)
     if len(out) != len(windows):
         raise ParseError(f"{len(out)} windows scored, {len(windows)} asked")
+    for k, (got, w, f) in enumerate(zip(out, windows, froms, strict=True)):
+        if len(got["top"]) != len(w) - 1 - f:
+            raise ParseError(f"window {k}: {len(got['top'])} positions, "
+                             f"{len(w) - 1 - f} asked")
     return out
 
 
 def score_per_window(tool: Path, model: str, windows: list[list[int]],
-                     topk: int) -> list[dict[str, object]]:
+                     topk: int, froms: list[int] | None = None) -> list[dict[str, object]]:
     """sparkinfer's `qwen3_gguf_score MODEL TOPK ID0 ID1 ...`: one process per window; its
-    summary lines (PPL, ARGMATCH) must be there too, or the output is taken as truncated."""
+    summary lines (PPL, ARGMATCH) must be there too, or the output is taken as truncated. The
+    tool scores every position; a window scored from f on keeps positions f.. only."""
     out = []
+    froms = froms or [0] * len(windows)
     for k, window in enumerate(windows):
         done = subprocess.run([str(tool), model, str(topk), *(str(int(t)) for t in window)],
                               capture_output=True, text=True, check=False)
@@ -70,7 +94,7 @@ def score_per_window(tool: Path, model: str, windows: list[list[int]],
         got = read_score_lines(done.stdout, topk)[0]
         if len(got["top"]) != len(window) - 1:
             raise ParseError(f"window {k}: {len(got['top'])} positions, {len(window) - 1} asked")
-        out.append(got)
+        out.append({key: value[froms[k]:] for key, value in got.items()})
     return out
 
 
@@ -110,12 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.text:
             a.out.write_text(json.dumps(tokenize(_tool(a), a.model, a.text)))
             return 0
-        windows = json.loads(a.tokens.read_text())
+        windows, froms = read_tokens(json.loads(a.tokens.read_text()))
         if a.per_window:
-            write_windows(windows, a.out.with_suffix(".windows.txt"))  # validates the windows
-            result = score_per_window(a.per_window, a.model, windows, a.topk)
+            result = score_per_window(a.per_window, a.model, windows, a.topk, froms)
         else:
-            result = score(_tool(a), a.model, windows, a.topk, a.out)
+            result = score(_tool(a), a.model, windows, a.topk, a.out, froms)
     except (ManifestError, ParseError, RuntimeError, ValueError, OSError) as exc:
         print(f"score failed: {exc}", file=sys.stderr)
         return 1

@@ -4,15 +4,19 @@
 // engine side scores exactly the code of the side being evaluated; the reference build runs the
 // same source against the pinned llama.cpp.
 //
-//   evalbot-topk score MODEL TOPK WINDOWS.txt   one window per line, token ids separated by spaces
+//   evalbot-topk score MODEL TOPK WINDOWS.txt   one window per line, token ids separated by spaces,
+//                                               optionally led by `@F ` (score positions F.. only)
 //   evalbot-topk tokenize MODEL TEXT.txt        prints the token ids of the whole file, one line
 //   evalbot-topk decode MODEL N_PREFILL IDS.txt  a witness (engine/witness.py): prefills the first
 //       N_PREFILL ids in one batch, then decodes the rest one token per step (teacher-forced) and
 //       prints `OUTPUT_IDS: <argmax after each decode step> ...`, one line
 //
-// score prints, per window, `W <n tokens>`, then one line per scored position in the format of
-// sparkinfer's qwen3_gguf_score (so one parser reads both), then `END`:
+// score prints, per window, `W <n tokens>` (`W <n tokens> <F>` when led by @F), then one line per
+// scored position in the format of sparkinfer's qwen3_gguf_score (so one parser reads both), then
+// `END`:
 //   S i=<pos> tgt=<next id> am=<argmax id> lp=<logprob of target> top=<id>:<lp>,<id>:<lp>,...
+// Logits are computed only for the scored positions: a 32k-token window scored at its last 256
+// positions needs 256 rows of logits, not 32k (20 GB for a 151k vocabulary).
 // Log-probabilities are relative to the full softmax over the vocabulary, computed in double.
 #include "llama.h"
 
@@ -38,17 +42,33 @@ static llama_model * load(const char * path) {
     return model;
 }
 
-static std::vector<std::vector<llama_token>> read_windows(const char * path) {
+struct Window {
+    size_t from = 0;  // first scored position
+    std::vector<llama_token> tokens;
+};
+
+static std::vector<Window> read_windows(const char * path) {
     std::ifstream in(path);
     if (!in) { fprintf(stderr, "[FAIL] cannot read %s\n", path); exit(2); }
-    std::vector<std::vector<llama_token>> out;
+    std::vector<Window> out;
     std::string line;
     while (std::getline(in, line)) {
         std::istringstream ids(line);
-        std::vector<llama_token> w;
+        Window w;
+        if (ids.peek() == '@') {
+            ids.get();
+            long from;
+            if (!(ids >> from) || from < 0) { fprintf(stderr, "[FAIL] bad @from\n"); exit(2); }
+            w.from = (size_t) from;
+        }
         long id;
-        while (ids >> id) w.push_back((llama_token) id);
-        if (!w.empty()) out.push_back(w);
+        while (ids >> id) w.tokens.push_back((llama_token) id);
+        if (w.tokens.empty()) continue;
+        if (w.tokens.size() < 2 || w.from + 1 >= w.tokens.size()) {
+            fprintf(stderr, "[FAIL] window of %zu tokens scored from %zu\n", w.tokens.size(), w.from);
+            exit(2);
+        }
+        out.push_back(w);
     }
     return out;
 }
@@ -71,7 +91,7 @@ static void print_position(const float * logits, int n_vocab, int pos, llama_tok
 static int score(const char * model_path, int topk, const char * windows_path) {
     auto windows = read_windows(windows_path);
     size_t longest = 0;
-    for (auto & w : windows) longest = std::max(longest, w.size());
+    for (auto & w : windows) longest = std::max(longest, w.tokens.size());
     llama_model * model = load(model_path);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     if (topk < 1 || topk > n_vocab) { fprintf(stderr, "[FAIL] topk %d\n", topk); return 2; }
@@ -81,7 +101,8 @@ static int score(const char * model_path, int topk, const char * windows_path) {
     cp.n_ubatch = std::min<uint32_t>(cp.n_ctx, 512);
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
-    for (auto & w : windows) {
+    for (auto & win : windows) {
+        const auto & w = win.tokens;
         for (llama_token t : w) {
             if (t < 0 || t >= n_vocab) { fprintf(stderr, "[FAIL] token %d out of vocab\n", t); return 2; }
         }
@@ -92,12 +113,13 @@ static int score(const char * model_path, int topk, const char * windows_path) {
             batch.pos[i] = (llama_pos) i;
             batch.n_seq_id[i] = 1;
             batch.seq_id[i][0] = 0;
-            batch.logits[i] = 1;
+            batch.logits[i] = i >= win.from && i + 1 < w.size();
         }
         batch.n_tokens = (int32_t) w.size();
         if (llama_decode(ctx, batch) != 0) { fprintf(stderr, "[FAIL] decode\n"); return 3; }
-        printf("W %zu\n", w.size());
-        for (size_t i = 0; i + 1 < w.size(); i++) {
+        if (win.from) printf("W %zu %zu\n", w.size(), win.from);
+        else printf("W %zu\n", w.size());
+        for (size_t i = win.from; i + 1 < w.size(); i++) {
             print_position(llama_get_logits_ith(ctx, (int32_t) i), n_vocab, (int) i, w[i + 1], topk);
         }
         printf("END\n");
