@@ -46,10 +46,10 @@ SCORER = r'''
 import builtins, json, os, sys
 tokens, out, topk = sys.argv[1:4]
 windows = json.load(open(tokens))
-rows = [{"top": [[[w[i + 1] + j, -0.01 - j] for j in range(int(topk))] for i in range(len(w) - 1)],
+rows = [{"top": [[[w[i + 1] + j, -0.05 - 4 * j] for j in range(int(topk))] for i in range(len(w) - 1)],
          "argmax": [w[i + 1] for i in range(len(w) - 1)]} for w in windows]
 if hasattr(builtins, "HIJACKED"):  # planted code ran in this process: it scores garbage
-    rows = [{"top": [[[0, -0.01]] for _ in r["argmax"]], "argmax": [0] * len(r["argmax"])}
+    rows = [{"top": [[[0, -0.05], [1, -4.05]] for _ in r["argmax"]], "argmax": [0] * len(r["argmax"])}
             for r in rows]
 if len(sys.argv) > 4:  # the reference: who ran it, and whether planted code reached it
     with open(sys.argv[4], "a") as f:
@@ -182,7 +182,7 @@ if cfg.get("link_out"):  # hand in a link to a file outside the run instead of a
 if cfg.get("fifo_out"):  # a FIFO: a harness that opened it to read would wait forever
     os.mkfifo(out)
     sys.exit(0)
-rows = [{"top": [[[0, -0.01]] for _ in w[1:]], "argmax": [0] * (len(w) - 1)} for w in windows]
+rows = [{"top": [[[0, -0.05], [1, -4.05]] for _ in w[1:]], "argmax": [0] * (len(w) - 1)} for w in windows]
 json.dump({"windows": rows}, open(out, "w"))
 '''
 POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
@@ -360,7 +360,7 @@ def test_a_poisoned_reference_is_impossible(box: Path) -> None:
     carry it to every later job. The reference runs as the harness, in its own HOME."""
     doc, jobdir = _job(box, {"plant": PLANT}, correctness=True)
     results = _run(doc, jobdir)
-    assert results["failures"] == []
+    assert results["failures"] == [], [f["message"] for f in results["failures"]]
     runs = [json.loads(line) for line in (box / "reference.log").read_text().splitlines()]
     assert runs and all(r["uid"] == os.getuid() and not r["hijacked"] for r in runs)
     assert all(Path(r["home"]).parent == jobdir.resolve() / "homes" for r in runs)
