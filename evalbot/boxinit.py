@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from engine.sandbox_exec import ALLOWED_USER_FILE
+from evalbot.errors import EvalbotError
 
 LAUNCHER = Path("/usr/local/lib/evalbot/sandbox-exec")
 SUDOERS = Path("/etc/sudoers.d/evalbot")
@@ -121,9 +122,14 @@ def install_missing(missing: list[str]) -> None:
     if apt is None or not wanted:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([apt, "update", "-q"], check=True, env=env)
-    subprocess.run([apt, "install", "-y", "-q", "--no-install-recommends", *wanted], check=True,
-                   env=env)
+    try:
+        subprocess.run([apt, "update", "-q"], check=True, env=env)
+        subprocess.run([apt, "install", "-y", "-q", "--no-install-recommends", *wanted],
+                       check=True, env=env)
+    except subprocess.CalledProcessError as exc:  # e.g. a box without a package mirror
+        raise EvalbotError(f"box init: apt-get could not install {', '.join(wanted)} (exit "
+                           f"{exc.returncode}); install them by hand, or pass --no-install "
+                           "where the harness runs as root and needs no sudo") from exc
 
 
 def missing_tools(python: str) -> list[str]:

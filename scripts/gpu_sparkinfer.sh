@@ -61,7 +61,7 @@ stage_setup() {  # wheels, and the engine repository with its four heads as real
 }
 
 stage_box() {  # the users of `evalbot box init`, and proof that the sandbox user sees the GPU
-  cd "$ROOT" && "$PY" -m evalbot box init --workdir "$W/box" --python "$PY" 2>&1 | tail -5
+  cd "$ROOT" && "$PY" -m evalbot box init --no-install --workdir "$W/box" --python "$PY" 2>&1 | tail -5
   id "$SANDBOX" >/dev/null 2>&1 || fail "box init did not create $SANDBOX" || return 1
   ls -l /dev/nvidia* 2>&1 | tee "$W/log/dev-nvidia.txt"
   # Through the real launcher (engine/sandbox_exec.py: new net/UTS/IPC namespaces, no groups,

@@ -150,11 +150,11 @@ static int tokenize(const char * model_path, const char * text_path) {
 
 static int decode(const char * model_path, int n_prefill, const char * ids_path) {
     auto windows = read_windows(ids_path);
-    if (windows.size() != 1 || n_prefill < 1 || (size_t) n_prefill >= windows[0].size()) {
+    if (windows.size() != 1 || n_prefill < 1 || (size_t) n_prefill >= windows[0].tokens.size()) {
         fprintf(stderr, "[FAIL] one line of ids, longer than N_PREFILL >= 1\n");
         return 2;
     }
-    std::vector<llama_token> & ids = windows[0];
+    std::vector<llama_token> & ids = windows[0].tokens;
     llama_model * model = load(model_path);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     for (llama_token t : ids) {
