@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evalbot.boxinit import LAUNCHER  # noqa: E402
-from evalbot.cli import LABELS  # noqa: E402
+from evalbot.resources import LABELS_FILE as LABELS  # noqa: E402
 from evalbot.config import BoxConfig  # noqa: E402
 from evalbot.evaluation import evaluate  # noqa: E402
 from evalbot.policy import load_labels  # noqa: E402

@@ -32,6 +32,7 @@ speed:
     - model: m
       argv: ["PY", "{build}/build/engine.py", "--ctxs", "{ctxs}"]
       parse: {kind: json_line, prefix: "BENCH_JSON ", fields: {decode: "{ctx}.decode_tps"}}
+      decode_tokens: 32   # what the stub really decodes: its rates then fit its wall time
       cells: [{metric: decode, ctx: 128}]
 """
 
