@@ -152,14 +152,18 @@ class Measurement:
             rec = self.records[cell.key]
             rec.stopped = "decided" if rec.decided else why
 
-    def _sample(self, run: SpeedRun, side: str, warmup: bool = False) -> tuple[dict, bool]:
+    def _verified(self, side: str, kind: str) -> tuple[Built, Path]:
+        """The side's artifacts, re-verified before every process, and the next log's path."""
         built = self.built[side]
         try:
             verify(built)
         except (RuntimeError, OSError) as exc:
             raise SampleFailure(side, "tampered", str(exc)) from exc
         self.seq += 1
-        log = self.jobdir / "logs" / f"sample-{self.seq:05d}-{side}.log"
+        return built, self.jobdir / "logs" / f"{kind}-{self.seq:05d}-{side}.log"
+
+    def _sample(self, run: SpeedRun, side: str, warmup: bool = False) -> tuple[dict, bool]:
+        built, log = self._verified(side, "sample")
         argv = [self._fill(a, run, built) for a in run.argv]
         before = gpu.gpu_state()
         done = proc.run(argv, cwd=built.artifact_dir, timeout_s=run.timeout_s, log=log, env=self.job.env)
@@ -218,13 +222,7 @@ class Measurement:
             self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0))
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, clock: str) -> witness.Timed:
-        built = self.built[side]
-        try:
-            verify(built)
-        except (RuntimeError, OSError) as exc:
-            raise SampleFailure(side, "tampered", str(exc)) from exc
-        self.seq += 1
-        log = self.jobdir / "logs" / f"witness-{self.seq:05d}-{side}.log"
+        built, log = self._verified(side, "witness")
         before, cpu0 = gpu.gpu_state(), _children_cpu_s()
         try:
             done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
