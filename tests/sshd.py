@@ -111,7 +111,14 @@ class Sshd:
                 "key_file": str(self.client_key), "known_hosts": str(self.known_hosts)}
 
 
-SANDBOX_USER = "evalbot-sandbox"
+def per_worker(name: str) -> str:
+    """A name of this pytest-xdist worker alone: the sandbox kills every process of its user after
+    each run, so two workers must never share one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"{name}-{worker}" if worker else name
+
+
+SANDBOX_USER = per_worker("evalbot-sandbox")
 
 
 def ensure_sandbox_user() -> None:

@@ -21,7 +21,7 @@ from evalbot.config import BoxConfig
 from evalbot.errors import PipelineError
 from evalbot.reconnect import Connection
 from remote.ssh import SSHBox, SSHTarget
-from tests.sshd import Sshd, ensure_sandbox_user, pin_model, system_python
+from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import job_doc, make_repo
 
 VARIANTS = {"faster": {"decode": 1300.0, "prefill": 1.3e6, "work_s": 0.05},
@@ -44,7 +44,7 @@ def workdir() -> Iterator[Path]:
 
 def _config(workdir: Path, repo: Path, python: str = sys.executable) -> BoxConfig:
     return BoxConfig(name="gpu1", kind="ssh", workdir=str(workdir), repo=str(repo),
-                     python=python, sandbox_user="evalbot-sandbox")  # root harness: no sudo
+                     python=python, sandbox_user=SANDBOX_USER)  # root harness: no sudo
 
 
 def _box(sshd: Sshd, workdir: Path) -> SSHBox:

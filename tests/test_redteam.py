@@ -30,7 +30,7 @@ from evalbot.grading import grade
 from evalbot.policy import load_labels
 from evalbot.redact import for_boxes
 from evalbot.render import render_comment
-from tests.sshd import pin_model, system_python
+from tests.sshd import per_worker, pin_model, system_python
 from tests.stub_engine import ENGINE, GIT_ENV, job_doc
 
 # What main's tree holds besides the stub engine: an honest build and scorer.
@@ -191,7 +191,7 @@ CANARY_HOOK = "whsec-canary-5f3a9e1c"
 BOX_PORT = 48619
 # A sandbox user of these tests alone: the sandbox kills every process of its user after each
 # run, and other sandboxed tests may run on this machine at the same time.
-SANDBOX_USER = "evalbot-redteam"
+SANDBOX_USER = per_worker("evalbot-redteam")
 
 
 @pytest.fixture
