@@ -37,7 +37,12 @@ class WitnessSpec:
     prompt_tokens: int  # ids the harness draws per pair
     output: dict[str, Any]  # how to read the output ids: kind ids_line | json_path | score_lines
     output_tokens: int  # how many ids a complete output has
-    pairs: int = 4
+    pairs: int = 4  # the most pairs: the last look
+    # Pairs at which the harness may stop (the last is `pairs`): it stops at the first look where
+    # the per-pair saving's lower bound at that look's `stop_t` (set by the bot, which judges
+    # every look it allowed at alpha / len(looks)) is above 0; a busy box measures on.
+    looks: tuple[int, ...] = ()
+    stop_t: tuple[float, ...] = ()
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
     min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
     clock: str = "wall"  # wall: process start to exit; cpu: the process tree's CPU time
@@ -51,6 +56,7 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         raise ContractError(f"{where}.cells: cell keys of this run with tokens >= 1 (bad: {unknown})")
     output = get(d, where, "output", dict)
     one_of(get(output, f"{where}.output", "kind", str), OUTPUT_KINDS, f"{where}.output.kind")
+    looks = _looks(d.get("looks", d.get("pairs", 4)), where)
     spec = WitnessSpec(
         name=get(d, where, "name", str),
         argv=[str(a) for a in get(d, where, "argv", list)],
@@ -58,15 +64,30 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         prompt_tokens=get(d, where, "prompt_tokens", int),
         output=dict(output),
         output_tokens=get(d, where, "output_tokens", int),
-        pairs=get(d, where, "pairs", int, optional=True) or 4,
+        pairs=looks[-1],
+        looks=looks,
+        stop_t=tuple(float(t) for t in d.get("stop_t") or ()),
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
         timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
     )
-    if spec.pairs < 3 or spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
-        raise ContractError(f"{where}: pairs >= 3, prompt_tokens, output_tokens >= 1")
+    if spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
+        raise ContractError(f"{where}: prompt_tokens, output_tokens >= 1")
+    if spec.stop_t and len(spec.stop_t) != len(looks):
+        raise ContractError(f"{where}.stop_t: one critical value per look {list(looks)}")
     return spec
+
+
+def _looks(value: Any, where: str) -> tuple[int, ...]:
+    """`pairs: 4` (one look) or `pairs: [4, 8]` (looks): increasing, the first >= 3."""
+    looks = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+    if (not isinstance(looks, list) or not looks
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in looks)
+            or looks[0] < 3 or any(b <= a for a, b in zip(looks, looks[1:], strict=False))):
+        raise ContractError(f"{where}.pairs: a number >= 3 or increasing looks, the first >= 3 "
+                            f"(got {value!r})")
+    return tuple(looks)
 
 
 @dataclass
@@ -78,7 +99,8 @@ class WitnessRecord:
 
     def to_dict(self) -> dict[str, Any]:
         s = asdict(self.spec)
-        return {"name": s["name"], "cells": s["cells"], "pairs": s["pairs"], "clock": s["clock"],
+        return {"name": s["name"], "cells": s["cells"], "pairs": s["pairs"],
+                "looks": list(s["looks"]), "clock": s["clock"],
                 "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
                 "source": "witness", "samples": self.samples}
 
@@ -99,7 +121,8 @@ Launch = Callable[[str, list[str], float], Timed]  # (side, argv, timeout_s) -> 
 
 def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
             prompts: Path, warmup: int = 1) -> WitnessRecord:
-    """Warm-up, then `pairs` kept pairs in ABBA order, each pair on a fresh prompt."""
+    """Warm-up, then kept pairs in ABBA order, each pair on a fresh prompt, up to the first look
+    that settles (see `WitnessSpec.looks`) or the last."""
     record = WitnessRecord(spec)
     for _ in range(warmup):
         for side in ("base", "head"):
@@ -122,7 +145,25 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
                 "agreement": round(agree, 4), "error": error})
         if not dropped:
             pair += 1
+            if _settled(spec, record, pair):
+                break
     return record
+
+
+def _settled(spec: WitnessSpec, record: WitnessRecord, pairs: int) -> bool:
+    """At a look before the last: the verified pairs' saving is above 0 at the look's stop_t."""
+    if not spec.stop_t or pairs not in spec.looks[:-1]:
+        return False
+    by_pair: dict[int, dict[str, dict[str, Any]]] = {}
+    for s in record.samples:
+        if not s["dropped"] and s["verified"]:
+            by_pair.setdefault(s["pair"], {})[s["side"]] = s
+    d = [p["base"]["seconds"] - p["head"]["seconds"] for p in by_pair.values() if len(p) == 2]
+    if len(d) < 3:
+        return False
+    mean = sum(d) / len(d)
+    sd = (sum((x - mean) ** 2 for x in d) / (len(d) - 1)) ** 0.5
+    return mean - spec.stop_t[spec.looks.index(pairs)] * sd / len(d) ** 0.5 > 0
 
 
 def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:

@@ -14,6 +14,9 @@ main's and the head's witness times, measured by the harness, as a one-sided t i
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
 
+A witness with several looks (the harness stops at the first that confirms) is judged at alpha
+split over its looks, so stopping early never makes confirmation easier than one fixed look.
+
 An improved cell stays improved only when some verified witness confirms it; it becomes `spoofed`
 when any witness contradicts it (the run's own samples count as a witness that can contradict,
 never confirm: nobody checked their output), `unconfirmed` otherwise. Other decisions are never
@@ -24,16 +27,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
+
+from engine.witness import WitnessSpec
 
 SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
 MIN_PAIRS = 3
 MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
+
+
+def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
+    """The one-sided alpha of each look of a witness: the policy's, never above
+    MAX_CONFIRM_ALPHA, split over the looks the harness may stop at (any stopping rule is then
+    safe)."""
+    return min(float(rule_alpha or MAX_CONFIRM_ALPHA), MAX_CONFIRM_ALPHA) / max(looks, 1)
+
+
+def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
+    """The witness as the job carries it: the t critical value of each look, at which the
+    harness may stop measuring (engine/witness.py)."""
+    alpha = confirm_alpha(rule_alpha, len(spec.looks))
+    return replace(spec, stop_t=tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6)
+                                      for n in spec.looks))
 
 
 def claimed_saving(cell: Mapping[str, Any], tokens: int) -> tuple[float, float] | None:
@@ -88,8 +109,9 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         out["note"] = f"{len(d)} usable pairs"
         return out
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
-    mean, lo, _ = interval(d, base_s, alpha)
-    _, _, hi_strict = interval(d, base_s, SPOOF_ALPHA)
+    looks = max(len(witness.get("looks") or [0]), 1)  # each look the harness could stop at
+    mean, lo, _ = interval(d, base_s, alpha / looks)
+    _, _, hi_strict = interval(d, base_s, SPOOF_ALPHA / looks)
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict)
     positive = {k: max(v[0], 0.0) for k, v in claims.items() if k in witness["cells"]}
     total = sum(positive.values())
@@ -116,8 +138,7 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
     `witnesses` key is from a harness before witnesses: left as it was graded then."""
     if "witnesses" not in results:
         return []
-    rule = results["rule"]
-    alpha = min(float(rule.get("alpha") or MAX_CONFIRM_ALPHA), MAX_CONFIRM_ALPHA)
+    alpha = confirm_alpha(results["rule"].get("alpha"), 1)
     records = {_key(c): c for c in results["cells"]}
     judged = []
     for w in results["witnesses"]:

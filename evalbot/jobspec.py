@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 from engine.checks import sha as check_sha
 from engine.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
 from evalbot.config import BoxConfig
+from evalbot.confirmation import with_stops
 from evalbot.errors import ConfigError
 from evalbot.policy import TIER_ORDER, Policy
 from evalbot.profile import Profile
@@ -68,7 +69,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         runs=[SpeedRun(r.model, list(r.argv), dict(r.parse),
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
-                       {"decode": r.decode_tokens}, list(r.witnesses)) for r in profile.runs],
+                       {"decode": r.decode_tokens},
+                       [with_stops(w, policy.alpha) for w in r.witnesses]) for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
         env=dict(profile.env),

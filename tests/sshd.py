@@ -112,10 +112,13 @@ class Sshd:
 
 
 def per_worker(name: str) -> str:
-    """A name of this pytest-xdist worker alone: the sandbox kills every process of its user after
-    each run, so two workers must never share one."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return f"{name}-{worker}" if worker else name
+    """A name of this checkout's pytest-xdist worker alone: the sandbox kills every process of its
+    user after each run, so two workers (or two checkouts' suites) must never share one."""
+    import hashlib
+
+    checkout = hashlib.sha256(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:4]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return f"{name}-{checkout}-{worker}"
 
 
 SANDBOX_USER = per_worker("evalbot-sandbox")

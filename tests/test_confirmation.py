@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from engine import witness
 from engine.harness import run_job
 from engine.job import parse_job
 from engine.results import validate
@@ -90,6 +91,50 @@ def test_the_tier_is_judged_on_no_more_than_the_witness_measured() -> None:
 
 def test_too_few_pairs_confirm_nothing() -> None:
     assert _status(_cell(100.0, 200.0), _witness(12.0, 7.0, n=2)) == "unconfirmed"
+
+
+def test_looks_split_alpha_so_stopping_early_confirms_no_more() -> None:
+    # 4 pairs saving 0.48 s, sd 0.15: confirmed as one fixed look, not as the first of two
+    cell, timed = _cell(100.0, 105.0), _witness(12.0, 11.52, n=4, jitter=0.085)
+    assert _status(cell, timed) == "improved"
+    assert _status(cell, {**timed, "looks": [4, 8]}) == "unconfirmed"
+
+
+def _scripted(saving_s: list[float]) -> tuple[witness.Launch, list[int]]:
+    """A launch whose pair i saves saving_s[i] seconds (main takes 10 s), output always main's."""
+    launched: list[int] = []
+
+    def launch(side: str, argv: list[str], timeout_s: float) -> witness.Timed:
+        pair = len(launched) // 2
+        launched.append(pair)
+        seconds = 10.0 - (saving_s[pair] if side == "head" else 0.0)
+        return witness.Timed(True, "IDS 1 2 3", seconds, False)
+
+    return launch, launched
+
+
+@pytest.mark.parametrize(("savings", "pairs_run"), [
+    ([2.0, 2.1, 1.9, 2.0] + [2.0] * 4, 4),  # clear at the first look: stops there
+    ([2.0, -1.0, 3.0, 0.5] + [2.0] * 4, 8),  # noisy at 4: measures on to 8
+    ([0.0] * 8, 8),  # nothing saved: to the last look (the evidence that can contradict)
+])
+def test_the_harness_stops_at_the_first_look_that_confirms(tmp_path, savings, pairs_run):
+    spec = confirmation.with_stops(witness.parse_witness(
+        {"name": "w", "argv": ["x"], "cells": {"m/decode@128": 3}, "prompt_tokens": 4,
+         "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 3,
+         "pairs": [4, 8]}, "w", {"m/decode@128"}), 0.01)
+    launch, launched = _scripted(savings)
+    record = witness.measure(spec, lambda arg, side: arg, launch, tmp_path, warmup=0)
+    assert max(launched) + 1 == pairs_run == len(record.samples) // 2
+    assert record.to_dict()["looks"] == [4, 8]
+
+
+@pytest.mark.parametrize("pairs", [[8, 4], [2, 8], [], "4", [4, 4]])
+def test_witness_looks_must_increase_from_three(pairs) -> None:
+    with pytest.raises(witness.ContractError, match="pairs"):
+        witness.parse_witness({"name": "w", "argv": ["x"], "cells": {"c": 3}, "prompt_tokens": 4,
+                               "output": {"kind": "ids_line"}, "output_tokens": 3,
+                               "pairs": pairs}, "w", {"c"})
 
 
 def test_a_lie_on_one_cell_is_not_covered_by_a_real_saving_on_another() -> None:
