@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine import speed  # noqa: E402
+from engine import speed, witness  # noqa: E402
 from evalbot.config import BoxConfig  # noqa: E402
 from evalbot.grading import grade  # noqa: E402
 from evalbot.jobspec import make_job  # noqa: E402
@@ -159,8 +159,11 @@ def _decided(record: dict[str, Any], pairs: int, rule: dict[str, Any]) -> bool:
 def _witness(spec: Any, run: Any, box: Box, gain: float,
              rng: np.random.Generator) -> dict[str, Any]:
     by_key = {c.key: c for c in run.cells}
-    samples = []
+    record = witness.WitnessRecord(spec)
+    samples = record.samples
     for p in range(spec.pairs):
+        if p and witness.settled(spec, record, p):
+            break  # the harness's own stopping rule (engine/witness.py)
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
             speedup = 1 + gain if side == "head" else 1.0
             work = sum(tokens / (_rate(box, by_key[k].metric, by_key[k].ctx) * speedup)
@@ -171,7 +174,7 @@ def _witness(spec: Any, run: Any, box: Box, gain: float,
             samples.append({"pair": p, "side": side, "seconds": seconds, "dropped": False,
                             "verified": True})
     return {"name": spec.name, "source": "witness", "cells": dict(spec.cells),
-            "samples": samples}
+            "looks": list(spec.looks), "samples": samples}
 
 
 def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:

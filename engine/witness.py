@@ -145,12 +145,12 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
                 "agreement": round(agree, 4), "error": error})
         if not dropped:
             pair += 1
-            if _settled(spec, record, pair):
+            if settled(spec, record, pair):
                 break
     return record
 
 
-def _settled(spec: WitnessSpec, record: WitnessRecord, pairs: int) -> bool:
+def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int) -> bool:
     """At a look before the last: the verified pairs' saving is above 0 at the look's stop_t."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
         return False
