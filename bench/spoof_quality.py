@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine import speed, witness  # noqa: E402
+from engine import speed, stats, witness  # noqa: E402
 from evalbot.config import BoxConfig  # noqa: E402
 from evalbot.grading import grade  # noqa: E402
 from evalbot.jobspec import make_job  # noqa: E402
@@ -134,26 +134,31 @@ def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: 
         samples = []
         for p in range(last):
             order = (("base", base[p]), ("head", printed[p]))
-            samples += [{"pair": p, "side": s, "value": float(v), "dropped": False}
-                        for s, v in (order if p % 2 == 0 else order[::-1])]
+            # seq: which process of this run measured it (the grader groups a run's cells by it)
+            samples += [{"pair": p, "side": s, "value": float(v), "dropped": False,
+                         "seq": (id(run), 2 * p + i)}
+                        for i, (s, v) in enumerate(order if p % 2 == 0 else order[::-1])]
         records[cell.key] = {"model": cell.model, "metric": cell.metric, "ctx": cell.ctx,
                              "unit": "tok/s", "higher_is_better": True, "anchor": cell.anchor,
                              "samples": samples, "looks": []}
     n = last
     for k in rule["looks"]:  # the run stops at the first look where every cell is decided
-        if all(_decided(r, k, rule) for r in records.values()):
+        if _all_decided(list(records.values()), k, rule):
             n = k
             break
     for r in records.values():
         r["samples"] = [s for s in r["samples"] if s["pair"] < n]
-        r["looks"] = [lk.to_dict() for lk in speed.replay(r, rule)]
+    # the run's cells test their calibration together, as the harness and the grader do
+    for r, looks in zip(records.values(), speed.replay_all(list(records.values()), rule),
+                        strict=True):
+        r["looks"] = [lk.to_dict() for lk in looks]
     return records, n
 
 
-def _decided(record: dict[str, Any], pairs: int, rule: dict[str, Any]) -> bool:
-    cut = {**record, "samples": [s for s in record["samples"] if s["pair"] < pairs]}
-    looks = speed.replay(cut, rule)
-    return bool(looks) and looks[-1].decision != "undecided"
+def _all_decided(records: list[dict[str, Any]], pairs: int, rule: dict[str, Any]) -> bool:
+    cut = [{**r, "samples": [s for s in r["samples"] if s["pair"] < pairs]} for r in records]
+    return all(looks and looks[-1].decision in stats.FINAL
+               for looks in speed.replay_all(cut, rule))
 
 
 def _witness(spec: Any, run: Any, box: Box, gain: float,
