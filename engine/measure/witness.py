@@ -1,0 +1,187 @@
+"""Witness workloads: work the harness times itself, so a printed rate can be checked.
+
+A witness is a process whose cost is dominated by some cells' work (a long decode, a prefill at
+the cell's context), fed a prompt the harness draws fresh for every pair (the PR cannot have
+computed its answer before), timed by the harness from process start to exit, and accepted only
+when its output ids agree with main's for the same prompt (the work was done). Pairs alternate
+as the samples do (ABBA). The harness only records; the bot judges the record
+(evalbot/grading/confirmation.py), so re-grading recomputes the check.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.contract.checks import ContractError, one_of
+from engine.contract.checks import field as get
+
+OUTPUT_KINDS = ("ids_line", "json_path", "score_lines")
+CLOCKS = ("wall", "cpu")
+# Placeholders only a witness argv may use: the harness's fresh prompt as a file of ids separated
+# by spaces, as a JSON list, or (an argument that is exactly "{prompt_ids}") one argument per id.
+PROMPT_PLACEHOLDERS = ("prompt", "prompt_json", "prompt_ids")
+
+
+@dataclass(frozen=True)
+class WitnessSpec:
+    """One witness workload of a speed run (the job contract's `runs[].witnesses[]`)."""
+
+    name: str
+    argv: list[str]
+    cells: dict[str, int]  # cell key -> tokens of that cell's work in one witness process
+    prompt_tokens: int  # ids the harness draws per pair
+    output: dict[str, Any]  # how to read the output ids: kind ids_line | json_path | score_lines
+    output_tokens: int  # how many ids a complete output has
+    pairs: int = 4
+    id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
+    min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
+    clock: str = "wall"  # wall: process start to exit; cpu: the process tree's CPU time
+    timeout_s: float = 300.0
+
+
+def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
+    cells = {str(k): int(v) for k, v in (get(d, where, "cells", dict)).items()}
+    unknown = sorted(set(cells) - cell_keys)
+    if not cells or unknown or any(v < 1 for v in cells.values()):
+        raise ContractError(f"{where}.cells: cell keys of this run with tokens >= 1 (bad: {unknown})")
+    output = get(d, where, "output", dict)
+    one_of(get(output, f"{where}.output", "kind", str), OUTPUT_KINDS, f"{where}.output.kind")
+    spec = WitnessSpec(
+        name=get(d, where, "name", str),
+        argv=[str(a) for a in get(d, where, "argv", list)],
+        cells=cells,
+        prompt_tokens=get(d, where, "prompt_tokens", int),
+        output=dict(output),
+        output_tokens=get(d, where, "output_tokens", int),
+        pairs=get(d, where, "pairs", int, optional=True) or 4,
+        id_range=get(d, where, "id_range", int, optional=True) or 1000,
+        min_agreement=float(d.get("min_agreement", 0.5)),
+        clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
+        timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
+    )
+    if spec.pairs < 3 or spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
+        raise ContractError(f"{where}: pairs >= 3, prompt_tokens, output_tokens >= 1")
+    return spec
+
+
+@dataclass
+class WitnessRecord:
+    """What the results file keeps of one witness: its spec and every timed process."""
+
+    spec: WitnessSpec
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = asdict(self.spec)
+        return {"name": s["name"], "cells": s["cells"], "pairs": s["pairs"], "clock": s["clock"],
+                "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
+                "source": "witness", "samples": self.samples}
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One witness process as the harness saw it."""
+
+    ok: bool  # exited 0 within its time
+    output: str
+    seconds: float  # by the spec's clock
+    throttled: bool
+    error: str = ""
+
+
+Launch = Callable[[str, list[str], float], Timed]  # (side, argv, timeout_s) -> Timed
+
+
+def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
+            prompts: Path, warmup: int = 1) -> WitnessRecord:
+    """Warm-up, then `pairs` kept pairs in ABBA order, each pair on a fresh prompt."""
+    record = WitnessRecord(spec)
+    for _ in range(warmup):
+        for side in ("base", "head"):
+            launch(side, _argv(spec, fill, side, _prompt(spec, prompts), prompts), spec.timeout_s)
+    pair, attempts = 0, 0
+    while pair < spec.pairs and attempts < 2 * spec.pairs:
+        attempts += 1
+        prompt = _prompt(spec, prompts)
+        order = ("base", "head") if pair % 2 == 0 else ("head", "base")
+        timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s)
+                 for side in order}
+        dropped = any(t.throttled for t in timed.values())
+        ids = {side: _ids(spec, t) for side, t in timed.items()}
+        for side in order:
+            t, (got, error) = timed[side], ids[side]
+            agree = _agreement(got, ids["base"][0], spec.output_tokens)
+            record.samples.append({
+                "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
+                "verified": bool(got) and error == "" and agree >= spec.min_agreement,
+                "agreement": round(agree, 4), "error": error})
+        if not dropped:
+            pair += 1
+    return record
+
+
+def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
+    """Fresh ids from the OS's random source, written where the sandbox may read them."""
+    ids = [secrets.randbelow(spec.id_range) for _ in range(spec.prompt_tokens)]
+    prompts.mkdir(parents=True, exist_ok=True)
+    prompts.chmod(0o755)
+    for name, text in (("prompt.txt", " ".join(map(str, ids)) + "\n"),
+                       ("prompt.json", json.dumps(ids))):
+        (prompts / name).write_text(text)
+        (prompts / name).chmod(0o644)
+    return ids
+
+
+def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,
+          prompt: list[int], prompts: Path) -> list[str]:
+    """The run's placeholders by `fill`; the prompt's here (paths the harness chose)."""
+    out: list[str] = []
+    for arg in spec.argv:
+        if arg == "{prompt_ids}":
+            out.extend(str(i) for i in prompt)
+            continue
+        arg = arg.replace("{prompt}", str(prompts / "prompt.txt"))
+        out.append(fill(arg.replace("{prompt_json}", str(prompts / "prompt.json")), side))
+    return out
+
+
+def _ids(spec: WitnessSpec, timed: Timed) -> tuple[list[int], str]:
+    if not timed.ok:
+        return [], timed.error or "failed"
+    try:
+        ids = read_output_ids(timed.output, spec.output)
+    except (ValueError, KeyError, TypeError) as exc:
+        return [], f"unreadable output: {str(exc)[:200]}"
+    if len(ids) != spec.output_tokens:
+        return [], f"{len(ids)} output ids, expected {spec.output_tokens}"
+    return ids, ""
+
+
+def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
+    """The ids a witness printed: one prefixed line of ids, a list inside a prefixed JSON line,
+    or the argmax column of `S` score lines."""
+    kind, prefix = how["kind"], str(how.get("prefix", ""))
+    if kind == "score_lines":
+        return [int(ln.split(" am=")[1].split()[0]) for ln in output.splitlines()
+                if ln.startswith("S i=")]
+    lines = [ln[len(prefix):] for ln in output.splitlines() if ln.startswith(prefix)]
+    if len(lines) != 1:
+        raise ValueError(f"expected one line starting {prefix.strip()!r}, found {len(lines)}")
+    if kind == "ids_line":
+        return [int(t) for t in lines[0].replace(",", " ").split()]
+    doc: Any = json.loads(lines[0])
+    for part in str(how["path"]).split("."):
+        doc = doc[part]
+    return [int(t) for t in doc]
+
+
+def _agreement(got: list[int], base: list[int], n: int) -> float:
+    """Share of the n positions where both sides printed the same id (0 when either is empty)."""
+    if not got or not base:
+        return 0.0
+    return sum(a == b for a, b in zip(got, base, strict=False)) / n
