@@ -77,7 +77,7 @@ def _build(job: Job, jobdir: Path) -> dict[str, Built]:
 
 def _greedy(job: Job, built: dict[str, Built], jobdir: Path) -> list[dict[str, Any]]:
     """One real timed decode per side on the speed tokens, read the way the harness reads it."""
-    from engine.scoring.correctness import speed_tokens
+    from engine.scoring.tokens import speed_tokens
 
     tokens = speed_tokens(jobdir)
     run = job.runs[0]
@@ -147,7 +147,8 @@ def test_decode_that_disagrees_with_its_score_is_rejected(demo: tuple[DemoRepo, 
 
 
 def test_seed_picks_the_windows_and_is_recorded(box: BoxConfig) -> None:
-    from engine.scoring.correctness import corpus_bytes, plan
+    from engine.scoring.correctness import plan
+    from engine.scoring.tokens import corpus_bytes
 
     text, _ = corpus_bytes()
     spec = _job(box, "a" * 40, "b" * 40, seed=11).correctness

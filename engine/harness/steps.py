@@ -20,7 +20,9 @@ from engine.harness.build import Built, build_side
 from engine.measure import gpu
 from engine.measure.speed import Measurement, SampleFailure
 from engine.sandbox import session as sandbox
-from engine.scoring.correctness import ScoreFailure, score, speed_tokens
+from engine.scoring.correctness import score
+from engine.scoring.failure import ScoreFailure
+from engine.scoring.tokens import speed_tokens
 
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
