@@ -19,9 +19,9 @@ import pytest
 from engine.contract.job import Job
 from engine.contract.results import validate
 from engine.demo import DemoRepo, generate
-from engine.harness.build import Built, build_side
 from engine.measure.parsing import read_argmax
 from engine.scoring.correctness import score
+from engine.sides.build import Built, build_side
 from evalbot.config.settings import REPO_ROOT, BoxConfig
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile

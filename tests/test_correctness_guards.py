@@ -108,8 +108,8 @@ def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
     """The demo engine for real: a broken PR, a second model (the same weights under another
     name) as the guard; its section is its own model's and rejects as the first does."""
     from engine.demo import generate
-    from engine.harness.build import build_side
     from engine.harness.steps import guard_sections
+    from engine.sides.build import build_side
     from evalbot.grading.correctness_policy import decide
 
     repo = generate(tmp_path / "demo")

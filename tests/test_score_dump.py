@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from engine.contract.score_dump import DumpError, check_windows
-from engine.harness.build import Built
 from engine.harness.steps import _failure
 from engine.measure.parsing import ParseError, read_score_lines
 from engine.scoring.correctness import score
 from engine.scoring.correctness_stats import chunk, kl_tokens
 from engine.scoring.failure import ScoreFailure
 from engine.scoring.tokens import speed_tokens
+from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
 from evalbot.grading.correctness_policy import ALPHA, critical_values, decide
 from evalbot.grading.policy import CorrectnessPolicy

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from engine.contract.job import Cell, SpeedRun
-from engine.harness.build import Built
 from engine.measure.parsing import ParseError, read_rates, read_score_lines
 from engine.measure.speed import Measurement, SampleFailure
+from engine.sides.build import Built
 from evalbot.config.resources import LABELS_FILE as LABELS
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.jobspec import make_job

@@ -19,12 +19,12 @@ import pytest
 from engine.contract.checks import ContractError
 from engine.contract.job import Job, parse_job
 from engine.demo import DemoRepo, generate
-from engine.harness.build import Built
 from engine.harness.steps import run_job
 from engine.scoring.correctness import plan, score
 from engine.scoring.failure import ScoreFailure
 from engine.scoring.long_corpus import long_text
 from engine.scoring.tokens import corpus_bytes, speed_tokens, token_stream
+from engine.sides.build import Built
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import REPO_ROOT, BoxConfig
 from evalbot.evaluation.jobspec import make_job

@@ -9,8 +9,8 @@ from typing import Any
 
 from engine.contract.checks import ContractError, one_of, sha
 from engine.contract.checks import field as get
-from engine.measure.witness import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
-from engine.sandbox.spec import check_spec as check_sandbox
+from engine.contract.sandbox_spec import check_spec as check_sandbox
+from engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 JOB_SCHEMA = "evalbot.job/1"
 METRICS = ("decode", "prefill")

@@ -4,7 +4,7 @@
         [--reference-days 90] [--budget-gb G] [--grace-s 3600] [--dry-run] [--json]
 
 Under W live jobs/<id> (one per evaluation, earlier attempts as <id>.attempt-<t>),
-cache/builds/<key> (engine.harness.build's build cache) and cache/reference/<recipe>.json (engine
+cache/builds/<key> (engine.sides.build's build cache) and cache/reference/<recipe>.json (engine
 .correctness's reference logits). An entry goes when it is older than its kind's retention, and
 then, oldest use first, while the total is over the disk budget. Never evicted:
 - a running job: its status.json step is not "done" and its harness (the pid in status.json or
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from engine.contract.checks import ContractError
 from engine.contract.job import load_job
-from engine.harness.build import _cache_key
+from engine.sides.build import _cache_key
 
 KEEP = "keep.lock"
 RUNNING, STARTING = "running", "younger than the grace period"
@@ -127,7 +127,7 @@ def _newest(path: Path, names: tuple[str, ...]) -> float:
 
 
 def build_keys(jobdir: Path) -> set[str]:
-    """The build cache entries this job reads or writes (engine.harness.build's key of each side)."""
+    """The build cache entries this job reads or writes (engine.sides.build's key of each side)."""
     try:
         job = load_job(jobdir / "job.json")
     except ContractError:

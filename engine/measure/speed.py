@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.contract.job import Cell, Job, SpeedRun
-from engine.harness.build import Built, verify
 from engine.measure import gpu, spoof, stats, witness
 from engine.measure.parsing import ParseError, read_argmax, read_rates
 from engine.sandbox import proc
+from engine.sides.build import Built, verify
 
 SIDES = ("base", "head")
 

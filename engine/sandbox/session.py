@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.contract.integrity import verify_files
+from engine.contract.sandbox_spec import STAGES
 from engine.sandbox import safe_io, sandbox_exec
-from engine.sandbox.spec import STAGES
 
-if TYPE_CHECKING:  # only the type: engine.contract.job imports engine.sandbox.spec, not this module
+if TYPE_CHECKING:  # the type only: engine.contract.job imports sandbox_spec, never this module
     from engine.contract.job import Job
 
 EXEC = Path(__file__).resolve().with_name("sandbox_exec.py")

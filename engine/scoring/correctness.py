@@ -26,12 +26,12 @@ from typing import Any
 
 from engine.contract.job import Correctness, Job
 from engine.contract.score_dump import DumpError, check_rows, check_windows, tokens_doc
-from engine.harness.build import Built, verify
 from engine.sandbox import proc, safe_io
 from engine.sandbox import session as sandbox
 from engine.scoring.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.scoring.failure import ScoreFailure
 from engine.scoring.tokens import OUTPUT_CAP, Stream, scored_model, token_stream
+from engine.sides.build import Built, verify
 
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.contract.checks import ContractError
 from engine.contract.job import METRICS, PARSE_KINDS, PLACEHOLDERS, TOKENIZE_PLACEHOLDERS
-from engine.measure.witness import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
+from engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 from evalbot.config.errors import ConfigError
 from evalbot.config.yamlfile import Doc, Section
 
