@@ -147,7 +147,7 @@ def test_json_logging_writes_one_object_per_line():
     stream = io.StringIO()
     setup_json_logging(stream)
     setup_json_logging(stream)  # twice: still one line per record
-    logging.getLogger("evalbot.service.worker").info("job %s done", "j1",
+    logging.getLogger("evalbot.worker").info("job %s done", "j1",
                                              extra={"fields": {"job": "j1", "box": "gpu1"}})
     [line] = stream.getvalue().splitlines()
     doc = json.loads(line)

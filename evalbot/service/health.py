@@ -34,7 +34,7 @@ from remote.box import Box
 DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
 DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's
 DURATION_BUCKETS = (60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
-log = logging.getLogger("evalbot.service.health")
+log = logging.getLogger("evalbot.health")  # the JSON logs carry this name: kept from before evalbot.service
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS box_health (

@@ -37,7 +37,7 @@ from evalbot.store.jobs import Store
 if TYPE_CHECKING:
     from evalbot.github.service import Listener
 
-log = logging.getLogger("evalbot.service.serve")
+log = logging.getLogger("evalbot.serve")  # the JSON logs carry this name: kept from before evalbot.service
 CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
 
 

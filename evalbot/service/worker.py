@@ -46,7 +46,7 @@ from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
 from remote.box import Box, BoxError
 
-log = logging.getLogger("evalbot.service.worker")
+log = logging.getLogger("evalbot.worker")  # the JSON logs carry this name: kept from before evalbot.service
 Publish = Callable[[Store, str], None]  # publish one finished job's final state to its PR
 
 
