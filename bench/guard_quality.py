@@ -3,10 +3,10 @@
     python bench/guard_quality.py [--sims 600] [--logit-sims 600] [--seed 1] [--profile NAME]
 
 Each simulated evaluation scores windows in growing looks exactly as the harness does, with the
-schedule the bot sends for that profile (evalbot.correctness_policy.job_correctness: windows,
+schedule the bot sends for that profile (evalbot.grading.correctness_policy.job_correctness: windows,
 window length, long windows and their scored tail, looks, critical values): after every look
-it applies engine.correctness_stats.look and stops once decided; the final decision is
-evalbot.correctness_policy.decide on the recorded section, under the `default` policy.
+it applies engine.scoring.correctness_stats.look and stops once decided; the final decision is
+evalbot.grading.correctness_policy.decide on the recorded section, under the `default` policy.
 
 Scenarios:
 - token level: main's per-window top-1 p_i ~ Beta(mean 0.94, sd 0.02); head-vs-main flips at a
@@ -17,7 +17,7 @@ Scenarios:
   the rest are untouched: a kernel bug that fires only on some inputs.
 - logit level: per position 32 candidate logits (sd 2) plus a rest of 15% of the mass spread
   over the vocabulary; reference, main and PR dumps are the real top-k of those, KL is the real
-  engine.correctness_stats.kl_arrays, top-1 the real argmax agreement. Logit noise is Gaussian
+  engine.scoring.correctness_stats.kl_arrays, top-1 the real argmax agreement. Logit noise is Gaussian
   per candidate; "+0.05 nat" moves top mass into the rest so that the true KL rises by 0.05
   with every argmax unchanged.
 """
@@ -39,10 +39,10 @@ from scipy.stats import beta as beta_dist
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.correctness_stats import kl_arrays, kl_histogram, look  # noqa: E402
-from evalbot.correctness_policy import ALPHA, decide, job_correctness  # noqa: E402
-from evalbot.policy import CorrectnessPolicy, load_labels  # noqa: E402
-from evalbot.profile import load_profile  # noqa: E402
+from engine.scoring.correctness_stats import kl_arrays, kl_histogram, look  # noqa: E402
+from evalbot.evaluation.profile import load_profile  # noqa: E402
+from evalbot.grading.correctness_policy import ALPHA, decide, job_correctness  # noqa: E402
+from evalbot.grading.policy import CorrectnessPolicy, load_labels  # noqa: E402
 
 BASE_MEAN, BASE_SD = 0.94, 0.02  # the existing bot's stored results
 KL_MEAN, KL_SD = 0.03, 0.05  # per token, main and head alike (token-level scenarios)

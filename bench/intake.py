@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.demo import generate  # noqa: E402
-from evalbot.config import load_config  # noqa: E402
+from evalbot.config.settings import load_config  # noqa: E402
 from evalbot.github.pygithub_client import PyGithubPort  # noqa: E402
 from evalbot.github.service import start  # noqa: E402
-from evalbot.store import Store  # noqa: E402
+from evalbot.store.jobs import Store  # noqa: E402
 from tests.github import payloads  # noqa: E402
 from tests.github.accounts import BOT, MAINTAINER, fast_backoff  # noqa: E402
 from tests.github.fake_github import REPO, FakeGitHub  # noqa: E402

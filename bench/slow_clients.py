@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.intake import config_file, fake_github, pct  # noqa: E402
-from evalbot.config import load_config  # noqa: E402
+from evalbot.config.settings import load_config  # noqa: E402
 from evalbot.github.pygithub_client import PyGithubPort  # noqa: E402
 from evalbot.github.service import start  # noqa: E402
 from evalbot.github.webhook import MAX_BODY, SERVER_SETTINGS  # noqa: E402

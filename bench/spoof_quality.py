@@ -1,10 +1,10 @@
 """Can a head that prints rates it does not have earn a tier? And does an honest one keep it?
 
-Simulation: for a shipped profile (its cells, stopping rule, witnesses, as `evalbot.jobspec`
+Simulation: for a shipped profile (its cells, stopping rule, witnesses, as `evalbot.evaluation.jobspec`
 builds the job), draws whole evaluations: paired samples per run with the on-box stopping rule
-(engine.stats, stopping a run once all its cells are decided, as engine/speed.py does), the
+(engine.measure.stats, stopping a run once all its cells are decided, as engine/measure/speed.py does), the
 run's witnesses when a covered cell came out improved, then grades the results document with the
-real grading (evalbot.grading.grade: replay, confirmation, tier). True rates and timings per
+real grading (evalbot.grading.grade.grade: replay, confirmation, tier). True rates and timings per
 profile are the measured ones (docs/gpu-e2e.md, shared/engines/README.md); the witness process is
 its load (with a jitter) plus its cells' true work, each with the cell's per-process noise.
 
@@ -47,12 +47,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine import speed, stats, witness  # noqa: E402
-from evalbot.config import BoxConfig  # noqa: E402
-from evalbot.grading import grade  # noqa: E402
-from evalbot.jobspec import make_job  # noqa: E402
-from evalbot.policy import load_labels  # noqa: E402
-from evalbot.profile import Profile, load_profile  # noqa: E402
+from engine.measure import speed, stats, witness  # noqa: E402
+from evalbot.config.settings import BoxConfig  # noqa: E402
+from evalbot.evaluation.jobspec import make_job  # noqa: E402
+from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
+from evalbot.grading.grade import grade  # noqa: E402
+from evalbot.grading.policy import load_labels  # noqa: E402
 
 POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 BOX = BoxConfig(name="sim", kind="local", workdir="/tmp/sim", repo="/tmp/sim")
@@ -218,9 +218,9 @@ def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator) -> No
 
 def demo_table(runs: int) -> None:
     """Real evaluations of the demo engine on this machine (harness + grading, no scoring)."""
+    from engine.contract.job import parse_job
     from engine.demo.repo import generate
-    from engine.harness import run_job
-    from engine.job import parse_job
+    from engine.harness.steps import run_job
 
     print(f"\n### demo profile, demo engine on this machine ({runs} evaluations per head)\n")
     print("| head | tier | spoofed | witness s | measure s | added |")

@@ -1,12 +1,12 @@
 """How often do speed verdicts lie, and what do they cost? Each shipped profile's exact job, simulated.
 
-The job is what `evalbot.jobspec.make_job` builds for the profile under the `default` policy: its
+The job is what `evalbot.evaluation.jobspec.make_job` builds for the profile under the `default` policy: its
 cells and runs, looks, floors (and their degrees of freedom), critical values, tier edges,
 warm-ups and box-time budget. Paired samples are drawn for many simulated PRs at once and pushed
-through the decision code the harness and the grader run (`engine.stats.decide`), look by look:
+through the decision code the harness and the grader run (`engine.measure.stats.decide`), look by look:
 a cell stops at its first final look, a run once all its cells are final, at its last look, or
-when the budget shared by all runs is spent (checked before each pair, as engine/speed.py does);
-at each look the run's cells test their calibration together (engine.stats.calibration_refuted).
+when the budget shared by all runs is spent (checked before each pair, as engine/measure/speed.py does);
+at each look the run's cells test their calibration together (engine.measure.stats.calibration_refuted).
 
 Noise per profile (what it is measured to be):
   llamacpp     resampled processes of tests/data/fixtures/h200-aa-single-rep.json (30 llama-bench
@@ -57,12 +57,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine import stats  # noqa: E402
-from engine.job import Job, SpeedRun  # noqa: E402
-from evalbot.config import BoxConfig  # noqa: E402
-from evalbot.jobspec import make_job  # noqa: E402
-from evalbot.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
-from evalbot.profile import load_profile  # noqa: E402
+from engine.contract.job import Job, SpeedRun  # noqa: E402
+from engine.measure import stats  # noqa: E402
+from evalbot.config.settings import BoxConfig  # noqa: E402
+from evalbot.evaluation.jobspec import make_job  # noqa: E402
+from evalbot.evaluation.profile import load_profile  # noqa: E402
+from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "fixtures" / "h200-aa-single-rep.json"
 SHA = "0" * 40

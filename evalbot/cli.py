@@ -11,55 +11,55 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from evalbot.errors import EvalbotError
+from evalbot.config.errors import EvalbotError
 from evalbot.lazy_group import LazyGroup
 
 if TYPE_CHECKING:  # imported inside each command: `evalbot --help` stays fast
     from rich.table import Table
 
-DEMO_PRS = ("faster", "neutral", "slow_long", "broken")  # evalbot.demo.EXPECTED's keys, in order
+DEMO_PRS = ("faster", "neutral", "slow_long", "broken")  # evalbot.evaluation.demo.EXPECTED's keys, in order
 # Every command that lives in its own module: imported only when it runs (evalbot.lazy_group).
 COMMANDS = {
     "action": ("evalbot.github.cli:action",
                "GitHub Actions mode: handle the event file the platform provides (GITHUB_EVENT_PATH)."),
-    "backup": ("evalbot.migrations:backup_cmd",
+    "backup": ("evalbot.service.migrations:backup_cmd",
                "Copy the store while the service runs (SQLite online backup), integrity-checked."),
-    "box": ("evalbot.boxinit:box_group", "Set up and inspect GPU boxes."),
-    "calibrate": ("evalbot.calibrate:calibrate_cmd",
+    "box": ("evalbot.service.boxinit:box_group", "Set up and inspect GPU boxes."),
+    "calibrate": ("evalbot.service.calibrate:calibrate_cmd",
                   "A/A on a box: store each cell's noise as its sd floor."),
-    "dashboard": ("evalbot.dashboard:dashboard",
+    "dashboard": ("evalbot.report.dashboard:dashboard",
                   "Write the static dashboard: main's speed over time, recent verdicts, box noise."),
-    "doctor": ("evalbot.doctor:doctor",
+    "doctor": ("evalbot.service.doctor:doctor",
                "Check the config, profile and policy, then each box, its models, and the secrets."),
-    "housekeep": ("evalbot.upkeep:housekeep",
+    "housekeep": ("evalbot.service.upkeep:housekeep",
                   "Evict old job directories, builds and reference caches on the boxes."),
-    "keys": ("evalbot.signing_cli:keys_group", "Manage the verdict signing key."),
+    "keys": ("evalbot.audit.signing_cli:keys_group", "Manage the verdict signing key."),
     "labels": ("evalbot.github.cli:labels", "The label set of labels.yaml on GitHub."),
-    "metrics": ("evalbot.health:metrics_cmd",
+    "metrics": ("evalbot.service.health:metrics_cmd",
                 "Print the Prometheus metrics of the store (for a textfile collector or a quick look)."),
-    "migrate": ("evalbot.migrations:migrate_cmd",
+    "migrate": ("evalbot.service.migrations:migrate_cmd",
                 "Bring the store's schema up to this evalbot's version (backup first)."),
     "poll": ("evalbot.github.cli:poll",
              "Create jobs from the listing of open PRs (for setups without a public endpoint)."),
-    "regrade": ("evalbot.serve:regrade_cmd",
+    "regrade": ("evalbot.service.serve:regrade_cmd",
                 "Grade stored results again under the current policy (no box time); changed verdicts "
                 "are published by the next worker sweep (`evalbot serve`, or `evalbot worker "
                 "--until-idle`)."),
-    "reproduce": ("evalbot.reproduce:reproduce",
+    "reproduce": ("evalbot.audit.reproduce:reproduce",
                   "Print the commands that repeat a verdict's measurement on another box."),
     "rerun": ("evalbot.github.cli:rerun",
               "Queue the open PR whose head is SHA again, as a maintainer (a new attempt)."),
     "rounds": ("evalbot.github.rounds:rounds_cmd",
                "Run one round: merge-first label, auto-merge, stale PRs (each only if configured)."),
-    "serve": ("evalbot.serve:serve",
+    "serve": ("evalbot.service.serve:serve",
               "The service: webhook endpoint, dispatcher, one worker per eligible box, metrics."),
-    "shadow-report": ("evalbot.shadow:shadow_report",
+    "shadow-report": ("evalbot.github.shadow_report:shadow_report",
                       "Agreement per PR between evalbot's shadow verdicts and the existing bot's labels."),
-    "verify": ("evalbot.signing_cli:verify",
+    "verify": ("evalbot.audit.signing_cli:verify",
                "Check verdict JSON files against the published public keys; exit 1 on the first bad one."),
     "webhook": ("evalbot.github.cli:webhook",
                 "Serve the signed webhook endpoint (waitress) and the dispatcher that creates jobs."),
-    "worker": ("evalbot.serve:worker", "Workers only: lease jobs from the store, evaluate, publish."),
+    "worker": ("evalbot.service.serve:worker", "Workers only: lease jobs from the store, evaluate, publish."),
 }
 
 
@@ -85,7 +85,7 @@ def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> N
                            "install the demo extra, e.g. pip install 'evalbot[demo]'") from None
     from rich.console import Console
 
-    from evalbot.demo import EXPECTED, run_demo
+    from evalbot.evaluation.demo import EXPECTED, run_demo
 
     console = Console(stderr=as_json, width=max(Console().width, 120))
     started = time.monotonic()
@@ -123,15 +123,15 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
     """Evaluate one head against one base on the local box."""
     from rich.console import Console
 
-    from evalbot.config import BoxConfig
-    from evalbot.evaluation import evaluate
-    from evalbot.policy import load_labels
-    from evalbot.profile import load_profile
-    from evalbot.progress import evaluation_bar
-    from evalbot.redact import for_boxes
-    from evalbot.resources import LABELS_FILE
-    from evalbot.signing import KEY_ENV, load_signing_key
-    from evalbot.store import Store
+    from evalbot.audit.signing import KEY_ENV, load_signing_key
+    from evalbot.config.redact import for_boxes
+    from evalbot.config.resources import LABELS_FILE
+    from evalbot.config.settings import BoxConfig
+    from evalbot.evaluation.evaluate import evaluate
+    from evalbot.evaluation.profile import load_profile
+    from evalbot.evaluation.progress import evaluation_bar
+    from evalbot.grading.policy import load_labels
+    from evalbot.store.jobs import Store
     from remote.local import LocalBox
 
     if not dry_run:
@@ -161,11 +161,11 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
 @click.option("--policy", "policy_name", default="default", show_default=True)
 def grade_(results_file: Path, policy_name: str) -> None:
     """Print the verdict JSON for a results file (pure: reads the file, nothing else)."""
-    from engine.checks import ContractError
-    from engine.results import load as load_results
-    from evalbot.grading import grade
-    from evalbot.policy import load_labels
-    from evalbot.resources import LABELS_FILE
+    from engine.contract.checks import ContractError
+    from engine.contract.results import load as load_results
+    from evalbot.config.resources import LABELS_FILE
+    from evalbot.grading.grade import grade
+    from evalbot.grading.policy import load_labels
 
     try:
         results = load_results(results_file)
@@ -186,9 +186,9 @@ def status(store_file: Path | None, config_file: Path | None, last: int, as_json
     """Show the queue, the boxes and the last verdicts."""
     from rich.console import Console
 
-    from evalbot.config import load_config
-    from evalbot.status import render_status, snapshot
-    from evalbot.store import Store
+    from evalbot.config.settings import load_config
+    from evalbot.service.status import render_status, snapshot
+    from evalbot.store.jobs import Store
 
     config = load_config(config_file) if config_file else None
     if store_file is None:
@@ -207,7 +207,7 @@ def status(store_file: Path | None, config_file: Path | None, last: int, as_json
 def _summary(rows: list[tuple[str, dict[str, Any]]]) -> Table:
     from rich.table import Table
 
-    from evalbot.grading import ctx_name
+    from evalbot.grading.grade import ctx_name
 
     table = Table(title="evalbot verdicts")
     for col in ("PR", "verdict", "kind", "best cell [interval]", "correctness", "labels"):

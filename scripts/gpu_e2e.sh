@@ -85,7 +85,7 @@ PY
 }
 
 stage_reference() {
-  "$PY" -m engine.reference_build --models-dir "$W/models" --key src-${SRC_SHA:0:16} \
+  "$PY" -m engine.llamacpp.reference_build --models-dir "$W/models" --key src-${SRC_SHA:0:16} \
     --tarball shared/llama.cpp-pruned.tar.gz --sha256 $SRC_SHA $BUILD_FLAGS > "$OUT/reference-build.log" 2>&1
   local rc=$?; tail -3 "$OUT/reference-build.log"; return $rc
 }

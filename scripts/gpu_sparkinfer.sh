@@ -64,13 +64,13 @@ stage_box() {  # the users of `evalbot box init`, and proof that the sandbox use
   cd "$ROOT" && "$PY" -m evalbot box init --no-install --workdir "$W/box" --python "$PY" 2>&1 | tail -5
   id "$SANDBOX" >/dev/null 2>&1 || fail "box init did not create $SANDBOX" || return 1
   ls -l /dev/nvidia* 2>&1 | tee "$W/log/dev-nvidia.txt"
-  # Through the real launcher (engine/sandbox_exec.py: new net/UTS/IPC namespaces, no groups,
+  # Through the real launcher (engine/sandbox/sandbox_exec.py: new net/UTS/IPC namespaces, no groups,
   # no new privileges, exactly the given environment) with the run stage's limits (nproc 1024,
   # nofile 4096, no address-space cap: CUDA reserves far more virtual memory than it uses).
   local probe="import ctypes; c=ctypes.CDLL('libcuda.so.1'); n=ctypes.c_int(); assert c.cuInit(0)==0 and c.cuDeviceGetCount(ctypes.byref(n))==0 and n.value>0; print('cuInit ok, devices', n.value)"
   sandboxed() {  # extra env JSON, argv...
     local extra=$1; shift
-    "$PY" -I engine/sandbox_exec.py run "{\"user\":\"$SANDBOX\",\"cwd\":\"/tmp\",\"limits\":{\"nproc\":1024,\"nofile\":4096,\"fsize_mb\":1024},\"env\":{\"PATH\":\"$PATH\",\"LC_ALL\":\"C\",\"HOME\":\"/tmp\"$extra}}" -- "$@"
+    "$PY" -I engine/sandbox/sandbox_exec.py run "{\"user\":\"$SANDBOX\",\"cwd\":\"/tmp\",\"limits\":{\"nproc\":1024,\"nofile\":4096,\"fsize_mb\":1024},\"env\":{\"PATH\":\"$PATH\",\"LC_ALL\":\"C\",\"HOME\":\"/tmp\"$extra}}" -- "$@"
   }
   : > "$W/sandbox-env.txt"
   if ! sandboxed "" "$PY" -c "$probe" 2>&1 | tee "$W/log/sandbox-gpu.txt" | grep -q "cuInit ok"; then
@@ -99,13 +99,13 @@ stage_model() {  # the two synthetic models (written in parallel) and the e2e pr
   "$PY" scripts/gpu_sparkinfer_profile.py evalbot/profiles/sparkinfer.yaml "$W/log/models.sha256" \
     "$REF_KEY" $(cat "$W/sandbox-env.txt" 2>/dev/null) > "$W/sparkinfer-e2e.yaml" ||
     fail "e2e profile" || return 1
-  "$PY" -c "from evalbot.profile import load_profile; load_profile('$W/sparkinfer-e2e.yaml')" ||
+  "$PY" -c "from evalbot.evaluation.profile import load_profile; load_profile('$W/sparkinfer-e2e.yaml')" ||
     fail "the e2e profile does not load" || return 1
   cp "$W/sparkinfer-e2e.yaml" "$W/log/"
 }
 
 stage_reference() {  # the pinned llama.cpp (qwen35 architecture) the correctness compares with
-  cd "$ROOT" && "$PY" -m engine.reference_build --models-dir "$W/models" --key "$REF_KEY" \
+  cd "$ROOT" && "$PY" -m engine.llamacpp.reference_build --models-dir "$W/models" --key "$REF_KEY" \
     --tarball shared/llama.cpp-pruned.tar.gz --sha256 "$REF_SHA" --backend cuda --cuda-arch 90 \
     --jobs "$(nproc)" --cmake-flag=-DGGML_CUDA_FA=OFF > "$W/log/reference-build.txt" 2>&1 ||
     fail "llama.cpp reference build (see reference-build.txt)" || return 1

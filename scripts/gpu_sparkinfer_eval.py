@@ -19,14 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalbot.boxinit import LAUNCHER  # noqa: E402
-from evalbot.resources import LABELS_FILE as LABELS  # noqa: E402
-from evalbot.config import BoxConfig  # noqa: E402
-from evalbot.evaluation import evaluate  # noqa: E402
-from evalbot.policy import load_labels  # noqa: E402
-from evalbot.profile import load_profile  # noqa: E402
-from evalbot.redact import for_boxes  # noqa: E402
-from evalbot.store import Store  # noqa: E402
+from evalbot.config.redact import for_boxes  # noqa: E402
+from evalbot.config.resources import LABELS_FILE as LABELS  # noqa: E402
+from evalbot.config.settings import BoxConfig  # noqa: E402
+from evalbot.evaluation.evaluate import evaluate  # noqa: E402
+from evalbot.evaluation.profile import load_profile  # noqa: E402
+from evalbot.grading.policy import load_labels  # noqa: E402
+from evalbot.service.boxinit import LAUNCHER  # noqa: E402
+from evalbot.store.jobs import Store  # noqa: E402
 from remote.local import LocalBox  # noqa: E402
 
 

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalbot.config import REPO_ROOT
-from evalbot.grading import grade
-from evalbot.policy import load_labels
+from evalbot.config.settings import REPO_ROOT
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
 
 DATA = Path(__file__).parent / "data" / "comments"
 DEMO = ("faster", "neutral", "slow_long", "broken")

@@ -1,5 +1,5 @@
 """Real verdicts for the dashboard, signing and reproduce tests: the stub engine measured by the
-real harness (engine.harness.run_job), graded by evalbot.grading, recorded through the Store."""
+real harness (engine.harness.steps.run_job), graded by evalbot.grading.grade, recorded through the Store."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from engine.harness import run_job
-from engine.job import parse_job
-from evalbot.config import REPO_ROOT
-from evalbot.grading import grade
-from evalbot.policy import Policy, load_labels
-from evalbot.store import Store
+from engine.contract.job import parse_job
+from engine.harness.steps import run_job
+from evalbot.config.settings import REPO_ROOT
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import Policy, load_labels
+from evalbot.store.jobs import Store
 from tests.stub_engine import job_doc
 
 

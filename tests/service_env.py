@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evalbot.config import Config, load_config
-from evalbot.store import Store
+from evalbot.config.settings import Config, load_config
+from evalbot.store.jobs import Store
 
 PROFILE = """
 name: stub

@@ -103,7 +103,7 @@ def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,
             witnesses: list[dict[str, object]] | None = None) -> dict[str, object]:
     """A job description for the stub engine, in the contract's JSON form; by default with the
     decode@128 witness when that cell is measured (the only way a cell earns a tier)."""
-    from evalbot.sequential import critical_values
+    from evalbot.grading.sequential import critical_values
 
     looks = looks or [3, 5]
     cells = cells or [("decode", 128), ("prefill", 4096)]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evalbot import boxinit
+from evalbot.service import boxinit
 from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import Sshd
 from tests.stub_engine import make_repo

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalbot.calibrate import NoiseStore
+from evalbot.store.noise import NoiseStore
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, system_python
 from tests.stub_engine import make_repo
 

@@ -13,7 +13,7 @@ import click
 import pytest
 
 from evalbot.cli import COMMANDS, cli
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 
 HEAVY = {"numpy", "scipy", "matplotlib", "paramiko", "github", "rich", "jinja2", "yaml",
          "torch", "waitress", "cryptography", "requests", "sqlite3"}

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from evalbot.comment import CommentContext, context_for
-from evalbot.config import REPO_ROOT
-from evalbot.evaluation import failure_verdict
-from evalbot.grading import grade
-from evalbot.numbers import newcombe, p_value, sparkline, wilson
-from evalbot.policy import load_labels
-from evalbot.render import COMMENT_LIMIT, render_comment
+from evalbot.config.settings import REPO_ROOT
+from evalbot.evaluation.evaluate import failure_verdict
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.report.comment import CommentContext, context_for
+from evalbot.report.numbers import newcombe, p_value, sparkline, wilson
+from evalbot.report.render import COMMENT_LIMIT, render_comment
 from tests.comment_fixtures import DEMO, demo_results, demo_verdict, gpu_verdicts, seven_cells
 from tests.test_grading import DEFAULT, C, Doc, results
 
@@ -252,7 +252,7 @@ def test_cells_never_measured_get_no_row() -> None:
 
 
 def test_the_example_config_names_the_reports_url() -> None:
-    from evalbot.config import load_config
+    from evalbot.config.settings import load_config
 
     config = load_config(REPO_ROOT / "evalbot.example.yaml")
     assert config.service.reports_url == "https://ci.example.org/evalbot"

@@ -16,10 +16,10 @@ import pytest
 from markdown_it import MarkdownIt
 from PIL import Image
 
-from evalbot.config import REPO_ROOT
-from evalbot.evaluation import failure_verdict
-from evalbot.policy import load_labels
-from evalbot.render import render_comment
+from evalbot.config.settings import REPO_ROOT
+from evalbot.evaluation.evaluate import failure_verdict
+from evalbot.grading.policy import load_labels
+from evalbot.report.render import render_comment
 from tests.comment_fixtures import DEMO, demo_results, demo_verdict, gpu_verdicts, seven_cells
 from tests.test_dashboard import _chromium, _console
 

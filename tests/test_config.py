@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalbot.config import REPO_ROOT, load_config
-from evalbot.errors import ConfigError
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import REPO_ROOT, load_config
 
 GOOD_BOX = """
   - name: a

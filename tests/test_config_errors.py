@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalbot.config import load_config
-from evalbot.errors import ConfigError
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import load_config
 
 BOX = "boxes:\n  - {name: a, kind: local, workdir: /tmp/w}\n"
 

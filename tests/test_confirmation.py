@@ -1,6 +1,6 @@
 """A printed rate is a claim: the harness's own clock must confirm a saving before it earns a tier.
 
-Table tests of the pure confirmation (evalbot/confirmation.py), then hostile heads through the real
+Table tests of the pure confirmation (evalbot/grading/confirmation.py), then hostile heads through the real
 harness and the real grading: a stub engine printing 1.3x, 2x and 10x its real rates (its witness
 work honest), and the demo engine printing 2x. Each must end without a tier.
 """
@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from engine import witness
-from engine.harness import run_job
-from engine.job import parse_job
-from engine.results import validate
-from evalbot import confirmation
-from evalbot.grading import grade
-from evalbot.policy import load_labels
+from engine.contract import witness_spec
+from engine.contract.job import parse_job
+from engine.contract.results import validate
+from engine.harness.steps import run_job
+from engine.measure import witness
+from evalbot.grading import confirmation
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
 from tests.stub_engine import decode_witness, job_doc, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +120,7 @@ def _scripted(saving_s: list[float]) -> tuple[witness.Launch, list[int]]:
     ([0.0] * 8, 8),  # nothing saved: to the last look (the evidence that can contradict)
 ])
 def test_the_harness_stops_at_the_first_look_that_confirms(tmp_path, savings, pairs_run):
-    spec = confirmation.with_stops(witness.parse_witness(
+    spec = confirmation.with_stops(witness_spec.parse_witness(
         {"name": "w", "argv": ["x"], "cells": {"m/decode@128": 3}, "prompt_tokens": 4,
          "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 3,
          "pairs": [4, 8]}, "w", {"m/decode@128"}), 0.01)
@@ -131,8 +132,8 @@ def test_the_harness_stops_at_the_first_look_that_confirms(tmp_path, savings, pa
 
 @pytest.mark.parametrize("pairs", [[8, 4], [2, 8], [], "4", [4, 4]])
 def test_witness_looks_must_increase_from_three(pairs) -> None:
-    with pytest.raises(witness.ContractError, match="pairs"):
-        witness.parse_witness({"name": "w", "argv": ["x"], "cells": {"c": 3}, "prompt_tokens": 4,
+    with pytest.raises(witness_spec.ContractError, match="pairs"):
+        witness_spec.parse_witness({"name": "w", "argv": ["x"], "cells": {"c": 3}, "prompt_tokens": 4,
                                "output": {"kind": "ids_line"}, "output_tokens": 3,
                                "pairs": pairs}, "w", {"c"})
 
@@ -197,7 +198,7 @@ def test_stub_with_a_real_speedup_keeps_its_tier(stub, tmp_path):
 def test_demo_engine_printing_twice_its_rates_earns_no_tier(tmp_path):
     pytest.importorskip("torch")
     from engine.demo.repo import generate
-    from evalbot.profile import load_profile
+    from evalbot.evaluation.profile import load_profile
 
     demo = generate(tmp_path / "demo")
     repo = demo.path
@@ -220,8 +221,8 @@ def test_demo_engine_printing_twice_its_rates_earns_no_tier(tmp_path):
 
 
 def _demo_job(profile: Any, repo: Path, base: str, head: str, model: Path) -> dict[str, Any]:
-    from evalbot.config import BoxConfig
-    from evalbot.jobspec import make_job
+    from evalbot.config.settings import BoxConfig
+    from evalbot.evaluation.jobspec import make_job
 
     box = BoxConfig(name="local", kind="local", repo=str(repo), models_dir=str(model.parent),
                     workdir=str(model.parent / "box"))

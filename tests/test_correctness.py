@@ -1,6 +1,6 @@
 """The correctness guard on the real demo engine: built artifacts, real score runs, real reference.
 
-Score only (no speed pairs): engine.correctness.score is called with the job the bot would send,
+Score only (no speed pairs): engine.scoring.correctness.score is called with the job the bot would send,
 and the greedy tokens of one real timed decode per side (the engine's `bench`), then the bot's
 decision is taken on the recorded section, as grading does.
 """
@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from engine.build import Built, build_side
-from engine.correctness import score
+from engine.contract.job import Job
+from engine.contract.results import validate
 from engine.demo import DemoRepo, generate
-from engine.job import Job
-from engine.parsing import read_argmax
-from engine.results import validate
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.correctness_policy import decide
-from evalbot.jobspec import make_job
-from evalbot.policy import load_labels
-from evalbot.profile import load_profile
+from engine.measure.parsing import read_argmax
+from engine.scoring.correctness import score
+from engine.sides.build import Built, build_side
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.correctness_policy import decide
+from evalbot.grading.policy import load_labels
 
 BENCH_CTX = 64
 # A head whose timed decode reports tokens its own score run would never predict: the greedy
@@ -77,7 +77,7 @@ def _build(job: Job, jobdir: Path) -> dict[str, Built]:
 
 def _greedy(job: Job, built: dict[str, Built], jobdir: Path) -> list[dict[str, Any]]:
     """One real timed decode per side on the speed tokens, read the way the harness reads it."""
-    from engine.correctness import speed_tokens
+    from engine.scoring.tokens import speed_tokens
 
     tokens = speed_tokens(jobdir)
     run = job.runs[0]
@@ -147,7 +147,8 @@ def test_decode_that_disagrees_with_its_score_is_rejected(demo: tuple[DemoRepo, 
 
 
 def test_seed_picks_the_windows_and_is_recorded(box: BoxConfig) -> None:
-    from engine.correctness import corpus_bytes, plan
+    from engine.scoring.correctness import plan
+    from engine.scoring.tokens import corpus_bytes
 
     text, _ = corpus_bytes()
     spec = _job(box, "a" * 40, "b" * 40, seed=11).correctness

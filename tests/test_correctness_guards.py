@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.checks import ContractError
-from engine.job import parse_job
-from engine.results import validate
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.errors import ConfigError
-from evalbot.grading import grade
-from evalbot.jobspec import make_job
-from evalbot.policy import load_labels
-from evalbot.profile import load_profile
-from evalbot.render import render_comment
+from engine.contract.checks import ContractError
+from engine.contract.job import parse_job
+from engine.contract.results import validate
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.report.render import render_comment
 from tests.test_correctness_policy import chunks, section
 
 POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
@@ -107,10 +107,10 @@ def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
         tmp_path: Path) -> None:
     """The demo engine for real: a broken PR, a second model (the same weights under another
     name) as the guard; its section is its own model's and rejects as the first does."""
-    from engine.build import build_side
     from engine.demo import generate
-    from engine.harness import guard_sections
-    from evalbot.correctness_policy import decide
+    from engine.harness.steps import guard_sections
+    from engine.sides.build import build_side
+    from evalbot.grading.correctness_policy import decide
 
     repo = generate(tmp_path / "demo")
     doc = yaml.safe_load((PROFILES / "demo.yaml").read_text())

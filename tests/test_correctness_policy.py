@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from engine.correctness_stats import mcnemar_worse, sequential
-from engine.job import parse_job
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.correctness_policy import ALPHA, calibrate_floors, critical_values, decide
-from evalbot.errors import ResultsError
-from evalbot.jobspec import make_job
-from evalbot.policy import CorrectnessPolicy, load_labels
-from evalbot.profile import load_profile
+from engine.contract.job import parse_job
+from engine.scoring.correctness_stats import mcnemar_worse, sequential
+from evalbot.config.errors import ResultsError
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.correctness_policy import ALPHA, calibrate_floors, critical_values, decide
+from evalbot.grading.policy import CorrectnessPolicy, load_labels
 
 POLICY = CorrectnessPolicy(margin=0.01, kl_margin=0.02, top1_floor=0.90, kl_ceiling=0.20)
 LOOKS = [8, 16, 32, 112]
@@ -199,8 +199,8 @@ def test_the_job_carries_the_schedule_and_survives_json() -> None:
 
 
 def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
-    from evalbot.grading import grade
-    from evalbot.render import render_comment
+    from evalbot.grading.grade import grade
+    from evalbot.report.render import render_comment
 
     results = {"schema": "evalbot.results/1", "job_id": "j", "profile": "demo", "box": {},
                "base": {"sha": "a" * 40, "ok": True}, "head": {"sha": "b" * 40, "ok": True},
@@ -214,7 +214,7 @@ def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
     assert verdict["kind"] == "incorrect"
     text = render_comment(verdict)
     corr = verdict["correctness"]
-    from evalbot.numbers import wilson
+    from evalbot.report.numbers import wilson
     for side in ("base", "head"):  # proportions with Wilson intervals; KL with its own
         top1, kl = corr[side]["top1"], corr[side]["kl"]
         lo, hi = wilson(top1["mean"], top1["lo"], top1["hi"], corr["tokens"])
@@ -225,7 +225,7 @@ def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
 
 
 def _graded(correctness: dict[str, Any]) -> dict[str, Any]:
-    from evalbot.grading import grade
+    from evalbot.grading.grade import grade
 
     results = {"schema": "evalbot.results/1", "job_id": "j", "profile": "demo", "box": {},
                "base": {"sha": "a" * 40, "ok": True}, "head": {"sha": "b" * 40, "ok": True},

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from evalbot.dashboard import build_site, dashboard
-from evalbot.history import cell_page, main_series, merges, noise_points, record_merge
-from evalbot.store import Store
+from evalbot.report.dashboard import build_site, dashboard
+from evalbot.report.history import cell_page, main_series, merges, noise_points, record_merge
+from evalbot.store.jobs import Store
 from tests.graded_history import measure, record
 from tests.stub_engine import make_repo
 

@@ -53,7 +53,7 @@ def test_grade_recomputes_the_same_verdict(demo_out, name: str) -> None:
 
 
 def test_history_holds_every_verdict(demo_out) -> None:
-    from evalbot.store import Store
+    from evalbot.store.jobs import Store
 
     out, verdicts = demo_out
     history = Store(out / "evalbot.sqlite3").history(repo="demo/engine")

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from engine.demo import DemoRepo, generate
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.evaluation import evaluate
-from evalbot.policy import load_labels
-from evalbot.profile import load_profile
-from evalbot.redact import for_boxes
-from evalbot.store import Store
+from evalbot.config.redact import for_boxes
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation.evaluate import evaluate
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.policy import load_labels
+from evalbot.store.jobs import Store
 from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, system_python
 

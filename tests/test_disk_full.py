@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from engine.job import parse_job
-from evalbot import pipeline
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.errors import PipelineError
-from evalbot.grading import grade
-from evalbot.policy import load_labels
-from evalbot.store import Store
+from engine.contract.job import parse_job
+from evalbot.config.errors import PipelineError
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation import pipeline
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.store.jobs import Store
 from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import _git, job_doc, make_repo
@@ -65,7 +65,7 @@ def _job(repo: Path, base: str, head: str) -> Any:
 
 
 def _run(sshd: Sshd, workdir: Path, repo: Path, job: Any, out: Path, store: Store) -> str:
-    """The bot's side of one evaluation, as evalbot.evaluation runs it: lease, run, record."""
+    """The bot's side of one evaluation, as evalbot.evaluation.evaluate runs it: lease, run, record."""
     # the harness runs as root here: the test's interpreter (with numpy) serves it
     config = BoxConfig(name="gpu1", kind="ssh", workdir=str(workdir), repo=str(repo),
                        python=sys.executable, sandbox_user=SANDBOX_USER)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalbot.signing import generate_key
+from evalbot.audit.signing import generate_key
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO
 from tests.sshd import Sshd

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from engine.job import parse_job
-from evalbot import pipeline
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.drain import drain, hand_back
-from evalbot.grading import grade
-from evalbot.profile import load_profile
-from evalbot.store import Store
-from evalbot.worker import Settings, Worker
+from engine.contract.job import parse_job
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation import pipeline
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.grade import grade
+from evalbot.service.drain import drain, hand_back
+from evalbot.service.worker import Settings, Worker
+from evalbot.store.jobs import Store
 from remote.local import LocalBox
 from tests.graded_history import policy
 from tests.service_env import write_config
@@ -31,10 +31,11 @@ from tests.stub_engine import job_doc, make_repo
 WORKER = r'''
 import json, sys, threading
 from pathlib import Path
-from engine.job import parse_job
-from evalbot import drain, pipeline
-from evalbot.config import BoxConfig
-from evalbot.store import Store
+from engine.contract.job import parse_job
+from evalbot.service import drain
+from evalbot.evaluation import pipeline
+from evalbot.config.settings import BoxConfig
+from evalbot.store.jobs import Store
 from remote.local import LocalBox
 
 store_path, doc_path, workdir, out = map(Path, sys.argv[1:5])

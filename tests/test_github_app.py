@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from evalbot.config import Config, load_config
+from evalbot.config.settings import Config, load_config
 from evalbot.github.app_auth import ACTIONS_BOT, identified
 from evalbot.github.service import make_port, make_publisher
 from tests.github.fake_app import AppFakeGitHub

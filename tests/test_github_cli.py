@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalbot.config import Config
-from evalbot.policy import load_labels
-from evalbot.store import Store
+from evalbot.config.settings import Config
+from evalbot.grading.policy import load_labels
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub, Pull

@@ -15,8 +15,8 @@ import pytest
 
 from engine.demo import generate
 from engine.demo.repo import DemoRepo
-from evalbot.config import Config, load_config
-from evalbot.store import Store
+from evalbot.config.settings import Config, load_config
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.harness import run_job
-from engine.job import parse_job
-from evalbot.config import Config
+from engine.contract.job import parse_job
+from engine.harness.steps import run_job
+from evalbot.config.redact import for_boxes
+from evalbot.config.settings import Config
 from evalbot.github.port import GitHubPort
 from evalbot.github.service import Running, make_publisher, publish_finished
-from evalbot.grading import grade
-from evalbot.policy import load_labels
-from evalbot.redact import for_boxes
-from evalbot.store import Store
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER, fast_backoff
 from tests.github.fake_github import FakeGitHub
@@ -54,7 +54,7 @@ def work_one(store: Store, config: Config, port: GitHubPort, repo: Path, jobdir:
 
 
 def _canary_box() -> object:
-    from evalbot.config import BoxConfig
+    from evalbot.config.settings import BoxConfig
 
     return BoxConfig(name="box-a", kind="ssh", workdir="/srv/evalbot", repo="/srv/e",
                      host=CANARY_HOST, port=2222, user="evalbot")  # "evalbot": see _with_marker

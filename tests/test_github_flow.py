@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalbot.github.service import Running
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER, OUTSIDER
 from tests.github.fake_github import FakeGitHub, Pull
@@ -141,7 +141,7 @@ def fake_repo() -> str:
 
 
 def _policy(running: Running) -> str:
-    from evalbot.config import REPO_ROOT
-    from evalbot.policy import load_labels
+    from evalbot.config.settings import REPO_ROOT
+    from evalbot.grading.policy import load_labels
 
     return load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default").ident

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from evalbot.config import Config, load_config
+from evalbot.config.settings import Config, load_config
 from evalbot.github.port import GitHubPort, RateLimited
 from evalbot.github.publish import Backoff
 from evalbot.github.service import Running, make_publisher, start
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import FakeGitHub, Fault, Pull

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from evalbot.config import REPO_ROOT
+from evalbot.config.settings import REPO_ROOT
 from evalbot.github.labels_sync import Change, LabelFamily, apply, desired_labels, diff
 from evalbot.github.port import GitHubPort, LabelInfo
-from evalbot.policy import load_labels
+from evalbot.grading.policy import load_labels
 from tests.github.fake_github import FakeGitHub
 
 BOOK = load_labels(REPO_ROOT / "evalbot" / "labels.yaml")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from evalbot.config import REPO_ROOT
+from evalbot.config.settings import REPO_ROOT
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort
 from evalbot.github.publish import Backoff, Publisher
 from evalbot.github.texts import pending_comment
-from evalbot.policy import load_labels
+from evalbot.grading.policy import load_labels
 from tests.github.accounts import BOT, OUTSIDER
 from tests.github.fake_github import FakeGitHub, Fault
 

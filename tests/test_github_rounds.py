@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from evalbot.config import Config, GitHubConfig, load_config
-from evalbot.errors import ConfigError
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import Config, GitHubConfig, load_config
 from evalbot.github.port import GitHubPort
 from evalbot.github.rounds import Candidate, Round, pick
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 from tests.github.accounts import BOT, MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub, Pull
 

@@ -7,10 +7,10 @@ import sqlite3
 
 import pytest
 
-from evalbot.config import Config
+from evalbot.config.settings import Config
 from evalbot.github.service import Running
 from evalbot.github.webhook import MAX_BODY, signature
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub

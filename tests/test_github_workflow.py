@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evalbot.config import REPO_ROOT
+from evalbot.config.settings import REPO_ROOT
 from tests.github.actions_expr import condition, evaluate, interpolate
 from tests.github.openapi import DATA
 

@@ -1,7 +1,7 @@
 """Policy tables: measurements in, labels out, for `default` and `sparkinfer-compat`.
 
 Results documents come from a small factory: per cell the base and head rates of each pair, the
-looks computed with the harness's own arithmetic, validated by engine.results.validate.
+looks computed with the harness's own arithmetic, validated by engine.contract.results.validate.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from engine import speed
-from engine.results import RESULTS_SCHEMA, validate
-from evalbot.errors import ResultsError
-from evalbot.grading import grade
-from evalbot.policy import Policy, load_labels
-from evalbot.sequential import schedule
+from engine.contract.results import RESULTS_SCHEMA, validate
+from engine.measure import speed
+from evalbot.config.errors import ResultsError
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import Policy, load_labels
+from evalbot.grading.sequential import schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = load_labels(ROOT / "evalbot" / "labels.yaml")

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from engine import speed
-from evalbot.config import BoxConfig
-from evalbot.errors import ConfigError, ResultsError
-from evalbot.grading import grade
-from evalbot.jobspec import make_job
-from evalbot.profile import load_profile
-from evalbot.report import details
+from engine.measure import speed
+from evalbot.config.errors import ConfigError, ResultsError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.grade import grade
+from evalbot.report.details import details
 from tests.test_grading import DEFAULT, C, Doc, results
 
 SHA = "a" * 40

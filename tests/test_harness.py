@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.harness import run_job
-from engine.job import parse_job
-from engine.results import validate
+from engine.contract.job import parse_job
+from engine.contract.results import validate
+from engine.harness.steps import run_job
 from tests.stub_engine import job_doc, make_repo
 
 VARIANTS = {
@@ -65,9 +65,9 @@ def test_head_failures_are_the_prs(stub, tmp_path, head, stage, kind):
 def test_head_claiming_speed_it_does_not_show_is_spoofed(tmp_path):
     # A slow main (200 tok/s) makes each witness's real work large against process noise. The
     # harness's own check (the samples' wall time) may already fail the head; the grading's
-    # witness check must in any case (evalbot/confirmation.py).
-    from evalbot.grading import grade
-    from evalbot.policy import load_labels
+    # witness check must in any case (evalbot/grading/confirmation.py).
+    from evalbot.grading.grade import grade
+    from evalbot.grading.policy import load_labels
     from tests.stub_engine import decode_witness
 
     policy = load_labels(Path(__file__).resolve().parents[1] / "evalbot" / "labels.yaml").policy("default")

@@ -15,10 +15,10 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
-from engine.job import parse_job
-from evalbot.calibrate import NoiseStore, aa_noise
-from evalbot.config import BoxConfig
-from evalbot.health import (
+from engine.contract.job import parse_job
+from evalbot.config.settings import BoxConfig
+from evalbot.service.calibrate import aa_noise
+from evalbot.service.health import (
     Health,
     HealthStore,
     MetricsApp,
@@ -27,7 +27,8 @@ from evalbot.health import (
     periodic_aa,
     setup_json_logging,
 )
-from evalbot.store import Store
+from evalbot.store.jobs import Store
+from evalbot.store.noise import NoiseStore
 from remote.local import LocalBox
 from tests.graded_history import measure, record
 from tests.stub_engine import job_doc, make_repo
@@ -156,9 +157,9 @@ def test_json_logging_writes_one_object_per_line():
 
 # ---- the worker: health gates leasing, the periodic A/A runs between jobs ------------------------
 def _service_worker(tmp_path: Path, repo: Path, aa_every_s: float) -> tuple[Any, Any]:
-    from evalbot.policy import load_labels
-    from evalbot.profile import load_profile
-    from evalbot.worker import Settings, Worker
+    from evalbot.evaluation.profile import load_profile
+    from evalbot.grading.policy import load_labels
+    from evalbot.service.worker import Settings, Worker
     from tests.service_env import write_config
 
     config = write_config(tmp_path, repo)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.housekeeping import KEEP, Retention, build_keys, housekeep, main
-from evalbot.config import BoxConfig
-from evalbot.upkeep import housekeep_box
+from engine.harness.housekeeping import KEEP, Retention, build_keys, housekeep, main
+from evalbot.config.settings import BoxConfig
+from evalbot.service.upkeep import housekeep_box
 from remote.ssh import SSHBox, SSHTarget
 from tests.stub_engine import job_doc
 
@@ -164,4 +164,4 @@ def test_housekeeping_over_ssh(tmp_path, live_pid, sshd):
     assert p["running"].exists() and p["used-build"].exists() and p["ref"].exists()
     assert p["pinned"].exists() and p["fresh"].exists()
     assert not p["done"].exists() and report["over_budget"] > 0
-    assert (work / "tools" / "harness" / "engine" / "housekeeping.py").is_file()
+    assert (work / "tools" / "harness" / "engine" / "harness" / "housekeeping.py").is_file()

@@ -15,8 +15,8 @@ import pytest
 
 from engine.llamacpp.build import cmake_flags, mirror
 from engine.llamacpp.manifest import ManifestError, verified_tool, write_manifest
-from engine.parsing import ParseError, read_score_lines
-from engine.reference_build import SourceError, from_tarball, llama_root
+from engine.llamacpp.reference_build import SourceError, from_tarball, llama_root
+from engine.measure.parsing import ParseError, read_score_lines
 
 DATA = Path(__file__).parent / "data" / "llamacpp"
 SCORE_PY = Path(__file__).parents[1] / "engine" / "llamacpp" / "score.py"
@@ -160,8 +160,8 @@ def test_cmake_flags_take_only_defines() -> None:
 
 def test_llama_bench_json_survives_merged_stderr_logs() -> None:
     """The harness merges stderr into stdout: log lines around and inside the array are dropped."""
-    from engine.job import Cell
-    from engine.parsing import read_rates
+    from engine.contract.job import Cell
+    from engine.measure.parsing import read_rates
 
     fixture = (Path(__file__).parent / "data" / "fixtures" /
                "llama-bench-h200-qwen3-1p7b-synthetic.json").read_text()

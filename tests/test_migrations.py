@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engine.checks import ContractError
-from engine.results import upgrade, validate
+from engine.contract.checks import ContractError
+from engine.contract.results import upgrade, validate
 from evalbot.cli import cli
-from evalbot.errors import EvalbotError
-from evalbot.grading import grade
-from evalbot.migrations import LATEST, backup, current_version, migrate, read_results
-from evalbot.store import Store
+from evalbot.config.errors import EvalbotError
+from evalbot.grading.grade import grade
+from evalbot.service.migrations import LATEST, backup, current_version, migrate, read_results
+from evalbot.store.jobs import Store
 from tests.graded_history import measure, policy, record
 from tests.stub_engine import make_repo
 

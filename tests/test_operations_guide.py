@@ -13,7 +13,7 @@ import click
 import pytest
 
 from evalbot.cli import cli
-from evalbot.config import REPO_ROOT
+from evalbot.config.settings import REPO_ROOT
 
 GUIDE = REPO_ROOT / "docs" / "operations.md"
 BLOCK = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^\s*```\s*$", re.S | re.M)

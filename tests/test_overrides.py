@@ -10,17 +10,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine import speed, stats
-from engine.harness import run_job
-from engine.job import parse_job
-from engine.results import validate
-from evalbot.errors import ResultsError
+from engine.contract.job import parse_job
+from engine.contract.results import validate
+from engine.harness.steps import run_job
+from engine.measure import speed, stats
+from evalbot.config.errors import ResultsError
+from evalbot.config.redact import Redactor
 from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.service import publish_finished
-from evalbot.grading import grade
-from evalbot.overrides import Overrides, decorate, pool, scale_job, status_of, with_note
-from evalbot.redact import Redactor
+from evalbot.grading.grade import grade
+from evalbot.grading.overrides import Overrides, decorate, pool, scale_job, status_of, with_note
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER, OUTSIDER
 from tests.github.fake_github import REPO, FakeGitHub, Pull
@@ -204,10 +204,10 @@ def test_scale_job_multiplies_looks_and_recomputes_the_schedule(stub):
 # ---- measure-more through the service: the worker scales the job and pools -------------------
 def test_measure_more_on_an_inconclusive_pr_pools_a_second_run_with_the_first(fake, port, stub,
                                                                              tmp_path):
+    from evalbot.evaluation.profile import load_profile
     from evalbot.github.service import make_handlers, make_publisher
-    from evalbot.profile import load_profile
-    from evalbot.store import Store
-    from evalbot.worker import Settings, Worker
+    from evalbot.service.worker import Settings, Worker
+    from evalbot.store.jobs import Store
     from tests.github.accounts import BOT, fast_backoff
     from tests.service_env import write_config
 

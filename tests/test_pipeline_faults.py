@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from engine.job import Job, parse_job
-from evalbot import pipeline
-from evalbot.config import BoxConfig
-from evalbot.errors import PipelineError
-from evalbot.reconnect import Connection
+from engine.contract.job import Job, parse_job
+from evalbot.config.errors import PipelineError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation import pipeline
+from evalbot.evaluation.reconnect import Connection
 from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import job_doc, make_repo

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.job import Cell
-from engine.parsing import ParseError, read_rates
-from evalbot.errors import ConfigError
-from evalbot.profile import load_profile
+from engine.contract.job import Cell
+from engine.measure.parsing import ParseError, read_rates
+from evalbot.config.errors import ConfigError
+from evalbot.evaluation.profile import load_profile
 
 FIXTURES = Path(__file__).parent / "data" / "fixtures"
 PROFILES = Path(__file__).parents[1] / "evalbot" / "profiles"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evalbot.config import Config
-from evalbot.store import Store
+from evalbot.config.settings import Config
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub

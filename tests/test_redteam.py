@@ -1,5 +1,5 @@
 """A hostile pull request against the real sandbox: each attack of issue 13, run through the real
-harness (engine.harness.run_job, sandboxed as on a box) and graded and rendered by the real bot
+harness (engine.harness.steps.run_job, sandboxed as on a box) and graded and rendered by the real bot
 code. Every test asserts final state: the attacker's verdict, the files outside the run's own
 directories, and the published text.
 
@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from engine import sandbox
-from engine.harness import run_job
-from engine.job import parse_job
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.grading import grade
-from evalbot.policy import load_labels
-from evalbot.redact import for_boxes
-from evalbot.render import render_comment
+from engine.contract.job import parse_job
+from engine.harness.steps import run_job
+from engine.sandbox import session as sandbox
+from evalbot.config.redact import for_boxes
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.report.render import render_comment
 from tests.sshd import per_worker, pin_model, system_python
 from tests.stub_engine import ENGINE, GIT_ENV, job_doc
 

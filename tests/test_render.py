@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.harness import run_job
-from engine.job import parse_job
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.grading import grade
-from evalbot.policy import load_labels
-from evalbot.redact import for_boxes
-from evalbot.render import COMMENT_LIMIT, render_comment
+from engine.contract.job import parse_job
+from engine.harness.steps import run_job
+from evalbot.config.redact import for_boxes
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.report.render import COMMENT_LIMIT, render_comment
 from tests.stub_engine import job_doc, make_repo
 
 CANARY_TOKEN = "ghp_" + "C4NARY" * 6
@@ -66,7 +66,7 @@ def test_failure_comment_redacts_and_neutralises_the_log(results) -> None:
 
 
 def test_redactor_patterns_without_configuration() -> None:
-    from evalbot.redact import Redactor
+    from evalbot.config.redact import Redactor
 
     clean = Redactor()("token github_pat_" + "A" * 30 + " at 10.1.2.3:22 as ubuntu@box.example")
     assert "github_pat_" not in clean and "10.1.2.3" not in clean and "ubuntu@" not in clean
@@ -81,15 +81,15 @@ def test_comment_is_capped_at_githubs_limit(results) -> None:
 def test_stale_template_variables_fail_loudly(results, tmp_path: Path) -> None:
     import jinja2
 
-    from evalbot.render import environment
+    from evalbot.report.render import environment
 
     with pytest.raises(jinja2.UndefinedError):
         environment().from_string("{{ missing }}").render()
 
 
 def test_marker_line_survives_any_redaction(results) -> None:
-    from evalbot.redact import Redactor
-    from evalbot.render import MARKER_PREFIX
+    from evalbot.config.redact import Redactor
+    from evalbot.report.render import MARKER_PREFIX
 
     for name in ("faster", "leaky"):  # the verdict comment and the failure comment
         verdict = grade(results[name], _policy())

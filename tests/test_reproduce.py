@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine import __version__ as HARNESS_VERSION
-from evalbot.errors import EvalbotError
-from evalbot.reproduce import reproduce, reproduction
-from evalbot.signing import SigningKey, key_id, public_line, sign_verdict
+from evalbot.audit.reproduce import reproduce, reproduction
+from evalbot.audit.signing import SigningKey, key_id, public_line, sign_verdict
+from evalbot.config.errors import EvalbotError
 from tests.graded_history import measure
 from tests.stub_engine import make_repo
 

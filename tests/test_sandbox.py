@@ -1,6 +1,6 @@
 """The sandbox, for real: another user, its own network and UTS namespaces, limits, no survivors.
 
-Each probe runs through engine.proc.run exactly as a build or sample does, with a hostile
+Each probe runs through engine.sandbox.proc.run exactly as a build or sample does, with a hostile
 script in place of the engine; the harness's own run then faces a hostile pull request.
 """
 
@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import proc, sandbox
-from engine.checks import ContractError
-from engine.harness import run_job
-from engine.job import parse_job
+from engine.contract.checks import ContractError
+from engine.contract.job import parse_job
+from engine.harness.steps import run_job
+from engine.sandbox import proc
+from engine.sandbox import session as sandbox
 from tests.sshd import SANDBOX_USER, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import GIT_ENV, job_doc, make_repo
 

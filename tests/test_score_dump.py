@@ -16,15 +16,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.build import Built
-from engine.correctness import ScoreFailure, score, speed_tokens
-from engine.correctness_stats import chunk, kl_tokens
-from engine.harness import _failure
-from engine.parsing import ParseError, read_score_lines
-from engine.score_dump import DumpError, check_windows
-from evalbot.config import REPO_ROOT
-from evalbot.correctness_policy import ALPHA, critical_values, decide
-from evalbot.policy import CorrectnessPolicy
+from engine.contract.score_dump import DumpError, check_windows
+from engine.harness.steps import _failure
+from engine.measure.parsing import ParseError, read_score_lines
+from engine.scoring.correctness import score
+from engine.scoring.correctness_stats import chunk, kl_tokens
+from engine.scoring.failure import ScoreFailure
+from engine.scoring.tokens import speed_tokens
+from engine.sides.build import Built
+from evalbot.config.settings import REPO_ROOT
+from evalbot.grading.correctness_policy import ALPHA, critical_values, decide
+from evalbot.grading.policy import CorrectnessPolicy
 from tests.test_tokenize import _job, demo, scripts  # noqa: F401  (fixtures)
 
 POLICY = CorrectnessPolicy(margin=0.01, kl_margin=0.02, top1_floor=0.0, kl_ceiling=100.0)
@@ -290,7 +292,7 @@ def test_long_windows_are_scored_deep_in_the_context_only(demo: Any,  # noqa: F8
 
 
 def test_a_decode_beyond_the_token_stream_is_not_checked_never_a_pass() -> None:
-    from engine.correctness import _consistency_windows
+    from engine.scoring.correctness import _consistency_windows
 
     cells = [{"model": "tiny", "metric": "decode", "ctx": 90,
               "decode_argmax": {"base": [1] * 20, "head": [1] * 20}},

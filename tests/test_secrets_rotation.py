@@ -8,11 +8,11 @@ import secrets
 
 import pytest
 
-from evalbot.config import Config
-from evalbot.errors import ConfigError
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import Config
 from evalbot.github.port import GitHubPort
 from evalbot.github.service import start
-from evalbot.secrets_rotation import SecretRing, ring_from_env
+from evalbot.service.secrets_rotation import SecretRing, ring_from_env
 from tests.github import payloads
 from tests.github.accounts import fast_backoff
 from tests.github.sender import Sender

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalbot.config import Config, load_config
+from evalbot.config.settings import Config, load_config
 from evalbot.github.port import GitHubPort
 from evalbot.github.service import Running, start
-from evalbot.policy import load_labels
-from evalbot.store import Store
-from evalbot.worker import Settings, Worker
+from evalbot.grading.policy import load_labels
+from evalbot.service.worker import Settings, Worker
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER, fast_backoff
 from tests.github.fake_github import REPO, FakeGitHub
@@ -153,7 +153,7 @@ def test_a_policy_change_regrades_stored_results_without_box_time(tmp_path: Path
 
 
 def _profile(config: Config):  # type: ignore[no-untyped-def]
-    from evalbot.profile import load_profile
+    from evalbot.evaluation.profile import load_profile
 
     return load_profile(config.profile)
 
@@ -164,7 +164,7 @@ def test_serve_migrates_accepts_the_rotated_secret_signs_and_says_when_main_move
     import os
     import re
 
-    from evalbot import migrations
+    from evalbot.service import migrations
     from tests.github.accounts import BOT
     from tests.service_env import evalbot, stop, wait_for
     from tests.stub_engine import GIT_ENV

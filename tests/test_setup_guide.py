@@ -16,9 +16,9 @@ import click
 import pytest
 
 from evalbot.cli import cli
-from evalbot.config import REPO_ROOT
-from evalbot.policy import load_labels
-from evalbot.resources import LABELS_FILE
+from evalbot.config.resources import LABELS_FILE
+from evalbot.config.settings import REPO_ROOT
+from evalbot.grading.policy import load_labels
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO
 from tests.sshd import Sshd

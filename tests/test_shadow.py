@@ -11,14 +11,15 @@ import pytest
 from click.testing import CliRunner
 
 from evalbot.cli import cli
-from evalbot.config import Config
+from evalbot.config.redact import Redactor
+from evalbot.config.settings import Config
 from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.port import GitHubPort
 from evalbot.github.service import publish_finished
-from evalbot.redact import Redactor
-from evalbot.shadow import ShadowPublisher, compare, report, their_headline
-from evalbot.store import Store
+from evalbot.github.shadow import ShadowPublisher
+from evalbot.github.shadow_report import compare, report, their_headline
+from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub, Pull
@@ -173,6 +174,6 @@ def test_serve_in_shadow_mode_writes_nothing_to_github(fake: FakeGitHub, stub, t
 
 
 def _shadow_verdicts(path: Path) -> dict[int, tuple[str, str, str]]:
-    from evalbot.shadow import shadow_verdicts
+    from evalbot.github.shadow_report import shadow_verdicts
 
     return shadow_verdicts(path) if path.is_file() else {}

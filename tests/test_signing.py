@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from evalbot.signing import (
+from evalbot.audit.signing import (
     SignatureError,
     SigningKey,
     canonical_bytes,
@@ -26,7 +26,7 @@ from evalbot.signing import (
     sign_verdict,
     verify_verdict,
 )
-from evalbot.signing_cli import keys_group
+from evalbot.audit.signing_cli import keys_group
 from tests.graded_history import measure
 from tests.stub_engine import make_repo
 

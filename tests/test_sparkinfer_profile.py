@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.build import Built
-from engine.job import Cell, SpeedRun
-from engine.parsing import ParseError, read_rates, read_score_lines
-from engine.speed import Measurement, SampleFailure
-from evalbot.config import BoxConfig
-from evalbot.jobspec import make_job
-from evalbot.policy import load_labels
-from evalbot.profile import ProfileRun, load_profile
-from evalbot.resources import LABELS_FILE as LABELS
+from engine.contract.job import Cell, SpeedRun
+from engine.measure.parsing import ParseError, read_rates, read_score_lines
+from engine.measure.speed import Measurement, SampleFailure
+from engine.sides.build import Built
+from evalbot.config.resources import LABELS_FILE as LABELS
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import ProfileRun, load_profile
+from evalbot.grading.policy import load_labels
 
 DATA = Path(__file__).parent / "data" / "sparkinfer"
 SHA = "a" * 40

@@ -2,8 +2,9 @@
 
 A tiny engine (a Python script in a temporary git repository, no torch) prints a BENCH_JSON
 line with rates drawn from a seeded distribution; the job comes from a real profile file through
-evalbot.jobspec.make_job, runs through engine.harness.run_job (checkout, build, ABBA pairs, the
-on-box stopping rule), and is graded by evalbot.grading.grade, whose replay must agree.
+evalbot.evaluation.jobspec.make_job, runs through engine.harness.steps.run_job (checkout, build,
+ABBA pairs, the on-box stopping rule), and is graded by evalbot.grading.grade.grade, whose replay
+must agree.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from typing import Any
 
 import pytest
 
-from engine import speed
-from engine.harness import run_job
-from engine.job import Job, parse_job
-from engine.results import validate
-from evalbot.calibrate import NoiseStore, aa_noise, calibration_job, sick_cells
-from evalbot.config import BoxConfig
-from evalbot.errors import ResultsError
-from evalbot.grading import grade
-from evalbot.jobspec import make_job
-from evalbot.policy import load_labels
-from evalbot.profile import Profile, load_profile
+from engine.contract.job import Job, parse_job
+from engine.contract.results import validate
+from engine.harness.steps import run_job
+from engine.measure import speed
+from evalbot.config.errors import ResultsError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import Profile, load_profile
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.service.calibrate import aa_noise, calibration_job, sick_cells
+from evalbot.store.noise import NoiseStore
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")

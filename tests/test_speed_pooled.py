@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import speed
-from evalbot.calibrate import aa_noise
-from evalbot.errors import EvalbotError
-from evalbot.grading import grade
-from evalbot.jobspec import make_job
-from evalbot.profile import Profile, load_profile
+from engine.measure import speed
+from evalbot.config.errors import EvalbotError
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import Profile, load_profile
+from evalbot.grading.grade import grade
+from evalbot.service.calibrate import aa_noise
 from tests.test_speed_harness import PARSE, POLICY, PROFILE, _box, _run, repo  # noqa: F401
 
 

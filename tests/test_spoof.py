@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spoof import Sample, unexplained_saving
+from engine.measure.spoof import Sample, unexplained_saving
 
 
 def _pairs(base_wall: float, head_wall: float, base_claim: float, head_claim: float,

@@ -1,4 +1,4 @@
-"""The per-cell rule (engine/stats.py) and its critical values (evalbot/sequential.py)."""
+"""The per-cell rule (engine/measure/stats.py) and its critical values (evalbot/grading/sequential.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from engine import speed, stats
-from evalbot.sequential import EQUIVALENCE_ALPHA, critical_values, schedule
+from engine.measure import speed, stats
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA, critical_values, schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 S = T = 0.02
@@ -118,7 +118,7 @@ def test_shipped_profiles_meet_the_bars_at_their_measured_noise(scenario: str,
     sys.path.insert(0, str(ROOT / "bench"))
     import verdict_quality as vq
 
-    from evalbot.policy import load_labels
+    from evalbot.grading.policy import load_labels
 
     policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
     (sc,) = [s for s in vq.scenarios() if s.name == scenario]
@@ -133,7 +133,7 @@ def test_the_throw_away_first_tests_are_what_keeps_the_h200_aa_neutral() -> None
     sys.path.insert(0, str(ROOT / "bench"))
     import verdict_quality as vq
 
-    from evalbot.policy import load_labels
+    from evalbot.grading.policy import load_labels
 
     policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
     (sc,) = [s for s in vq.scenarios() if s.name == "H200 +slow, no throw"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 

@@ -16,18 +16,20 @@ from typing import Any
 
 import pytest
 
-from engine.build import Built
-from engine.checks import ContractError
-from engine.correctness import ScoreFailure, corpus_bytes, plan, score, speed_tokens, token_stream
+from engine.contract.checks import ContractError
+from engine.contract.job import Job, parse_job
 from engine.demo import DemoRepo, generate
-from engine.harness import run_job
-from engine.job import Job, parse_job
-from engine.long_corpus import long_text
-from evalbot.config import REPO_ROOT, BoxConfig
-from evalbot.errors import ConfigError
-from evalbot.jobspec import make_job
-from evalbot.policy import load_labels
-from evalbot.profile import load_profile
+from engine.harness.steps import run_job
+from engine.scoring.correctness import plan, score
+from engine.scoring.failure import ScoreFailure
+from engine.scoring.long_corpus import long_text
+from engine.scoring.tokens import corpus_bytes, speed_tokens, token_stream
+from engine.sides.build import Built
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.policy import load_labels
 
 # Reads the text, writes one id per 2 bytes (big-endian pairs), counts its runs in RUNS.
 TOKENIZER = """import json, sys

@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from evalbot.config import REPO_ROOT
+from evalbot.config.settings import REPO_ROOT
 
 
 def test_the_wheel_ships_every_tracked_file_of_the_packages(tmp_path: Path) -> None:

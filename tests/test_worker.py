@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from evalbot.config import Config
-from evalbot.errors import ConfigError
-from evalbot.policy import load_labels
-from evalbot.pool import check_pool
-from evalbot.profile import load_profile
-from evalbot.store import Store
-from evalbot.worker import Settings, Worker
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import Config
+from evalbot.evaluation.profile import load_profile
+from evalbot.grading.policy import load_labels
+from evalbot.service.pool import check_pool
+from evalbot.service.worker import Settings, Worker
+from evalbot.store.jobs import Store
 from tests.service_env import evalbot, wait_for, write_config
 from tests.stub_engine import GIT_ENV, make_repo
 
@@ -198,8 +198,8 @@ def test_a_verdict_that_cannot_be_graded_or_signed_is_an_infra_error_not_a_dead_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection at the grader (a NaN that signing refuses): the worker records an
     infra-error verdict and goes on; it used to die on SignatureError (not a PipelineError)."""
-    from evalbot import worker as worker_module
-    from evalbot.signing import SignatureError
+    from evalbot.audit.signing import SignatureError
+    from evalbot.service import worker as worker_module
 
     def unsignable(*_args: object) -> dict[str, object]:
         raise SignatureError("verdict cannot be encoded canonically: Out of range float values")

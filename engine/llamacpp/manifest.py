@@ -1,6 +1,6 @@
 """The reference build's manifest: what was built from which pinned source, with artifact hashes.
 
-Written by engine/reference_build.py next to the artifacts; checked before every use, so a
+Written by engine/llamacpp/reference_build.py next to the artifacts; checked before every use, so a
 reference build that changed on disk (or a directory someone filled by hand) is refused.
 """
 
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.integrity import file_sha256
+from engine.contract.integrity import file_sha256
 
 MANIFEST = "manifest.json"
 TOOL = "evalbot-topk"
@@ -34,7 +34,7 @@ def verified_tool(ref_dir: Path) -> Path:
     path = ref_dir / MANIFEST
     if not path.is_file():
         raise ManifestError(f"no llama.cpp reference build at {ref_dir} (run "
-                            "python -m engine.reference_build first)")
+                            "python -m engine.llamacpp.reference_build first)")
     try:
         artifacts = json.loads(path.read_text())["artifacts"]
     except (ValueError, KeyError) as exc:

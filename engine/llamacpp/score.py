@@ -1,4 +1,4 @@
-"""The score command of the llamacpp profile: the contract of engine/correctness.py on top of
+"""The score command of the llamacpp profile: the contract of engine/scoring/correctness.py on top of
 `evalbot-topk score` (engine/llamacpp/topk.cpp).
 
     python engine/llamacpp/score.py (--bin TOOL | --reference KEY | --per-window TOOL) --model GGUF
@@ -7,7 +7,7 @@
                                     --text CORPUS.txt --out IDS.json
 
 `--bin` is the engine side: the tool built with the side's own tree. `--reference KEY` is the
-pinned llama.cpp: the build engine/reference_build.py left beside the model files
+pinned llama.cpp: the build engine/llamacpp/reference_build.py left beside the model files
 (MODELS_DIR/llamacpp-reference/KEY), whose manifest is checked by sha256 before use.
 `--per-window` drives sparkinfer's qwen3_gguf_score, which takes one window per process.
 The second form is the profile's tokenizer (correctness.tokenize_argv, normally `--reference`):
@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the harness copy importab
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.llamacpp.manifest import ManifestError, verified_tool  # noqa: E402
-from engine.parsing import ParseError, read_score_lines  # noqa: E402
+from engine.measure.parsing import ParseError, read_score_lines  # noqa: E402
 
 
 def read_tokens(doc: object) -> tuple[list[list[int]], list[int]]:

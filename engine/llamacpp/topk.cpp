@@ -7,7 +7,7 @@
 //   evalbot-topk score MODEL TOPK WINDOWS.txt   one window per line, token ids separated by spaces,
 //                                               optionally led by `@F ` (score positions F.. only)
 //   evalbot-topk tokenize MODEL TEXT.txt        prints the token ids of the whole file, one line
-//   evalbot-topk decode MODEL N_PREFILL IDS.txt  a witness (engine/witness.py): prefills the first
+//   evalbot-topk decode MODEL N_PREFILL IDS.txt  a witness (engine/measure/witness.py): prefills the first
 //       N_PREFILL ids in one batch, then decodes the rest one token per step (teacher-forced) and
 //       prints `OUTPUT_IDS: <argmax after each decode step> ...`, one line
 //

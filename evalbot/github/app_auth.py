@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from github import Auth, Github, GithubException, GithubIntegration
 
-from evalbot.config import Config, GitHubConfig
-from evalbot.errors import ConfigError
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import Config, GitHubConfig
 
 # The Actions GITHUB_TOKEN is an installation token of GitHub's own Actions App: GET /user
 # answers 403 "Resource not accessible by integration", and its comments are this account's.

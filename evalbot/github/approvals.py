@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS approvals (repo TEXT NOT NULL, pr INTEGER NOT NULL,

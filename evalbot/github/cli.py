@@ -9,15 +9,15 @@ from pathlib import Path
 
 import click
 
-from evalbot.config import Config, load_config
-from evalbot.errors import EvalbotError
+from evalbot.config.errors import EvalbotError
+from evalbot.config.settings import Config, load_config
 from evalbot.github import labels_sync
 from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.service import github_config, make_handlers, make_port, start
-from evalbot.policy import load_labels
-from evalbot.pool import require_sandbox
-from evalbot.store import Store
+from evalbot.grading.policy import load_labels
+from evalbot.service.pool import require_sandbox
+from evalbot.store.jobs import Store
 
 CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from evalbot.neutral import code_span
+from evalbot.report.neutral import code_span
 
 PREFIX = "/evalbot"
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evalbot.errors import EvalbotError
+from evalbot.config.errors import EvalbotError
 
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1, or SHA-256 object format
 PR_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review", "closed",

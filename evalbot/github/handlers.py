@@ -9,15 +9,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from evalbot.config import GitHubConfig
+from evalbot.config.settings import GitHubConfig
 from evalbot.github import admission, texts
 from evalbot.github.approvals import Approvals
 from evalbot.github.commands import Command, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
 from evalbot.github.publish import PublisherProtocol, is_ours
-from evalbot.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
-from evalbot.store import ACTIVE, Store
+from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
+from evalbot.store.jobs import ACTIVE, Store
 
 REFUSAL_EVERY_S = 3600.0  # at most one refusal per user and PR per hour
 EVALUATE = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
@@ -213,7 +213,7 @@ class Handlers:
         return self.admit(target, attempt=attempt, maintainer_rerun=can_write)
 
 
-    # ---- maintainer overrides (evalbot/overrides.py keeps the audit trail) ---------------------
+    # ---- maintainer overrides (evalbot/grading/overrides.py keeps the audit trail) ---------------------
     def _override(self, command: Command, pull: PullInfo, who: str, key: str) -> str:
         if command.verb is Verb.HOLD:
             self.overrides.record(self.config.repo, pull.number, pull.head_sha, "hold", who)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from evalbot.github.port import GitHubPort, LabelInfo
-from evalbot.policy import LabelBook
+from evalbot.grading.policy import LabelBook
 
 
 @dataclass(frozen=True)

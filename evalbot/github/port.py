@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from evalbot.errors import EvalbotError
+from evalbot.config.errors import EvalbotError
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 

@@ -18,8 +18,8 @@ from typing import Any, Protocol, TypeVar
 
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import Comment, GitHubPort, RateLimited, Transient
-from evalbot.neutral import quiet_mentions
-from evalbot.render import MARKER_PREFIX
+from evalbot.report.neutral import quiet_mentions
+from evalbot.report.render import MARKER_PREFIX
 
 T = TypeVar("T")
 FAILING_KINDS = {"regressed", "incorrect", "build-failed", "crashed", "timeout"}
@@ -92,7 +92,7 @@ def is_ours(comment: Comment, bot_login: str) -> bool:
 
 class PublisherProtocol(Protocol):
     """What the handlers and the workers publish through: `Publisher` writes to GitHub,
-    `evalbot.shadow.ShadowPublisher` records the same writes in the store instead."""
+    `evalbot.github.shadow.ShadowPublisher` records the same writes in the store instead."""
 
     backoff: Backoff  # GitHub reads (permissions, PR heads) go through it in both
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import click
 
-from evalbot.config import GitHubConfig, load_config
+from evalbot.config.settings import GitHubConfig, load_config
 from evalbot.github.port import GitHubError, GitHubPort, LabelInfo, PullInfo
-from evalbot.policy import load_labels
-from evalbot.store import Store
+from evalbot.grading.policy import load_labels
+from evalbot.store.jobs import Store
 
 TIERS = ("XL", "L", "M", "S", "XS")  # best first
 DAY_S = 86400.0

@@ -13,20 +13,20 @@ from typing import Any
 
 from waitress.server import create_server
 
-from evalbot.comment import context_for
-from evalbot.config import Config, GitHubConfig
-from evalbot.errors import ConfigError, EvalbotError
+from evalbot.config.errors import ConfigError, EvalbotError
+from evalbot.config.redact import Redactor
+from evalbot.config.settings import Config, GitHubConfig
 from evalbot.github.events import PayloadError, parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort, RateLimited, Transient
 from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
 from evalbot.github.webhook import SERVER_SETTINGS, WebhookApp
-from evalbot.overrides import decorate, status_of
-from evalbot.policy import load_labels
-from evalbot.redact import Redactor
-from evalbot.render import render_comment
-from evalbot.store import Store
+from evalbot.grading.overrides import decorate, status_of
+from evalbot.grading.policy import load_labels
+from evalbot.report.comment import context_for
+from evalbot.report.render import render_comment
+from evalbot.store.jobs import Store
 
 log = logging.getLogger("evalbot.github")
 # One token, one rate limit: every publisher of the process (dispatcher and workers) shares
@@ -55,7 +55,7 @@ def make_publisher(config: Config, port: GitHubPort,
 
     gh = identified(config)
     if config.service.shadow:
-        from evalbot.shadow import ShadowPublisher
+        from evalbot.github.shadow import ShadowPublisher
 
         return ShadowPublisher(config.store, config.service.shadow_log, gh.bot_login,
                                gh.status_context, backoff or PROCESS_BACKOFF)
@@ -213,7 +213,7 @@ def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
                      redact: Redactor, reports_url: str = "") -> bool:
     """After the worker stored a verdict (done, or failed for good with an error verdict):
     publish it unless a newer job of the PR is queued, running or finished. A maintainer's
-    waiver turns the status green and the overrides show in the comment (evalbot.overrides);
+    waiver turns the status green and the overrides show in the comment (evalbot.grading.overrides);
     a verdict measured against an older main says so."""
     job = store.get(job_id)
     if job.pr is None or job.state not in ("done", "failed"):

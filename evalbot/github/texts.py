@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalbot.github.commands import REGISTRY
-from evalbot.render import environment, marker_line
+from evalbot.report.render import environment, marker_line
 
 
 def pending_comment(head_sha: str, state: str, note: str, context: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from evalbot.github.events import PayloadError, parse_event
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 
 MAX_BODY = 5 * 1024 * 1024  # GitHub caps payloads at 25 MB; ours are far smaller
 # waitress reads request bodies on its event loop and hands only complete requests to its
@@ -41,7 +41,7 @@ def verify(secret: bytes, body: bytes, header: str | None) -> bool:
 class WebhookApp:
     def __init__(self, secret: bytes | Callable[[], Sequence[bytes]], store_path: str,
                  wake: threading.Event | None = None, max_body: int = MAX_BODY) -> None:
-        # A callable gives the secrets accepted right now (evalbot/secrets_rotation.py: the new
+        # A callable gives the secrets accepted right now (evalbot/service/secrets_rotation.py: the new
         # one and, for a window, the old one), asked at every delivery.
         self.accepted = (lambda: [secret]) if isinstance(secret, bytes) else secret
         if not self.accepted() or not all(self.accepted()):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from evalbot.config import Config, load_config
+from evalbot.config.settings import Config, load_config
 from evalbot.github.port import GitHubPort
 from evalbot.github.pygithub_client import PyGithubPort
 from evalbot.github.service import Running, make_handlers, start
-from evalbot.store import Store
+from evalbot.store.jobs import Store
 from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import REPO, FakeGitHub
 from tests.github.sender import Sender

@@ -1,0 +1,80 @@
+"""A witness workload as the job describes it (`runs[].witnesses[]`), validated where the job is
+parsed; engine.measure.witness runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.contract.checks import ContractError, one_of
+from engine.contract.checks import field as get
+
+OUTPUT_KINDS = ("ids_line", "json_path", "score_lines")
+CLOCKS = ("wall", "cpu")
+# Placeholders only a witness argv may use: the harness's fresh prompt as a file of ids separated
+# by spaces, as a JSON list, or (an argument that is exactly "{prompt_ids}") one argument per id.
+PROMPT_PLACEHOLDERS = ("prompt", "prompt_json", "prompt_ids")
+
+
+@dataclass(frozen=True)
+class WitnessSpec:
+    """One witness workload of a speed run (the job contract's `runs[].witnesses[]`)."""
+
+    name: str
+    argv: list[str]
+    cells: dict[str, int]  # cell key -> tokens of that cell's work in one witness process
+    prompt_tokens: int  # ids the harness draws per pair
+    output: dict[str, Any]  # how to read the output ids: kind ids_line | json_path | score_lines
+    output_tokens: int  # how many ids a complete output has
+    pairs: int = 4  # the most pairs: the last look
+    # Pairs at which the harness may stop (the last is `pairs`): it stops at the first look where
+    # the per-pair saving's lower bound at that look's `stop_t` (set by the bot, which judges
+    # every look it allowed at alpha / len(looks)) is above 0; a busy box measures on.
+    looks: tuple[int, ...] = ()
+    stop_t: tuple[float, ...] = ()
+    id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
+    min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
+    clock: str = "wall"  # wall: process start to exit; cpu: the process tree's CPU time
+    timeout_s: float = 300.0
+
+
+def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
+    cells = {str(k): int(v) for k, v in (get(d, where, "cells", dict)).items()}
+    unknown = sorted(set(cells) - cell_keys)
+    if not cells or unknown or any(v < 1 for v in cells.values()):
+        raise ContractError(f"{where}.cells: cell keys of this run with tokens >= 1 (bad: {unknown})")
+    output = get(d, where, "output", dict)
+    one_of(get(output, f"{where}.output", "kind", str), OUTPUT_KINDS, f"{where}.output.kind")
+    looks = _looks(d.get("looks", d.get("pairs", 4)), where)
+    spec = WitnessSpec(
+        name=get(d, where, "name", str),
+        argv=[str(a) for a in get(d, where, "argv", list)],
+        cells=cells,
+        prompt_tokens=get(d, where, "prompt_tokens", int),
+        output=dict(output),
+        output_tokens=get(d, where, "output_tokens", int),
+        pairs=looks[-1],
+        looks=looks,
+        stop_t=tuple(float(t) for t in d.get("stop_t") or ()),
+        id_range=get(d, where, "id_range", int, optional=True) or 1000,
+        min_agreement=float(d.get("min_agreement", 0.5)),
+        clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
+        timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
+    )
+    if spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
+        raise ContractError(f"{where}: prompt_tokens, output_tokens >= 1")
+    if spec.stop_t and len(spec.stop_t) != len(looks):
+        raise ContractError(f"{where}.stop_t: one critical value per look {list(looks)}")
+    return spec
+
+
+def _looks(value: Any, where: str) -> tuple[int, ...]:
+    """`pairs: 4` (one look) or `pairs: [4, 8]` (looks): increasing, the first >= 3."""
+    looks = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+    if (not isinstance(looks, list) or not looks
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in looks)
+            or looks[0] < 3 or any(b <= a for a, b in zip(looks, looks[1:], strict=False))):
+        raise ContractError(f"{where}.pairs: a number >= 3 or increasing looks, the first >= 3 "
+                            f"(got {value!r})")
+    return tuple(looks)

@@ -1,0 +1,1 @@
+"""The harness's steps: build both sides, measure, score, write the results; housekeeping on the box."""

@@ -1,0 +1,156 @@
+"""Run one engine process: own process group, timeout, capped output, always reaped.
+
+Every run gets a HOME/TMPDIR of its own, made empty before and removed after, so nothing one
+run plants (a `usercustomize.py`, a `.pth` file, a cache) reaches another; every Python it starts
+directly runs isolated (`-I`: no user site, no PYTHON* variables, no cwd on sys.path)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.sandbox import session as sandbox
+
+LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+# Under -I Python puts neither the script's directory nor the cwd on sys.path; a script that
+# imports its siblings, or `-m` run from the harness, needs exactly that one entry, so this
+# bootstrap adds it back (the script's own directory; the cwd for -m) and nothing else.
+_BOOTSTRAP = ("import os, runpy, sys\n"
+              "mode, target = sys.argv[1], sys.argv[2]\n"
+              "sys.argv = [target, *sys.argv[3:]]\n"
+              "if mode == 'module':\n"
+              "    sys.path.insert(0, os.getcwd())\n"
+              "    runpy.run_module(target, run_name='__main__', alter_sys=True)\n"
+              "else:\n"
+              "    sys.path.insert(0, os.path.dirname(os.path.abspath(target)))\n"
+              "    runpy.run_path(target, run_name='__main__')\n")
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int | None  # None when killed for the timeout
+    output: str
+    wall_s: float
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    trusted: bool = False,
+) -> Finished:
+    """Run argv (never through a shell), write its output to `log`, kill its group at the end.
+
+    Inside an active sandbox (engine.sandbox.session.enter) argv runs as the sandbox user with the
+    stage's limits, and afterwards every process of that user is killed. A `trusted` run (the
+    reference, the tokenizer: harness code) never runs as the sandbox user: it runs as the
+    harness, in a HOME only the harness can enter."""
+    home = sandbox.fresh_home(trusted)
+    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
+                **{k: v for k, v in (env or {}).items() if not k.startswith("PYTHON")},
+                "HOME": str(home), "TMPDIR": str(home)}
+    argv = isolated(list(argv))
+    preexec = None
+    if not trusted:
+        argv, full_env, preexec = sandbox.wrap(argv, cwd, full_env)
+    try:
+        return _run(argv, cwd, timeout_s, log, full_env, preexec)
+    finally:
+        sandbox.after_run(home)
+
+
+def isolated(argv: list[str]) -> list[str]:
+    """argv with a Python interpreter started isolated (-I); other programs unchanged."""
+    if not argv or not _PYTHON.fullmatch(os.path.basename(argv[0])):
+        return argv
+    python, rest = argv[0], argv[1:]
+    if rest and rest[0] == "-m" and len(rest) > 1:
+        return [python, "-I", "-c", _BOOTSTRAP, "module", *rest[1:]]
+    if rest and not rest[0].startswith("-"):
+        return [python, "-I", "-c", _BOOTSTRAP, "script", *rest]
+    return [python, "-I", *rest]
+
+
+def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict[str, str],
+         preexec: sandbox.Preexec | None) -> Finished:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+        timed_out = False
+        try:
+            _drain(proc, sink, start + timeout_s)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            _kill_group(proc)
+    wall = time.perf_counter() - start
+    output = log.read_bytes().decode("utf-8", errors="replace")
+    return Finished(None if timed_out else proc.returncode, output, wall, timed_out)
+
+
+def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float) -> None:
+    import selectors
+
+    assert proc.stdout is not None
+    written = 0
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise TimeoutError
+            if not sel.select(timeout=min(left, 1.0)):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            if written < LOG_CAP:
+                sink.write(chunk[: LOG_CAP - written])  # type: ignore[attr-defined]
+                written += len(chunk)
+    left = max(deadline - time.perf_counter(), 0.01)
+    try:
+        proc.wait(timeout=left)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError from exc
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill everything the sample started, so nothing lingers into the next sample.
+
+    The process group catches ordinary children; the sandbox's kill reaches the ones that left
+    the group (setsid, double fork), since it kills by user, not by group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # a sudo launcher is root's: the sandbox's kill below ends it through its child
+    try:
+        sandbox.kill_all()
+    finally:
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()

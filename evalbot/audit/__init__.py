@@ -1,0 +1,1 @@
+"""Checking a published verdict: signatures, the keys and verify commands, the reproduce commands."""

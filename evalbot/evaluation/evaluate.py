@@ -1,0 +1,128 @@
+"""One evaluation end to end on the bot side: job -> box -> results -> verdict -> files.
+
+The CLI's one-shot `evaluate` and the service's worker share these pieces: the worker leases
+from the queue and retries; `evaluate` runs one job in the foreground. `regrade` re-grades
+stored results under a (new) policy without touching a box: grading is pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from evalbot.audit.signing import SigningKey, sign_verdict
+from evalbot.config.errors import PipelineError
+from evalbot.config.redact import Redactor
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation import pipeline
+from evalbot.evaluation.jobspec import CALIBRATION_DF, make_job
+from evalbot.evaluation.profile import Profile
+from evalbot.grading.grade import VERDICT_SCHEMA, grade
+from evalbot.grading.policy import Policy
+from evalbot.report.comment import CommentContext, context_for
+from evalbot.report.render import render_comment, render_labels
+from evalbot.store.jobs import JobRow, Store
+from evalbot.store.noise import NoiseStore
+from remote.box import Box
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: dict[str, Any]
+    comment: str
+    out: Path
+
+
+def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, *,
+             repo: str, pr: int | None, base_sha: str, head_sha: str, out: Path,
+             store: Store, redact: Redactor, seed: int | None = None,
+             progress: pipeline.Progress | None = None,
+             signer: SigningKey | None = None, reports_url: str = "",
+             links: CommentContext | None = None) -> Outcome:
+    """Queue, lease, run on the box, grade, record and write comment.md / verdict.json.
+
+    The comment links under `reports_url` (config `service.reports_url`), or where `links`
+    says (the demo: relative paths); main's recent levels come from the store either way."""
+    row = store.enqueue(repo, pr, head_sha, policy.ident, base_sha=base_sha)
+    worker = f"cli-{box_config.name}"
+    leased = store.lease(worker, ttl_s=6 * 3600, box=box_config.name)
+    if leased is None or leased.id != row.id:
+        raise PipelineError(f"{store.path}: another job is queued ahead of this one; "
+                            "run `evalbot status` and let the service take it")
+    store.set_base(row.id, base_sha)
+    noise = NoiseStore(store.path)
+    floors = noise.floors(box_config.name, profile.name)  # the box's A/A calibration, if any
+    floor_df = noise.degrees(box_config.name, profile.name)
+    noise.close()
+    job = make_job(profile, policy, box_config, base_sha, head_sha, seed=seed, job_id=row.id,
+                   sd_floors=floors, floor_df=floor_df or CALIBRATION_DF)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        results = pipeline.evaluate(box, box_config, job, out, progress=progress)
+    except Exception as exc:
+        store.fail(row.id, worker, str(exc), retry=False)
+        raise
+    verdict = grade(results, policy)
+    if signer is not None:
+        verdict = sign_verdict(verdict, signer)
+    store.finish(row.id, worker, verdict, results)
+    context = context_for(store.history(repo=repo), verdict, repo, reports_url)
+    if links is not None:
+        context = replace(links, main_history=context.main_history)
+    comment = record_outputs(out, verdict, lambda v: render_comment(v, redact, context=context))
+    return Outcome(verdict, comment, out)
+
+
+def record_outputs(out: Path, verdict: dict[str, Any],
+                   render: Callable[[dict[str, Any]], str] | None = None) -> str:
+    """comment.md, verdict.json and labels.txt next to the results; returns the comment."""
+    comment = (render or render_comment)(verdict)
+    out.mkdir(parents=True, exist_ok=True)
+    write_outputs(out, verdict, comment)
+    return comment
+
+
+def write_outputs(out: Path, verdict: dict[str, Any], comment: str) -> None:
+    (out / "verdict.json").write_text(json.dumps(verdict, indent=2, sort_keys=True) + "\n")
+    (out / "comment.md").write_text(comment)
+    (out / "labels.txt").write_text(render_labels(verdict))
+
+
+def failure_verdict(job: JobRow, policy: Policy, profile: str, reason: str) -> dict[str, Any]:
+    """The verdict of an evaluation that never produced results (box, connection, harness):
+    an infra-error, rendered by templates/failure.md.j2 like the harness's own failures."""
+    failure = {"stage": "harness", "side": "harness", "attribution": "infra",
+               "kind": "infra-error", "message": reason, "log_tail": ""}
+    return {
+        "schema": VERDICT_SCHEMA, "kind": "infra-error", "headline": "eval:infra-error",
+        "labels": ["eval:infra-error"], "tier": None, "best_cell": None, "context_label": None,
+        "regression_labels": [], "models": [], "cells": [], "failures": [failure],
+        "correctness": {"decision": "not-scored"}, "reasons": [reason],
+        "provenance": {"job_id": job.id, "profile": profile, "base_sha": job.base_sha,
+                       "head_sha": job.head_sha, "policy": policy.ident},
+    }
+
+
+def regrade(store: Store, policy: Policy, *, repo: str | None = None,
+            pr: int | None = None, signer: SigningKey | None = None) -> list[tuple[str, str, str]]:
+    """Grade every stored results document again under `policy`; no box is involved.
+
+    Verdicts that change (the signature aside) are replaced, signed with `signer` if given (the
+    old one kept as a revision) and marked for publication. Returns (job id, old headline, new
+    headline) for each change."""
+    changed = []
+    for row in store.history(repo=repo, pr=pr):
+        if not row["results"]:  # a failure that never produced results: nothing to re-grade
+            continue
+        verdict = grade(row["results"], policy)
+        unsigned = {k: v for k, v in row["verdict"].items() if k != "signature"}
+        if json.loads(json.dumps(verdict, sort_keys=True)) == unsigned:
+            continue  # unchanged: a signed verdict keeps its signature
+        if signer is not None:
+            verdict = sign_verdict(verdict, signer)
+        if store.regrade(row["job_id"], verdict):
+            changed.append((row["job_id"], row["headline"], verdict["headline"]))
+    return changed

@@ -1,0 +1,122 @@
+"""Turn (profile, policy, box, SHAs) into the job description the harness runs."""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import uuid
+from pathlib import PurePosixPath
+
+from engine.contract.checks import sha as check_sha
+from engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
+from evalbot.config.errors import ConfigError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.profile import Profile
+from evalbot.grading.confirmation import with_stops
+from evalbot.grading.policy import TIER_ORDER, Policy
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
+
+CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
+
+
+def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, head_sha: str,
+             *, seed: int | None = None, merge_base: str | None = None,
+             job_id: str | None = None, sd_floors: dict[str, float] | None = None,
+             floor_df: int = CALIBRATION_DF) -> Job:
+    """A complete job; the seed is fresh per evaluation unless given (it is recorded).
+
+    `sd_floors` are the box's calibrated per-cell noise (evalbot.service.calibrate), by cell key, each
+    measured with at least `floor_df` degrees of freedom.
+    """
+    check_sha(base_sha, "base")
+    check_sha(head_sha, "head")
+    speed = profile.speed
+    significance = speed.significance if speed.significance is not None else policy.significance
+    tolerance = speed.tolerance if speed.tolerance is not None else policy.tolerance
+    floors = _floors(profile, sd_floors or {})
+    pool_df = 0 if not speed.sd_floor_df else min(
+        [speed.sd_floor_df] + ([floor_df] if sd_floors else []))
+    bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df)
+    rule = StoppingRule(
+        looks=list(speed.looks),
+        sd_floor=box.sd_floor if box.sd_floor is not None else speed.sd_floor,
+        significance=significance,
+        tolerance=tolerance,
+        warmup=speed.warmup,
+        budget_s=speed.budget_s,
+        alpha=policy.alpha,
+        equivalence_alpha=EQUIVALENCE_ALPHA,
+        family=profile.cell_count,
+        sd_floors=floors,
+        lock_clocks=box.lock_clocks,
+        tier_edges=_tier_edges(profile, policy),
+        calibrated=sorted(sd_floors or {}),
+        **rule_lists(bounds),
+    )
+    return Job(
+        job_id=job_id or uuid.uuid4().hex[:12],
+        profile=profile.name,
+        repo=box.repo,
+        base_sha=base_sha,
+        head_sha=head_sha,
+        merge_base=merge_base,
+        build_argv=list(profile.build_argv),
+        build_timeout_s=profile.build_timeout_s,
+        artifacts=list(profile.artifacts),
+        models=[Model(m.name, _model_path(box, m.file), m.sha256, m.role, m.namespace)
+                for m in profile.models],
+        runs=[SpeedRun(r.model, list(r.argv), dict(r.parse),
+                       [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
+                       r.timeout_s,
+                       {"decode": r.decode_tokens},
+                       [with_stops(w, policy.alpha) for w in r.witnesses]) for r in profile.runs],
+        rule=rule,
+        correctness=_correctness(profile, policy, seed),
+        env=dict(profile.env),
+        cache_dir=str(PurePosixPath(box.workdir) / "cache"),
+        box=box.name,
+    )
+
+
+def _floors(profile: Profile, calibrated: dict[str, float]) -> dict[str, float]:
+    """Per-cell floors: the box's calibration over the profile's per-cell values. A floor of 0
+    (an A/A of identical samples) would make every interval a point: refused."""
+    out = {f"{r.model}/{c.metric}@{c.ctx}": c.sd_floor for r in profile.runs for c in r.cells
+           if c.sd_floor > 0}
+    for key, sd in calibrated.items():
+        if not (math.isfinite(sd) and 0 < sd < 1):
+            raise ConfigError(f"calibrated sd floor of {key} is {sd}: not a noise measurement; "
+                              f"re-run `evalbot calibrate` on this box")
+        out[key] = float(sd)
+    return out
+
+
+def _tier_edges(profile: Profile, policy: Policy) -> dict[str, list[float]]:
+    """The policy's tier thresholds per primary cell in log-ratio space, ascending (prefill
+    tiers are time-to-first-token reductions g: ln(1/(1-g)))."""
+    roles = {m.name: m.role for m in profile.models}
+    gains = [policy.tiers[t] for t in reversed(TIER_ORDER)]
+    out = {}
+    for run in profile.runs:
+        for c in run.cells:
+            if roles[run.model] != "primary":
+                continue
+            edges = [-math.log1p(-g) if c.metric == "prefill" else math.log1p(g) for g in gains]
+            out[f"{run.model}/{c.metric}@{c.ctx}"] = [round(e, 9) for e in edges]
+    return out
+
+
+def _model_path(box: BoxConfig, file: str) -> str:
+    if os.path.isabs(file) or not box.models_dir:
+        return file
+    return str(PurePosixPath(box.models_dir) / file)
+
+
+def _correctness(profile: Profile, policy: Policy, seed: int | None) -> Correctness | None:
+    from evalbot.grading.correctness_policy import job_correctness
+
+    if profile.correctness is None:
+        return None
+    seed = seed if seed is not None else secrets.randbelow(2**31)
+    return job_correctness(profile.correctness, policy.correctness, seed)

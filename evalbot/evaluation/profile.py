@@ -1,0 +1,269 @@
+"""Engine profiles: how to build and drive one engine, validated on load (design section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engine.contract.checks import ContractError
+from engine.contract.job import METRICS, PARSE_KINDS, PLACEHOLDERS, TOKENIZE_PLACEHOLDERS
+from engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
+from evalbot.config.errors import ConfigError
+from evalbot.config.yamlfile import Doc, Section
+
+PROFILES_DIR = Path(__file__).parent.parent / "profiles"
+
+
+@dataclass(frozen=True)
+class ProfileModel:
+    name: str
+    file: str  # relative to the box's models_dir, or absolute
+    sha256: str
+    role: str  # primary | guard
+    namespace: str  # label namespace, e.g. eval-qwen35
+
+
+@dataclass(frozen=True)
+class ProfileCell:
+    metric: str
+    ctx: int
+    anchor: float = 0.0  # llama.cpp's tok/s for this (model, metric, ctx); sparkinfer-compat
+    sd_floor: float = 0.0  # the cell's measured sd of the per-pair log-ratio; 0: speed.sd_floor
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    model: str
+    argv: tuple[str, ...]
+    parse: dict[str, Any]
+    cells: tuple[ProfileCell, ...]
+    decode_tokens: int
+    timeout_s: float
+    # harness-timed witness workloads (engine/measure/witness.py); cells keyed by the full cell key
+    witnesses: tuple[WitnessSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpeedSettings:
+    looks: tuple[int, ...]
+    warmup: int
+    sd_floor: float
+    budget_s: float
+    significance: float | None  # overrides of the policy's s and t, from calibration
+    tolerance: float | None
+    sd_floor_df: int = 0  # degrees of freedom of the floors' measurement; 0: the first rule
+
+
+@dataclass(frozen=True)
+class CorrectnessSettings:
+    model: str
+    score_argv: tuple[str, ...]
+    reference_argv: tuple[str, ...]
+    windows: int
+    window_tokens: int
+    topk: int
+    timeout_s: float
+    looks: tuple[int, ...] = ()  # growth: cumulative windows per look (long ones included)
+    long_windows: int = 0  # windows of long_window_tokens, for models scored at long context
+    long_window_tokens: int = 0
+    floors: dict[str, float] | None = None  # calibrated from main: {top1, kl}
+    tie_nats: float = 0.01  # speed/score consistency tolerance (docs/correctness.md)
+    max_mismatch: float = 0.02
+    path: str = ""  # the numeric path the score command runs, when not the benchmarked one
+    tokenize_argv: tuple[str, ...] = ()  # the model's tokenizer (docs/profiles.md); (): bytes
+    guards: tuple[str, ...] = ()  # more models scored with this recipe, each deciding as well
+    long_score_tokens: int = 0  # positions scored at the end of each long window; 0: all
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    build_argv: tuple[str, ...]
+    build_timeout_s: float
+    artifacts: tuple[str, ...]
+    env: dict[str, str]
+    models: tuple[ProfileModel, ...]
+    runs: tuple[ProfileRun, ...]
+    speed: SpeedSettings
+    correctness: CorrectnessSettings | None
+    box_labels: tuple[str, ...] = ()  # a box must carry all of these to run this profile
+    gpu: bool = True  # the engine needs an NVIDIA GPU (`evalbot doctor` fails a box without one)
+
+    def model(self, name: str) -> ProfileModel:
+        return next(m for m in self.models if m.name == name)
+
+    @property
+    def cell_count(self) -> int:
+        return sum(len(r.cells) for r in self.runs)
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name (evalbot/profiles/NAME.yaml) or a path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = PROFILES_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            shipped = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
+            raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {shipped})")
+    doc = Doc(path)
+    top = Section(doc, "", doc.data, {"name", "build", "env", "models", "speed", "correctness",
+                                      "box_labels", "gpu"})
+    build = top.section("build", {"argv", "timeout_s", "artifacts"})
+    models = tuple(_model(s) for s in top.items("models", {"name", "file", "sha256", "role",
+                                                           "namespace"}))
+    names = {m.name for m in models}
+    speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
+                                  "significance", "tolerance", "sd_floor_df"})
+    runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
+                                                               "decode_tokens", "timeout_s",
+                                                               "witnesses"}))
+    looks = tuple(speed.get("looks", list))
+    if not looks or looks != tuple(sorted(set(looks))) or looks[0] < 2:
+        raise doc.error(speed.path("looks"), "must be increasing pair counts, the first >= 2")
+    return Profile(
+        name=top.get("name", str),
+        build_argv=_argv(build, "argv"),
+        build_timeout_s=build.get("timeout_s", float, 1800.0),
+        artifacts=tuple(build.get("artifacts", list)),
+        env={str(k): str(v) for k, v in top.get("env", dict, {}).items()},
+        models=models,
+        runs=runs,
+        speed=SpeedSettings(
+            looks=looks,
+            warmup=speed.get("warmup", int, 1),
+            sd_floor=speed.get("sd_floor", float),
+            budget_s=speed.get("budget_s", float, 1800.0),
+            significance=speed.get("significance", float, None),
+            tolerance=speed.get("tolerance", float, None),
+            sd_floor_df=_floor_df(speed),
+        ),
+        correctness=_correctness(top, names) if "correctness" in doc.data else None,
+        box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
+        gpu=top.get("gpu", bool, True),
+    )
+
+
+def _argv(s: Section, key: str) -> tuple[str, ...]:
+    argv = s.get(key, list)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise s.doc.error(s.path(key), "must be a non-empty list of strings (no shell)")
+    import string
+
+    for arg in argv:
+        for _, name, _, _ in string.Formatter().parse(arg):
+            if name and name not in PLACEHOLDERS:
+                raise s.doc.error(s.path(key), f"unknown placeholder {{{name}}} in {arg!r}")
+    return tuple(argv)
+
+
+def _model(s: Section) -> ProfileModel:
+    role = s.get("role", str, "primary")
+    if role not in ("primary", "guard"):
+        raise s.doc.error(s.path("role"), f"{role!r} is not one of primary, guard")
+    digest = s.get("sha256", str)
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise s.doc.error(s.path("sha256"), "must be 64 lowercase hex digits")
+    return ProfileModel(s.get("name", str), s.get("file", str), digest, role,
+                        s.get("namespace", str))
+
+
+def _run(s: Section, models: set[str]) -> ProfileRun:
+    model = s.get("model", str)
+    if model not in models:
+        raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
+    parse = s.get("parse", dict)
+    if parse.get("kind") not in PARSE_KINDS:
+        raise s.doc.error(s.path("parse"), f"kind must be one of {', '.join(PARSE_KINDS)}")
+    cells = []
+    for c in s.items("cells", {"metric", "ctx", "anchor", "sd_floor"}):
+        metric = c.get("metric", str)
+        if metric not in METRICS:
+            raise c.doc.error(c.path("metric"), f"{metric!r} is not one of {', '.join(METRICS)}")
+        anchor = c.get("anchor", float, 0.0)
+        if anchor < 0:
+            raise c.doc.error(c.path("anchor"), f"{anchor} is not a rate >= 0")
+        floor = c.get("sd_floor", float, 0.0)
+        if not 0 <= floor < 1:
+            raise c.doc.error(c.path("sd_floor"), f"{floor} is not an sd between 0 and 1")
+        cells.append(ProfileCell(metric, c.get("ctx", int), anchor, floor))
+    return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
+                      s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0),
+                      _witnesses(s, model, cells))
+
+
+def _witnesses(s: Section, model: str, cells: list[ProfileCell]) -> tuple[WitnessSpec, ...]:
+    """A witness names its cells as `metric@ctx` of this run; the job uses full cell keys."""
+    import string
+
+    out = []
+    keys = {f"{c.metric}@{c.ctx}" for c in cells}
+    for i, w in enumerate(s.get("witnesses", list, [])):
+        where = s.path("witnesses") + f"[{i}]"
+        try:
+            spec = parse_witness(w, where, keys)
+        except ContractError as exc:
+            raise s.doc.error(where, str(exc)) from exc
+        for arg in spec.argv:
+            for _, name, _, _ in string.Formatter().parse(arg):
+                if name and name not in PLACEHOLDERS + PROMPT_PLACEHOLDERS:
+                    raise s.doc.error(where, f"unknown placeholder {{{name}}} in {arg!r}")
+        out.append(replace(spec, cells={f"{model}/{k}": v for k, v in spec.cells.items()}))
+    return tuple(out)
+
+
+def _floor_df(speed: Section) -> int:
+    """The floors are a measurement: a zero floor says nothing, its df say how much it weighs."""
+    floor = speed.get("sd_floor", float)
+    if not 0 < floor < 1:
+        raise speed.doc.error(speed.path("sd_floor"), f"{floor} is not an sd between 0 and 1")
+    df: int = speed.get("sd_floor_df", int, 0)
+    if df < 0:
+        raise speed.doc.error(speed.path("sd_floor_df"), f"{df} degrees of freedom")
+    return df
+
+
+def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
+    s = top.section("correctness", {"model", "score_argv", "reference_argv", "windows",
+                                    "window_tokens", "topk", "timeout_s", "looks",
+                                    "long_windows", "long_window_tokens", "floors", "tie_nats",
+                                    "max_mismatch", "path", "tokenize_argv", "guards",
+                                    "long_score_tokens"})
+    model = s.get("model", str)
+    if model not in models:
+        raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
+    looks = tuple(s.get("looks", list, []))
+    if looks != tuple(sorted(set(looks))) or not all(isinstance(k, int) for k in looks):
+        raise s.doc.error(s.path("looks"), "must be increasing window counts")
+    floors = {str(k): float(v) for k, v in s.get("floors", dict, {}).items()}
+    if set(floors) - {"top1", "kl"}:
+        raise s.doc.error(s.path("floors"), "only the keys top1 and kl")
+    guards = tuple(str(g) for g in s.get("guards", list, []))
+    if set(guards) - (models - {model}) or len(set(guards)) != len(guards):
+        raise s.doc.error(s.path("guards"), f"must name other models of this profile, once "
+                          f"each (the scored model is {model!r})")
+    return CorrectnessSettings(model, _argv(s, "score_argv"), _argv(s, "reference_argv"),
+                               s.get("windows", int), s.get("window_tokens", int),
+                               s.get("topk", int, 8), s.get("timeout_s", float, 600.0),
+                               looks, s.get("long_windows", int, 0),
+                               s.get("long_window_tokens", int, 0), floors or None,
+                               s.get("tie_nats", float, 0.01), s.get("max_mismatch", float, 0.02),
+                               s.get("path", str, ""), _tokenize_argv(s), guards,
+                               s.get("long_score_tokens", int, 0))
+
+
+def _tokenize_argv(s: Section) -> tuple[str, ...]:
+    """Optional; it gets only what a tokenizer needs and must read {text} and write {out}."""
+    if s.get("tokenize_argv", list, None) is None:
+        return ()
+    argv = _argv(s, "tokenize_argv")
+    import string
+
+    used = {name for arg in argv for _, name, _, _ in string.Formatter().parse(arg) if name}
+    foreign = sorted(used - set(TOKENIZE_PLACEHOLDERS))
+    if foreign:
+        raise s.doc.error(s.path("tokenize_argv"), f"placeholders {foreign} are not a "
+                          f"tokenizer's (allowed: {', '.join(TOKENIZE_PLACEHOLDERS)})")
+    if not {"text", "out"} <= used:
+        raise s.doc.error(s.path("tokenize_argv"), "must read {text} and write {out}")
+    return argv

@@ -1,0 +1,177 @@
+"""Does the harness's own clock confirm the saving a head's printed rates claim? Pure; table-tested.
+
+A printed rate is the PR's claim. Per witness (engine/measure/witness.py) and per covered cell c, the claim
+is the time the head's rates say it saves in one witness process, tokens_c x (1/base - 1/head)
+over the geometric means of the cell's kept samples; the evidence is the per-pair difference of
+main's and the head's witness times, measured by the harness, as a one-sided t interval.
+
+  confirmed     the lower bound, less the other covered cells' claimed savings (positive ones),
+                is above 0: some saving of c's own is certain at the policy's 1 - alpha (never
+                below 1 - MAX_CONFIRM_ALPHA). That lower bound, as a rate gain over main's time
+                for c's work, caps the cell's lower bound, so the tier is never more than the
+                harness measured (the printed interval stays the estimate when it is tighter)
+  contradicted  the upper bound at 1 - SPOOF_ALPHA lies below SHOWN_FRACTION of the claimed
+                savings of all covered cells: the claim is false, not merely unseen
+  unconfirmed   neither, or the witness's output was not verified, or too few pairs
+
+A witness with several looks (the harness stops at the first that confirms) is judged at alpha
+split over its looks, so stopping early never makes confirmation easier than one fixed look.
+
+An improved cell stays improved only when some verified witness confirms it; it becomes `spoofed`
+when any witness contradicts it (the run's own samples count as a witness that can contradict,
+never confirm: nobody checked their output), `unconfirmed` otherwise. Other decisions are never
+touched: a regression needs no confirmation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from engine.contract.witness_spec import WitnessSpec
+
+SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
+MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
+SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
+MIN_PAIRS = 3
+MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
+
+
+def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
+    """The one-sided alpha of each look of a witness: the policy's, never above
+    MAX_CONFIRM_ALPHA, split over the looks the harness may stop at (any stopping rule is then
+    safe)."""
+    return min(float(rule_alpha or MAX_CONFIRM_ALPHA), MAX_CONFIRM_ALPHA) / max(looks, 1)
+
+
+def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
+    """The witness as the job carries it: the t critical value of each look, at which the
+    harness may stop measuring (engine/witness.py)."""
+    alpha = confirm_alpha(rule_alpha, len(spec.looks))
+    return replace(spec, stop_t=tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6)
+                                      for n in spec.looks))
+
+
+def claimed_saving(cell: Mapping[str, Any], tokens: int) -> tuple[float, float] | None:
+    """(seconds one witness process saves if the cell's printed rates are true, main's seconds
+    for that work); None: no rates.
+
+    The samples' geometric means (over paired samples) are the graded numbers; a rate that
+    falls with the work (higher_is_better false) is a time per token."""
+    kept = [s for s in cell["samples"] if not s["dropped"]]
+    base = [s["value"] for s in kept if s["side"] == "base"]
+    head = [s["value"] for s in kept if s["side"] == "head"]
+    n = min(len(base), len(head))
+    if n == 0 or min(base[:n] + head[:n]) <= 0:
+        return None
+    b, h = (math.exp(float(np.mean(np.log(v[:n])))) for v in (base, head))
+    if cell.get("higher_is_better", True):
+        return tokens * (1.0 / b - 1.0 / h), tokens / b
+    return tokens * (b - h), tokens * b
+
+
+def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
+    """main's time minus the head's, per kept pair with both sides (verified, when asked)."""
+    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for s in samples:
+        if not s["dropped"] and (s.get("verified") or not need_verified):
+            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
+    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
+    return np.array([p["base"]["seconds"] - p["head"]["seconds"] for p in full])
+
+
+def interval(d: np.ndarray, base_s: float, alpha: float) -> tuple[float, float, float]:
+    """(mean, lower, upper) one-sided bounds at 1 - alpha of the mean per-pair saving."""
+    n = len(d)
+    sd = max(float(np.std(d, ddof=1)), MIN_RELATIVE_SD * base_s, 1e-6)
+    half = float(sps.t.ppf(1 - alpha, n - 1)) * sd / math.sqrt(n)
+    mean = float(np.mean(d))
+    return mean, mean - half, mean + half
+
+
+def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
+          alpha: float) -> dict[str, Any]:
+    """One witness: its interval and, per covered cell with a claim, the status and the gain
+    the harness measured for it (a lower bound)."""
+    confirming = witness.get("source", "witness") == "witness"
+    samples = witness["samples"]
+    unverified = confirming and any(not s.get("verified") and not s["dropped"] for s in samples
+                                    if s["side"] == "head")
+    d = pair_savings(samples, need_verified=confirming)
+    out: dict[str, Any] = {"name": witness["name"], "source": witness.get("source", "witness"),
+                           "pairs": len(d), "cells": {}}
+    if len(d) < MIN_PAIRS:
+        out["note"] = f"{len(d)} usable pairs"
+        return out
+    base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
+    looks = max(len(witness.get("looks") or [0]), 1)  # each look the harness could stop at
+    mean, lo, _ = interval(d, base_s, alpha / looks)
+    _, _, hi_strict = interval(d, base_s, SPOOF_ALPHA / looks)
+    out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict)
+    positive = {k: max(v[0], 0.0) for k, v in claims.items() if k in witness["cells"]}
+    total = sum(positive.values())
+    for key in positive:
+        claim, main_s = claims[key]
+        own_lo = lo - (total - positive[key])  # the others' claims taken as true
+        if total > 0 and hi_strict < SHOWN_FRACTION * total:
+            status = "contradicted"
+        elif confirming and not unverified and claim > 0 and own_lo > 0:
+            status = "confirmed"
+        else:
+            status = "unverified" if unverified else "unconfirmed"
+        gain_lo = main_s / (main_s - own_lo) - 1 if 0 < own_lo < main_s else None
+        own_mean = mean - (total - positive[key])
+        gain = main_s / (main_s - own_mean) - 1 if 0 < own_mean < main_s else None
+        out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
+                             "gain": gain}
+    return out
+
+
+def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply the witnesses to graded cells (in place): improved -> unconfirmed | spoofed unless a
+    verified witness confirms. Returns the judged witnesses. A results document without the
+    `witnesses` key is from a harness before witnesses: left as it was graded then."""
+    if "witnesses" not in results:
+        return []
+    alpha = confirm_alpha(results["rule"].get("alpha"), 1)
+    records = {_key(c): c for c in results["cells"]}
+    judged = []
+    for w in results["witnesses"]:
+        claims = {k: s for k, t in w["cells"].items() if k in records
+                  for s in [claimed_saving(records[k], int(t))] if s is not None}
+        judged.append(judge(w, claims, alpha))
+    for cell in cells:
+        statuses = [j["cells"][cell["key"]]["status"] for j in judged
+                    if cell["key"] in j["cells"]]
+        cell["confirmation"] = _summary(statuses)
+        if cell["decision"] != "improved":
+            continue
+        measured = [j["cells"][cell["key"]]["gain_lo"] for j in judged
+                    if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
+        if "contradicted" in statuses:
+            cell["decision"], cell["tier"] = "spoofed", None
+        elif not measured:
+            cell["decision"], cell["tier"] = "unconfirmed", None
+        else:  # the tier is judged on no more than the harness measured
+            cell["witness_lo"] = max(g if g is not None else math.inf for g in measured)
+            cell["lo"] = min(cell["lo"], cell["witness_lo"])
+            gains = [j["cells"][cell["key"]].get("gain") for j in judged
+                     if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
+            cell["witness_gain"] = max(g if g is not None else math.inf for g in gains)
+    return judged
+
+
+def _summary(statuses: list[str]) -> str:
+    for status in ("contradicted", "confirmed", "unverified", "unconfirmed"):
+        if status in statuses:
+            return status
+    return "no witness"
+
+
+def _key(record: Mapping[str, Any]) -> str:
+    return f"{record['model']}/{record['metric']}@{record['ctx']}"

@@ -1,0 +1,269 @@
+"""Maintainer overrides with an audit trail: hold, unhold, waive (with a reason), measure more.
+
+Every override is one row of the `overrides` table in the bot's SQLite store file (a connection
+of its own, like evalbot.store.noise's NoiseStore): who, when, what, why, for which PR and head.
+Rows are never updated or deleted, so the table is the history.
+
+- hold / unhold: a held PR gets no evaluation until a maintainer lifts the hold.
+- waive: accept a failed gate (a regression, a correctness reject) for one head, with a reason;
+  the verdict stays as measured and the waiver is shown next to it.
+- measure more: a new attempt of the same SHAs with a larger pair budget (`scale_job`); its
+  samples are pooled with the earlier run's (`pool`, a pure function) before grading.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.contract.job import Job
+from engine.measure import speed
+from evalbot.config.errors import ResultsError
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
+
+ACTIONS = ("hold", "unhold", "waive", "measure-more")
+WAIVABLE = frozenset({"regressed", "incorrect"})  # failed gates; a build failure is not a gate
+DEFAULT_FACTOR = 2.0  # measure-more doubles the pair budget unless the config says otherwise
+REASON_CAP = 300  # characters of a waiver's reason kept and shown
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS overrides (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  repo TEXT NOT NULL, pr INTEGER NOT NULL, head_sha TEXT NOT NULL,
+  action TEXT NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  job_id TEXT NOT NULL DEFAULT '', earlier_job TEXT NOT NULL DEFAULT '',
+  factor REAL NOT NULL DEFAULT 1.0, at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS overrides_pr ON overrides (repo, pr, id);
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One audit-trail row."""
+
+    id: int
+    repo: str
+    pr: int
+    head_sha: str
+    action: str
+    who: str
+    reason: str
+    job_id: str
+    earlier_job: str
+    factor: float
+    at: float
+
+
+class Overrides:
+    """The overrides table in the store file."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_DDL)
+
+    def record(self, repo: str, pr: int, head_sha: str, action: str, who: str, *,
+               reason: str = "", job_id: str = "", earlier_job: str = "",
+               factor: float = 1.0) -> Entry:
+        if action not in ACTIONS:
+            raise ValueError(f"override action {action!r}: expected one of {', '.join(ACTIONS)}")
+        if action == "waive" and not reason.strip():
+            raise ValueError("a waiver needs a reason")
+        if action == "measure-more" and not (factor > 1.0 and job_id and earlier_job):
+            raise ValueError("measure-more needs a factor above 1, the new job and the earlier one")
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO overrides (repo, pr, head_sha, action, who, reason, job_id, "
+                "earlier_job, factor, at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (repo, pr, head_sha, action, who, reason.strip()[:REASON_CAP], job_id,
+                 earlier_job, factor, time.time()))
+        return self._one("SELECT * FROM overrides WHERE id=?", (cur.lastrowid,))
+
+    def trail(self, repo: str, pr: int) -> list[Entry]:
+        """Every override of the PR, oldest first."""
+        rows = self.db.execute("SELECT * FROM overrides WHERE repo=? AND pr=? ORDER BY id",
+                               (repo, pr))
+        return [Entry(**dict(r)) for r in rows]
+
+    def is_held(self, repo: str, pr: int) -> bool:
+        """The latest hold or unhold decides."""
+        row = self.db.execute("SELECT action FROM overrides WHERE repo=? AND pr=? AND action IN "
+                              "('hold','unhold') ORDER BY id DESC LIMIT 1", (repo, pr)).fetchone()
+        return row is not None and row["action"] == "hold"
+
+    def waiver(self, repo: str, pr: int, head_sha: str) -> Entry | None:
+        """The latest waiver of this exact head; a new push needs a new waiver."""
+        row = self.db.execute("SELECT * FROM overrides WHERE repo=? AND pr=? AND head_sha=? AND "
+                              "action='waive' ORDER BY id DESC LIMIT 1",
+                              (repo, pr, head_sha)).fetchone()
+        return None if row is None else Entry(**dict(row))
+
+    def plan(self, job_id: str) -> Entry | None:
+        """The measure-more entry that created this job: the worker scales it and pools."""
+        row = self.db.execute("SELECT * FROM overrides WHERE job_id=? AND action='measure-more' "
+                              "ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        return None if row is None else Entry(**dict(row))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _one(self, sql: str, args: tuple[Any, ...]) -> Entry:
+        return Entry(**dict(self.db.execute(sql, args).fetchone()))
+
+
+# ---- measure more: a larger pair budget, then pooling ------------------------------------------
+def scale_job(job: Job, factor: float) -> Job:
+    """The same job with every look (and the time budget) multiplied by `factor`."""
+    if not factor > 1.0:
+        raise ValueError(f"measure-more factor {factor}: must be above 1")
+    rule = job.rule
+    looks = sorted({max(2, math.ceil(n * factor)) for n in rule.looks})
+    family = rule.family or len(job.cells)
+    bounds = schedule(looks, family, rule.alpha, rule.equivalence_alpha, rule.pool_df)
+    scaled = dataclasses.replace(rule, looks=looks, budget_s=rule.budget_s * factor,
+                                 family=family, **rule_lists(bounds))
+    return dataclasses.replace(job, rule=scaled)
+
+
+def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """One results document holding both runs' pairs of every cell, ready for grading.
+
+    The later run's pairs follow the earlier's. The pooled rule looks at the earlier run's
+    looks and then at each later look shifted by the earlier pair cap; its critical values are
+    recomputed for that longer schedule (Bonferroni over every look, so the earlier looks are
+    judged more strictly than they were), and every cell's looks are replayed under it.
+    """
+    _check_poolable(earlier, later)
+    e_rule, l_rule = earlier["rule"], later["rule"]
+    cap = max(e_rule["looks"])
+    looks = sorted({*e_rule["looks"], *(cap + n for n in l_rule["looks"])})
+    family = int(l_rule.get("family") or len(later["cells"]))
+    eq_alpha = float(l_rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA)
+    bounds = schedule(looks, family, float(l_rule["alpha"]), eq_alpha,
+                      int(l_rule.get("pool_df") or 0))
+    rule = {**l_rule, "looks": looks, **rule_lists(bounds),
+            "equivalence_alpha": eq_alpha, "family": family,
+            "budget_s": float(e_rule["budget_s"]) + float(l_rule["budget_s"])}
+    later_cells = {speed.cell_key(c): c for c in later["cells"]}
+    cells = [_pool_cell(c, later_cells[speed.cell_key(c)]) for c in earlier["cells"]]
+    for cell, looks in zip(cells, speed.replay_all(cells, rule), strict=True):
+        cell["looks"] = [lk.to_dict() for lk in looks]
+    doc = copy.deepcopy(later)
+    doc.update(rule=rule, cells=cells,
+               pooled_from=[earlier["job_id"], later["job_id"]],
+               timing={"total_s": _total(earlier) + _total(later)})
+    return doc
+
+
+def _pool_cell(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    offset = max((s["pair"] for s in first["samples"]), default=-1) + 1
+    seq = max((s.get("seq", 0) for s in first["samples"]), default=-1) + 1
+    moved = [{**s, "pair": s["pair"] + offset, "seq": s.get("seq", 0) + seq}
+             for s in second["samples"]]
+    cell = {**copy.deepcopy(second), "samples": copy.deepcopy(first["samples"]) + moved}
+    cell["stopped"] = f"pooled two runs: {first.get('stopped', '')} / {second.get('stopped', '')}"
+    return cell
+
+
+def _check_poolable(earlier: dict[str, Any], later: dict[str, Any]) -> None:
+    """Only runs of the same SHAs, profile, box and decision rule measure the same thing."""
+    same = {
+        "base SHA": (earlier["base"]["sha"], later["base"]["sha"]),
+        "head SHA": (earlier["head"]["sha"], later["head"]["sha"]),
+        "profile": (earlier["profile"], later["profile"]),
+        "box": (earlier["box"].get("name"), later["box"].get("name")),
+        "cells": (sorted(map(speed.cell_key, earlier["cells"])),
+                  sorted(map(speed.cell_key, later["cells"]))),
+    }
+    for key in ("significance", "tolerance", "alpha", "sd_floor", "sd_floors"):
+        same[f"rule.{key}"] = (earlier["rule"].get(key), later["rule"].get(key))
+    for what, (a, b) in same.items():
+        if a != b:
+            raise ResultsError(f"cannot pool runs {earlier['job_id']} and {later['job_id']}: "
+                               f"their {what} differ ({a!r} vs {b!r})")
+    for doc in (earlier, later):
+        if doc["failures"]:
+            raise ResultsError(f"cannot pool run {doc['job_id']}: it failed at "
+                               f"{doc['failures'][0]['stage']}")
+        if not doc["rule"].get("alpha"):
+            raise ResultsError(f"cannot pool run {doc['job_id']}: its rule records no alpha")
+
+
+def _total(doc: dict[str, Any]) -> float:
+    return float((doc.get("timing") or {}).get("total_s", 0.0))
+
+
+# ---- shown next to the verdict ----------------------------------------------------------------
+def apply_waiver(verdict: dict[str, Any], entry: Entry) -> dict[str, Any]:
+    """The verdict as measured, marked waived: the commit status turns to success."""
+    if verdict["kind"] not in WAIVABLE:
+        raise ValueError(f"a {verdict['kind']} verdict has no failed gate to waive")
+    out = copy.deepcopy(verdict)
+    out["waiver"] = {"who": entry.who, "reason": entry.reason, "at": entry.at,
+                     "head_sha": entry.head_sha}
+    return out
+
+
+def status_of(verdict: dict[str, Any]) -> tuple[str, str] | None:
+    """The commit status (state, description) a waived verdict gets; None when not waived."""
+    waiver = verdict.get("waiver")
+    if not waiver:
+        return None
+    return "success", f"{verdict['headline']} waived by {waiver['who']}"
+
+
+def comment_note(entries: list[Entry]) -> str:
+    """Markdown for the PR comment: the overrides of this PR, newest last; '' when none."""
+    if not entries:
+        return ""
+    lines = ["", "<details><summary>Maintainer overrides</summary>", "",
+             "| when (UTC) | who | what | head | why |", "|---|---|---|---|---|"]
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(e.at))
+        what = f"measure-more ×{e.factor:g}" if e.action == "measure-more" else e.action
+        lines.append(f"| {when} | {_neutral(e.who)} | {what} | `{e.head_sha[:10]}` | "
+                     f"{_neutral(e.reason) or '-'} |")
+    return "\n".join([*lines, "", "</details>", ""])
+
+
+def _neutral(text: str) -> str:
+    """Reasons are maintainers' free text: no mentions, HTML or table breaks in the comment."""
+    out = text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    out = out.replace("@", "@\u200b").replace("`", "'")
+    return " ".join(out.split())
+
+
+NOTE_OPEN, NOTE_CLOSE = "<!-- evalbot-overrides -->", "<!-- /evalbot-overrides -->"
+
+
+def with_note(body: str, entries: list[Entry]) -> str:
+    """The comment body with its overrides section replaced (or added, or removed when none)."""
+    if NOTE_OPEN not in body and not entries:
+        return body
+    head, _, rest = body.partition(NOTE_OPEN)
+    tail = rest.partition(NOTE_CLOSE)[2] if rest else ""
+    note = comment_note(entries)
+    section = f"{NOTE_OPEN}{note}{NOTE_CLOSE}\n" if note else ""
+    return head.rstrip("\n") + "\n" + section + tail.lstrip("\n")
+
+
+def decorate(store_path: Path, repo: str, pr: int, verdict: dict[str, Any],
+             comment: str) -> tuple[dict[str, Any], str]:
+    """What the service publishes for a verdict: the waiver applied when this head has one,
+    the overrides section in the comment. The commit status is `status_of(verdict)` if any."""
+    book = Overrides(store_path)
+    try:
+        waiver = book.waiver(repo, pr, verdict["provenance"]["head_sha"])
+        if waiver is not None and verdict["kind"] in WAIVABLE:
+            verdict = apply_waiver(verdict, waiver)
+        return verdict, with_note(comment, book.trail(repo, pr))
+    finally:
+        book.close()

@@ -1,0 +1,87 @@
+"""Per-look critical values for the on-box stopping rule (bot side: scipy lives here, not on the box).
+
+Two kinds of error, two levels (docs/statistics.md):
+- A false *verdict* (improved, regressed or slower without a real change) is controlled per PR:
+  alpha is split by Bonferroni over every cell of the family (guards included) and every look,
+  two-sided.
+- Calling a cell *neutral* is an equivalence statement (TOST): its error is missing a material
+  change, which the simulator's power figures measure; it uses a per-cell, per-look level.
+Each level gives a Student t quantile with n_k - 1 degrees of freedom (multiplies the cell's own
+sd) and one with pool_df + n_k - 1 (multiplies the sd pooled with the calibration's, which has
+pool_df degrees of freedom). Without pool_df (the first rule) the second is a normal quantile
+that multiplies the calibrated floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scipy import stats as sps
+
+from engine.measure.stats import Bounds
+
+EQUIVALENCE_ALPHA = 0.05  # one-sided level of each TOST half, per cell and look
+SETTLE_LEVEL = 0.90  # two-sided level of the tier interval that must lie inside one tier
+GUARD_ALPHA = 0.01  # an F test at this level says the box is noisier than its calibration
+MAX_ALPHA = 0.1  # a per-PR false-verdict level above this is no error control
+DIGITS = 6  # critical values travel in JSON: round so the replay compares equal numbers
+
+
+def schedule(looks: Sequence[int], family: int, alpha: float,
+             equivalence_alpha: float = EQUIVALENCE_ALPHA, pool_df: int = 0) -> list[Bounds]:
+    """The critical values of every look for a family of `family` cells."""
+    if family < 1 or not looks:
+        raise ValueError("need at least one cell and one look")
+    if any(n < 2 for n in looks):
+        raise ValueError(f"looks {list(looks)}: each look needs at least 2 pairs")
+    if list(looks) != sorted(set(looks)):
+        raise ValueError(f"looks {list(looks)} are not increasing pair counts")
+    if not (0 < alpha <= MAX_ALPHA and 0 < equivalence_alpha < 0.5):
+        raise ValueError(f"alpha {alpha} (at most {MAX_ALPHA}) / equivalence alpha "
+                         f"{equivalence_alpha} out of range")
+    if pool_df < 0:
+        raise ValueError(f"pool_df {pool_df} is negative")
+    tail = alpha / (2 * family * len(looks))  # one tail of a two-sided Bonferroni test
+    settle = (1 - SETTLE_LEVEL) / 2
+    out = []
+    for n in looks:
+        pooled = pool_df + n - 1
+        if pool_df:
+            floors = (sps.t.isf(tail, pooled), sps.t.isf(equivalence_alpha, pooled),
+                      sps.t.isf(settle, pooled))
+        else:
+            floors = (sps.norm.isf(tail), sps.norm.isf(equivalence_alpha), 0.0)
+        out.append(Bounds(
+            pairs=n, directional=_r(sps.t.isf(tail, df=n - 1)), directional_floor=_r(floors[0]),
+            equivalence=_r(sps.t.isf(equivalence_alpha, df=n - 1)),
+            equivalence_floor=_r(floors[1]),
+            settle=_r(sps.t.isf(settle, df=n - 1)) if pool_df else 0.0,
+            settle_floor=_r(floors[2]),
+            guard=_r(sps.f.isf(GUARD_ALPHA, n - 1, pool_df)) if pool_df else 0.0,
+            pool_df=int(pool_df)))
+    return out
+
+
+def rule_lists(bounds: Sequence[Bounds]) -> dict[str, Any]:
+    """A schedule as the rule's per-look lists (the job's and the results' `rule` keys)."""
+    pool_df = bounds[0].pool_df if bounds else 0
+    out: dict[str, Any] = {
+        "critical": [b.directional for b in bounds],
+        "critical_floor": [b.directional_floor for b in bounds],
+        "equivalence": [b.equivalence for b in bounds],
+        "equivalence_floor": [b.equivalence_floor for b in bounds],
+        "pool_df": pool_df,
+    }
+    for key, attr in (("settle", "settle"), ("settle_floor", "settle_floor"), ("guard", "guard")):
+        out[key] = [getattr(b, attr) for b in bounds] if pool_df else []
+    return out
+
+
+def critical_values(looks: Sequence[int], family: int, alpha: float) -> list[float]:
+    """The directional t quantile per look (the rule's `critical` list)."""
+    return [b.directional for b in schedule(looks, family, alpha)]
+
+
+def _r(x: float) -> float:
+    return round(float(x), DIGITS)

@@ -1,0 +1,163 @@
+"""`evalbot calibrate`: an A/A run (base = head) that measures a box's noise per cell.
+
+The job is the profile's own, with base and head the same SHA and one look at a fixed pair
+count, so every pair is measured (no early stop). The sd of the per-pair log-ratio of each cell
+is stored in the SQLite store (table `box_noise`, kept by evalbot.store.noise) and becomes that cell's
+sd floor in later jobs on the same box (`NoiseStore.floors` -> jobspec.make_job(sd_floors=...)).
+An A/A that does not come out neutral everywhere is reported: the box is sick or the engine is
+not deterministic in speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.contract.job import Job
+from engine.measure import speed, stats
+from evalbot.config.errors import EvalbotError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import Profile
+from evalbot.grading.policy import Policy
+from evalbot.grading.sequential import rule_lists, schedule
+from evalbot.store.noise import NoiseStore
+
+MIN_PAIRS = 6  # fewer pairs give an sd too uncertain to floor anything on
+
+
+def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
+                    pairs: int) -> Job:
+    """The profile's job with base = head and a single look after `pairs` pairs."""
+    if pairs < MIN_PAIRS:
+        raise EvalbotError(f"calibrate: {pairs} pairs is too few (at least {MIN_PAIRS})")
+    job = make_job(profile, policy, box, sha, sha)
+    # the first rule (no pooling) with a negligible floor: measure the noise, do not assume it
+    rule = dataclasses.replace(
+        job.rule, looks=[pairs], sd_floors={}, sd_floor=1e-6, tier_edges={}, calibrated=[],
+        **rule_lists(schedule([pairs], profile.cell_count, policy.alpha)),
+        budget_s=max(job.rule.budget_s, 1.0) * 4)
+    return dataclasses.replace(job, rule=rule, job_id=f"aa-{job.job_id}")
+
+
+def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """Cell key -> (sd of the per-pair log-ratio, pairs) from an A/A results document."""
+    if results["failures"]:
+        first = results["failures"][0]
+        raise EvalbotError(f"calibrate: the A/A run failed at {first['stage']}: "
+                           f"{first['message']}")
+    out = {}
+    for record in results["cells"]:
+        kept = [s for s in record["samples"] if not s["dropped"]]
+        base = [s["value"] for s in kept if s["side"] == "base"]
+        head = [s["value"] for s in kept if s["side"] == "head"]
+        n = min(len(base), len(head))
+        if n < 2:
+            raise EvalbotError(f"calibrate: {speed.cell_key(record)} has {n} pairs")
+        r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
+        sd = float(r.std(ddof=1))
+        if not sd > 0:  # identical samples: a floor of 0 would make every interval a point
+            raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured no noise at all "
+                               f"(sd 0 over {n} pairs); the engine's rates are not measurements")
+        out[speed.cell_key(record)] = (sd, n)
+    return out
+
+
+def sick_cells(results: dict[str, Any]) -> list[str]:
+    """Cells whose A/A came out improved or regressed: the box (or the engine) is not steady."""
+    return [speed.cell_key(c) for c in results["cells"]
+            if c["looks"] and c["looks"][-1]["decision"] in ("improved", "regressed")]
+
+
+@click.command("calibrate")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="calibrate a box of this config (ssh or local): its profile, policy and store")
+@click.option("--box", "--box-name", "box_name", default=None,
+              help="with --config: which box (default: the only one); without: the name the "
+                   "noise is stored under")
+@click.option("--repo", "repo_path", default=None,
+              help="the engine repository (path or URL); default with --config: the box's clone")
+@click.option("--sha", required=True, help="full SHA to measure against itself (main)")
+@click.option("--profile", "profile_name", default="demo", show_default=True,
+              help="without --config")
+@click.option("--policy", "policy_name", default="default", show_default=True,
+              help="without --config")
+@click.option("--pairs", type=int, default=12, show_default=True, help="A/A pairs per run")
+@click.option("--models-dir", default="", help="without --config: where the model files are")
+@click.option("--workdir", type=click.Path(path_type=Path), default=Path(".evalbot-box"),
+              show_default=True, help="without --config: job directories of the local box")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=None,
+              help="the bot's SQLite store file (default with --config: the config's)")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("evalbot-calibrate"),
+              show_default=True, help="where the A/A results.json goes")
+def calibrate_cmd(config_file: Path | None, box_name: str | None, repo_path: str | None,
+                  sha: str, profile_name: str, policy_name: str, pairs: int, models_dir: str,
+                  workdir: Path, store_path: Path | None, out: Path) -> None:
+    """A/A on a box: store each cell's noise as its sd floor."""
+    import sys
+
+    from evalbot.config.settings import load_config
+
+    if config_file is not None:
+        config = load_config(config_file)
+        box_config = _config_box(config.boxes, box_name)
+        profile_name, policy_name = config.profile, config.policy
+        store_path = store_path or config.store
+        labels_file = config.labels_file
+    else:
+        from evalbot.config.resources import LABELS_FILE
+
+        if not repo_path or store_path is None:
+            raise EvalbotError("calibrate needs --config FILE (a configured box), or --repo and "
+                               "--store for the local box")
+        box_config = BoxConfig(name=box_name or "local", kind="local",
+                               workdir=str(workdir.resolve()), repo=repo_path,
+                               models_dir=models_dir, trusted=True, python=sys.executable)
+        labels_file = LABELS_FILE
+    if repo_path:
+        box_config = dataclasses.replace(box_config, repo=repo_path)
+    _calibrate(box_config, profile_name, policy_name, labels_file, sha, pairs, store_path, out)
+
+
+def _config_box(boxes: tuple[BoxConfig, ...], name: str | None) -> BoxConfig:
+    if name is None and len(boxes) == 1:
+        return boxes[0]
+    for box in boxes:
+        if box.name == name:
+            return box
+    raise EvalbotError(f"calibrate: name the box with --box (one of "
+                       f"{', '.join(b.name for b in boxes)})")
+
+
+def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, labels_file: Path,
+               sha: str, pairs: int, store_path: Path, out: Path) -> None:
+    from evalbot.evaluation import pipeline
+    from evalbot.evaluation.profile import load_profile
+    from evalbot.grading.policy import load_labels
+    from evalbot.service.pool import open_box
+
+    profile = load_profile(profile_name)
+    policy = load_labels(labels_file).policy(policy_name)
+    job = calibration_job(profile, policy, box_config, sha, pairs)
+    out.mkdir(parents=True, exist_ok=True)
+    box = open_box(box_config)
+    try:
+        results = pipeline.evaluate(box, box_config, job, out)
+    finally:
+        box.close()
+    noise = aa_noise(results)
+    store = NoiseStore(store_path)
+    store.record(box_config.name, profile.name, sha, noise)
+    store.close()
+    for cell, (sd, n) in noise.items():
+        click.echo(f"{cell:<32} sd of ln(head/base) {100 * sd:6.3f}%  over {n} pairs  "
+                   f"(per run about {100 * sd / math.sqrt(2):.3f}%)")
+    sick = sick_cells(results)
+    if sick:
+        raise EvalbotError(f"A/A not neutral in {', '.join(sick)}: the box is not steady")
+    click.echo(f"stored {len(noise)} cell floors for box {box_config.name!r}, "
+               f"profile {profile.name!r}")

@@ -1,0 +1,315 @@
+"""Box health and the service's observability: periodic A/A drift checks, metrics, JSON logs.
+
+A periodic A/A run (the `evalbot calibrate` job: base = head) measures today's noise per cell.
+A cell has drifted when its variance is significantly larger than the stored floor's (one-sided
+F test at `DRIFT_ALPHA`) *and* materially so (sd ratio above `DRIFT_RATIO`); an A/A that decides
+improved or regressed anywhere is sick outright. The outcome is one row of `box_health` in the
+store file; the pool routes jobs only to `healthy_boxes`, and `alarm_text` is what maintainers
+are told. `metrics_text` renders the store as Prometheus text; `MetricsApp` serves it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import click
+from scipy import stats as sps
+
+from evalbot.config.errors import EvalbotError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation import pipeline
+from evalbot.service.calibrate import aa_noise, sick_cells
+from evalbot.store.noise import NOISE_DDL
+from remote.box import Box
+
+DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
+DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's
+DURATION_BUCKETS = (60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
+log = logging.getLogger("evalbot.health")  # the JSON logs carry this name: kept from before evalbot.service
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS box_health (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, box TEXT NOT NULL, profile TEXT NOT NULL,
+  healthy INTEGER NOT NULL, reasons TEXT NOT NULL, worst_ratio REAL, at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS box_health_box ON box_health (box, id);
+""" + NOISE_DDL  # box_noise is evalbot.store.noise's table: created here too so a fresh store
+#                  reads empty floors instead of failing
+
+
+@dataclass(frozen=True)
+class Health:
+    box: str
+    profile: str
+    healthy: bool
+    reasons: tuple[str, ...]
+    worst_ratio: float | None  # the largest sd ratio today/floor over the cells compared
+    at: float = field(default_factory=time.time)
+
+
+def drifted(floor: tuple[float, int], today: tuple[float, int], ratio: float = DRIFT_RATIO,
+            alpha: float = DRIFT_ALPHA) -> bool:
+    """Whether today's (sd, pairs) is significantly and materially noisier than the floor's."""
+    (sd0, n0), (sd1, n1) = floor, today
+    if n0 < 2 or n1 < 2:
+        raise ValueError(f"need at least 2 pairs on each side, got {n0} and {n1}")
+    if sd0 <= 0:
+        return sd1 > 0
+    f = (sd1 / sd0) ** 2
+    p = float(sps.f.sf(f, n1 - 1, n0 - 1))
+    return sd1 / sd0 > ratio and p < alpha
+
+
+def assess(box: str, profile: str, results: dict[str, Any],
+           floors: dict[str, tuple[float, int]], ratio: float = DRIFT_RATIO,
+           alpha: float = DRIFT_ALPHA) -> Health:
+    """Pure: today's A/A results against the stored floors (cell -> (sd, pairs)).
+
+    `alpha` is the false-alarm rate per cell and check; `ratio` the smallest drift that counts.
+    """
+    reasons = [f"A/A not neutral in {c}" for c in sick_cells(results)]
+    today = aa_noise(results)
+    ratios = []
+    for cell, (sd, n) in sorted(today.items()):
+        if cell not in floors:
+            continue  # no floor yet: `evalbot calibrate` sets one; nothing to drift from
+        sd0, n0 = floors[cell]
+        ratios.append(sd / sd0 if sd0 > 0 else math.inf)
+        if drifted(floors[cell], (sd, n), ratio, alpha):
+            reasons.append(f"{cell}: noise {100 * sd:.2f}% vs floor {100 * sd0:.2f}% "
+                           f"({sd / sd0:.1f}x over {n} pairs)")
+    return Health(box, profile, not reasons, tuple(reasons), max(ratios) if ratios else None)
+
+
+class HealthStore:
+    """box_health (this module's) and box_noise (evalbot.store.noise's) in the store file."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None,
+                                  check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_DDL)
+
+    def floors(self, box: str, profile: str) -> dict[str, tuple[float, int]]:
+        rows = self.db.execute("SELECT cell, sd, pairs FROM box_noise WHERE box=? AND profile=?",
+                               (box, profile))
+        return {cell: (sd, pairs) for cell, sd, pairs in rows}
+
+    def record(self, health: Health) -> None:
+        with self.db:
+            self.db.execute("INSERT INTO box_health (box, profile, healthy, reasons, worst_ratio,"
+                            " at) VALUES (?,?,?,?,?,?)",
+                            (health.box, health.profile, int(health.healthy),
+                             json.dumps(list(health.reasons)), health.worst_ratio, health.at))
+
+    def latest(self) -> dict[str, Health]:
+        """Box -> its latest health check."""
+        rows = self.db.execute("SELECT box, profile, healthy, reasons, worst_ratio, at FROM "
+                               "box_health WHERE id IN (SELECT MAX(id) FROM box_health "
+                               "GROUP BY box)")
+        return {b: Health(b, p, bool(h), tuple(json.loads(r)), w, at)
+                for b, p, h, r, w, at in rows}
+
+    def healthy_boxes(self, names: Iterable[str]) -> list[str]:
+        """The boxes jobs may go to: healthy at their last check, or never checked."""
+        latest = self.latest()
+        return [n for n in names if n not in latest or latest[n].healthy]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+SICK_RECHECK_S = 3600.0  # an unhealthy box gets no jobs, so re-checking it sooner costs nothing
+
+
+def aa_due(last: Health | None, every_s: float, since: float, now: float) -> bool:
+    """Whether a box's periodic A/A is due: `every_s` after its last check (or after `since`, the
+    worker's start, for a box never checked: a restart does not trigger a run), at most an hour
+    after a failed one; never when `every_s` is 0."""
+    if every_s <= 0:
+        return False
+    if last is None:
+        return now - since >= every_s
+    wait = every_s if last.healthy else min(every_s, SICK_RECHECK_S)
+    return now - last.at >= wait
+
+
+def periodic_aa(box: Box, box_config: BoxConfig, job: Any, profile: str, store_path: Path,
+                out: Path, notify: Callable[[str], None] | None = None,
+                alpha: float = DRIFT_ALPHA) -> Health:
+    """Run one A/A job (evalbot.service.calibrate.calibration_job) on the box and record its health."""
+    store = HealthStore(store_path)
+    try:
+        try:
+            results = pipeline.evaluate(box, box_config, job, out)
+            floors = store.floors(box_config.name, profile)
+            health = assess(box_config.name, profile, results, floors, alpha=alpha)
+        except EvalbotError as exc:  # an A/A that cannot run says as much about the box
+            health = Health(box_config.name, profile, False, (f"A/A run failed: {exc}",), None)
+    finally:
+        store.close()
+    return record_check(store_path, health, notify)
+
+
+def record_check(store_path: Path, health: Health,
+                 notify: Callable[[str], None] | None = None) -> Health:
+    """Record a check's outcome. An unhealthy box is logged as an error and `notify` (e.g. a
+    maintainers' issue or chat hook) gets `alarm_text`; a box healthy again is logged too."""
+    store = HealthStore(store_path)
+    try:
+        before = store.latest().get(health.box)
+        store.record(health)
+    finally:
+        store.close()
+    if not health.healthy:
+        log.error("box unhealthy", extra={"fields": {"box": health.box,
+                                                     "reasons": list(health.reasons)}})
+        if notify is not None and (before is None or before.healthy):
+            notify(alarm_text(health))  # once per transition, not at every check
+    elif before is not None and not before.healthy:
+        log.warning("box healthy again", extra={"fields": {"box": health.box}})
+    return health
+
+
+def alarm_text(health: Health) -> str:
+    lines = [f"evalbot: box `{health.box}` is unhealthy and gets no jobs until an A/A run "
+             f"passes again (profile {health.profile}).", ""]
+    lines += [f"- {r}" for r in health.reasons]
+    lines += ["", "Re-check with `evalbot calibrate` on the box once it is fixed."]
+    return "\n".join(lines)
+
+
+# ---- metrics -----------------------------------------------------------------------------------
+def metrics_text(store_path: Path) -> str:
+    """Prometheus text exposition (0.0.4) of the store: queue, durations, verdicts, box health."""
+    db = sqlite3.connect(f"file:{Path(store_path)}?mode=ro", uri=True, timeout=30)
+    try:
+        out: list[str] = []
+        _jobs(db, out)
+        _durations(db, out)
+        _verdicts(db, out)
+        _health(db, out)
+    finally:
+        db.close()
+    return "\n".join(out) + "\n"
+
+
+def _has(db: sqlite3.Connection, table: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                      (table,)).fetchone() is not None
+
+
+def _jobs(db: sqlite3.Connection, out: list[str]) -> None:
+    counts = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")) \
+        if _has(db, "jobs") else {}
+    out += ["# HELP evalbot_queue_length Jobs waiting for a worker.",
+            "# TYPE evalbot_queue_length gauge", f"evalbot_queue_length {counts.get('queued', 0)}",
+            "# HELP evalbot_jobs Jobs in the store by state.", "# TYPE evalbot_jobs gauge"]
+    for state in ("queued", "running", "done", "failed", "superseded", "cancelled"):
+        out.append(f'evalbot_jobs{{state="{state}"}} {counts.get(state, 0)}')
+
+
+def _durations(db: sqlite3.Connection, out: list[str]) -> None:
+    values: list[float] = []
+    if _has(db, "verdicts"):
+        for (total,) in db.execute("SELECT json_extract(results, '$.timing.total_s') FROM "
+                                   "verdicts"):
+            if isinstance(total, (int, float)):
+                values.append(float(total))
+    out += ["# HELP evalbot_job_duration_seconds Harness wall time of finished evaluations.",
+            "# TYPE evalbot_job_duration_seconds histogram"]
+    for bound in DURATION_BUCKETS:
+        out.append(f'evalbot_job_duration_seconds_bucket{{le="{bound:g}"}} '
+                   f"{sum(v <= bound for v in values)}")
+    out += [f'evalbot_job_duration_seconds_bucket{{le="+Inf"}} {len(values)}',
+            f"evalbot_job_duration_seconds_sum {sum(values):.3f}",
+            f"evalbot_job_duration_seconds_count {len(values)}"]
+
+
+def _verdicts(db: sqlite3.Connection, out: list[str]) -> None:
+    rows = db.execute("SELECT json_extract(verdict, '$.kind'), headline, COUNT(*) FROM verdicts "
+                      "GROUP BY 1, 2 ORDER BY 1, 2").fetchall() if _has(db, "verdicts") else []
+    out += ["# HELP evalbot_verdicts Verdicts recorded, by kind and headline label.",
+            "# TYPE evalbot_verdicts gauge"]
+    out += [f'evalbot_verdicts{{kind="{_label(k)}",headline="{_label(h)}"}} {n}'
+            for k, h, n in rows]
+
+
+def _health(db: sqlite3.Connection, out: list[str]) -> None:
+    rows = db.execute("SELECT box, healthy, worst_ratio, at FROM box_health WHERE id IN "
+                      "(SELECT MAX(id) FROM box_health GROUP BY box) ORDER BY box").fetchall() \
+        if _has(db, "box_health") else []
+    out += ["# HELP evalbot_box_healthy 1 when the box's last A/A check passed.",
+            "# TYPE evalbot_box_healthy gauge"]
+    out += [f'evalbot_box_healthy{{box="{_label(b)}"}} {h}' for b, h, _w, _a in rows]
+    out += ["# HELP evalbot_box_noise_ratio Worst sd ratio (today / floor) at the last check.",
+            "# TYPE evalbot_box_noise_ratio gauge"]
+    out += [f'evalbot_box_noise_ratio{{box="{_label(b)}"}} {w:.4f}' for b, _h, w, _a in rows
+            if w is not None and math.isfinite(w)]
+    out += ["# HELP evalbot_box_health_checked_seconds When the box was last checked (unix).",
+            "# TYPE evalbot_box_health_checked_seconds gauge"]
+    out += [f'evalbot_box_health_checked_seconds{{box="{_label(b)}"}} {a:.0f}'
+            for b, _h, _w, a in rows]
+
+
+def _label(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class MetricsApp:
+    """A WSGI app: GET /metrics -> metrics_text; mount it next to the webhook app."""
+
+    def __init__(self, store_path: Path) -> None:
+        self.store_path = store_path
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ.get("REQUEST_METHOD") != "GET" or environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"GET /metrics\n"]
+        body = metrics_text(self.store_path).encode()
+        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+
+# ---- structured logs ---------------------------------------------------------------------------
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and `extra={"fields": {...}}`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname,
+                               "logger": record.name, "msg": record.getMessage()}
+        doc.update(getattr(record, "fields", None) or {})
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, sort_keys=True, default=str)
+
+
+def setup_json_logging(stream: IO[str] | None = None, level: int = logging.INFO) -> None:
+    """Route evalbot's loggers to `stream` (stderr) as JSON lines; call once at start-up."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("evalbot")
+    for old in [h for h in root.handlers if isinstance(h.formatter, JsonFormatter)]:
+        root.removeHandler(old)  # calling it twice must not double every line
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+@click.command("metrics")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), required=True,
+              help="the bot's SQLite store file")
+def metrics_cmd(store_path: Path) -> None:
+    """Print the Prometheus metrics of the store (for a textfile collector or a quick look)."""
+    if not store_path.is_file():
+        raise EvalbotError(f"{store_path}: no such store")
+    click.echo(metrics_text(store_path), nl=False)

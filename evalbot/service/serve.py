@@ -1,0 +1,251 @@
+"""`evalbot serve` (webhook endpoint + dispatcher + one worker per box), `evalbot worker` (the
+workers alone: a second host, or GitHub Actions with --until-idle) and `evalbot regrade`.
+
+All state lives in the SQLite store; any of these processes may be killed at any time and
+started again (docs/service.md). At start-up the store's pending migrations are applied (after a
+backup); SIGTERM drains the workers (evalbot.service.drain); `serve` also answers GET /metrics on its
+own local listener (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from evalbot.audit.signing import KEY_ENV, SigningKey, load_signing_key
+from evalbot.config.errors import ConfigError
+from evalbot.config.redact import Redactor, for_boxes
+from evalbot.config.settings import Config, load_config
+from evalbot.evaluation.evaluate import regrade
+from evalbot.evaluation.profile import Profile, load_profile
+from evalbot.grading.policy import Policy, load_labels
+from evalbot.report.render import render_comment
+from evalbot.service import drain, migrations
+from evalbot.service.health import MetricsApp, setup_json_logging
+from evalbot.service.pool import check_pool
+from evalbot.service.secrets_rotation import ring_from_env
+from evalbot.service.worker import Publish, Settings, Worker
+from evalbot.store.jobs import Store
+
+if TYPE_CHECKING:
+    from evalbot.github.service import Listener
+
+log = logging.getLogger("evalbot.serve")  # the JSON logs carry this name: kept from before evalbot.service
+CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    config: Config
+    profile: Profile
+    policy: Policy
+    redact: Redactor
+    token: str | None  # the GitHub token when the config has a github section
+    throttle: bool = True  # space GitHub requests as GitHub asks (PyGithub's throttling)
+
+
+def runtime(config_file: Path, token: str | None = None, throttle: bool = True) -> Runtime:
+    config = load_config(config_file)
+    profile = load_profile(config.profile)
+    policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
+    if config.github is not None:
+        token = token or config.secret(config.github.token_env)
+    hook = os.environ.get(config.github.webhook_secret_env, "") if config.github else ""
+    redact = for_boxes(config.boxes, secrets=[s for s in (token, hook) if s])
+    return Runtime(config, profile, policy, redact, token, throttle)
+
+
+def github_publish(rt: Runtime) -> Publish | None:
+    """One port and publisher per worker thread; None without a github section."""
+    if rt.config.github is None or rt.token is None:
+        return None
+    from evalbot.github.service import make_port, make_publisher, publish_finished
+
+    publisher = make_publisher(rt.config, make_port(rt.config.github, rt.token, rt.throttle))
+
+    def publish(store: Store, job_id: str) -> None:
+        publish_finished(store, publisher, job_id, rt.redact,  # False: nothing to say (newer)
+                         rt.config.service.reports_url)
+    return publish
+
+
+def signing_key(config: Config) -> SigningKey | None:
+    """The config's `service.signing_key_file`, else $EVALBOT_SIGNING_KEY_FILE, else none."""
+    if config.service.signing_key_file is not None:
+        return load_signing_key(config.service.signing_key_file)
+    return load_signing_key() if os.environ.get(KEY_ENV) else None
+
+
+def prepare_store(config: Config) -> None:
+    """Apply pending migrations (each after a backup; a new store starts at the latest); a
+    store written by a newer evalbot is refused (migrations.pending names the versions)."""
+    for line in migrations.migrate(config.store):
+        log.info("store migration: %s", line)
+        click.echo(f"evalbot: store {config.store}: {line}")
+
+
+def make_workers(rt: Runtime, settings: Settings, out_root: Path,
+                 box_name: str | None = None) -> list[Worker]:
+    boxes = check_pool(rt.config, rt.profile, serving=True)
+    if box_name is not None:
+        boxes = [b for b in boxes if b.name == box_name]
+        if not boxes:
+            raise ConfigError(f"{rt.config.source}: no eligible box named {box_name!r}")
+    tag = f"{os.getpid()}-{secrets.token_hex(2)}"
+    signer = signing_key(rt.config)
+    return [Worker(f"{b.name}-{tag}", b, rt.profile, rt.policy, rt.config.store, out_root,
+                   settings, github_publish(rt), lambda v: render_comment(v, rt.redact),
+                   signer=signer)
+            for b in boxes]
+
+
+def run_workers(workers: list[Worker], until_idle: bool, grace_s: float) -> None:
+    """Run the workers until they end (--until-idle) or SIGTERM/SIGINT; then drain them: jobs
+    in flight get grace_s to finish, the others' leases are handed back (not counted as tries)."""
+    stop = drain.on_signals()
+    threads = [threading.Thread(target=w.run, args=(until_idle,), name=w.name, daemon=True)
+               for w in workers]
+    for t in threads:
+        t.start()
+    while not stop.is_set() and any(t.is_alive() for t in threads):
+        stop.wait(0.5)  # short waits: the signal handler runs between them
+    report = drain.drain(workers[0].store_path, workers, grace_s=grace_s)
+    if report.finished or report.handed_back:
+        log.info("drained: finished %s, handed back %s", report.finished, report.handed_back)
+
+
+def settings_options(fn: Any) -> Any:
+    for option in reversed((
+        click.option("--lease-ttl", type=float, default=Settings.lease_ttl_s, show_default=True,
+                     help="seconds before a dead worker's job is taken again"),
+        click.option("--max-tries", type=int, default=Settings.max_tries, show_default=True,
+                     help="attempts per job for infra failures"),
+        click.option("--retry-backoff", type=float, default=Settings.backoff_s,
+                     show_default=True, help="first retry delay in seconds (doubles)"),
+        click.option("--poll", type=float, default=Settings.poll_s, show_default=True,
+                     help="seconds between looks at an empty queue"),
+        click.option("--throttle/--no-throttle", default=True, show_default=True,
+                     help="space GitHub requests (off only for a GitHub Enterprise Server "
+                          "without secondary rate limits, or a local test server)"),
+        click.option("--out", "out_root", type=click.Path(path_type=Path), default=None,
+                     help="where results, verdicts and comments go (default: next to the store)"),
+        click.option("--drain-grace", type=float, default=drain.DEFAULT_GRACE_S,
+                     show_default=True, help="on SIGTERM, seconds for jobs in flight to finish "
+                     "before their leases are handed back (keep below the supervisor's stop "
+                     "timeout)"),
+    )):
+        fn = option(fn)
+    return fn
+
+
+def _settings(config: Config, lease_ttl: float, max_tries: int, retry_backoff: float,
+              poll: float, drain_grace: float) -> Settings:
+    if lease_ttl <= 0 or max_tries < 1 or retry_backoff < 0 or poll <= 0 or drain_grace < 0:
+        raise click.BadParameter("--lease-ttl and --poll must be > 0, --max-tries >= 1, "
+                                 "--retry-backoff and --drain-grace >= 0")
+    return Settings(lease_ttl_s=lease_ttl, max_tries=max_tries, backoff_s=retry_backoff,
+                    poll_s=poll, aa_every_s=config.service.aa_every_h * 3600.0)
+
+
+def _metrics(config: Config) -> Listener | None:
+    """GET /metrics on its own listener (local by default), never on the public webhook. A
+    port in use is logged, not fatal: the webhook and the workers matter more."""
+    from evalbot.github.service import listen
+
+    svc = config.service
+    try:
+        return listen(MetricsApp(config.store), svc.metrics_host, svc.metrics_port, "metrics")
+    except OSError as exc:
+        log.error("metrics: cannot listen on %s:%s: %s", svc.metrics_host, svc.metrics_port, exc)
+        return None
+
+
+@click.command()
+@CONFIG
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", "listen_port", type=int, default=8080, show_default=True)
+@settings_options
+def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_tries: int,
+          retry_backoff: float, poll: float, throttle: bool, out_root: Path | None,
+          drain_grace: float) -> None:
+    """The service: webhook endpoint, dispatcher, one worker per eligible box, metrics."""
+    setup_json_logging()
+    rt = runtime(config_file, throttle=throttle)
+    settings = _settings(rt.config, lease_ttl, max_tries, retry_backoff, poll, drain_grace)
+    workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results")
+    gh = rt.config.github
+    ring = ring_from_env(os.environ, gh.webhook_secret_env) if gh is not None else None
+    prepare_store(rt.config)  # after the config's checks: a refused config changes nothing
+    running = None
+    if gh is not None and ring is not None:
+        from evalbot.github.service import make_port, start
+
+        assert rt.token is not None
+        log.info("webhook: %s", ring.describe())
+        running = start(rt.config, ring.accepted, make_port(gh, rt.token, throttle), host,
+                        listen_port)
+    metrics = _metrics(rt.config)
+    where = f"webhook on {host}:{running.port}" if running else "no webhook (no github section)"
+    mode = " (shadow mode: nothing is written to GitHub)" if rt.config.service.shadow else ""
+    click.echo(f"evalbot serve: {where}; {len(workers)} worker(s): "
+               + ", ".join(w.box_config.name for w in workers) + mode, nl=True)
+    if metrics is not None:
+        click.echo(f"evalbot serve: metrics on {rt.config.service.metrics_host}:{metrics.port}")
+    try:
+        run_workers(workers, until_idle=False, grace_s=drain_grace)
+    finally:
+        for part in (running, metrics):
+            if part is not None:
+                part.stop()
+
+
+@click.command()
+@CONFIG
+@click.option("--box", "box_name", default=None, help="only this box (default: every eligible)")
+@click.option("--until-idle", is_flag=True, help="exit when no job is queued or running "
+              "(GitHub Actions mode)")
+@settings_options
+def worker(config_file: Path, box_name: str | None, until_idle: bool, lease_ttl: float,
+           max_tries: int, retry_backoff: float, poll: float, throttle: bool,
+           out_root: Path | None, drain_grace: float) -> None:
+    """Workers only: lease jobs from the store, evaluate, publish."""
+    setup_json_logging()
+    rt = runtime(config_file, throttle=throttle)
+    settings = _settings(rt.config, lease_ttl, max_tries, retry_backoff, poll, drain_grace)
+    workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results",
+                           box_name)
+    prepare_store(rt.config)
+    run_workers(workers, until_idle, grace_s=drain_grace)
+
+
+@click.command("regrade")
+@CONFIG
+@click.option("--policy", "policy_name", default=None, help="default: the config's policy")
+@click.option("--pr", type=int, default=None, help="only this PR")
+def regrade_cmd(config_file: Path, policy_name: str | None, pr: int | None) -> None:
+    """Grade stored results again under the current policy (no box time); changed verdicts are
+    published by the next worker sweep (`evalbot serve`, or `evalbot worker --until-idle`)."""
+    config = load_config(config_file)
+    policy = load_labels(config.labels_file).policy(policy_name or config.policy,
+                                                    str(config.labels_file))
+    if not config.store.is_file():
+        raise ConfigError(f"{config.store}: no such store")
+    store = Store(config.store)
+    repo = config.github.repo if config.github else None
+    changes = regrade(store, policy, repo=repo, pr=pr, signer=signing_key(config))
+    for job_id, old, new in changes:
+        click.echo(f"{job_id}: {old} -> {new}")
+    click.echo(f"{len(changes)} verdict(s) changed under {policy.ident}; "
+               f"{len(store.history(repo=repo, pr=pr))} re-graded")
+
+
+def register(group: click.Group) -> None:
+    for command in (serve, worker, regrade_cmd):
+        group.add_command(command)

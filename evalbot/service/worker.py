@@ -1,0 +1,359 @@
+"""The worker: one per box. Lease a job, run it on the box, grade, record, publish; repeat.
+
+Nothing is lost and nothing runs twice:
+- the lease is renewed while the job runs; a worker that dies stops renewing, the lease expires
+  and the next worker re-attaches to the harness still running on the box (same job id, same
+  job directory) instead of starting it again;
+- when a renewal finds the job no longer ours (a push superseded it, `/evalbot cancel`), the
+  harness is killed on the box and the result, if any, is dropped;
+- infra failures (box, connection, harness, base) are retried with exponential back-off, a
+  bounded number of times; PR failures are verdicts. Only the last attempt publishes an error,
+  into the PR's one sticky comment;
+- a verdict is recorded (signed, when the config names a key) before it is published, and
+  every finished job not yet published is published again by the next sweep (publication is
+  idempotent);
+- a box whose last health check failed gets no jobs; when idle, the worker runs the box's
+  periodic A/A (evalbot.service.health) once it is due;
+- a `/evalbot measure-more` job runs the earlier job's SHAs with a scaled pair budget and is
+  graded on both runs' samples pooled (evalbot.grading.overrides).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalbot.audit.signing import SigningKey, sign_verdict
+from evalbot.config.errors import EvalbotError, PipelineError, ResultsError
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation import pipeline
+from evalbot.evaluation.evaluate import failure_verdict, record_outputs
+from evalbot.evaluation.jobspec import CALIBRATION_DF, make_job
+from evalbot.evaluation.profile import Profile
+from evalbot.grading.grade import grade
+from evalbot.grading.overrides import Overrides, pool, scale_job
+from evalbot.grading.policy import Policy
+from evalbot.service.calibrate import calibration_job
+from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
+from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
+from evalbot.store.jobs import JobRow, Store
+from evalbot.store.noise import NoiseStore
+from remote.box import Box, BoxError
+
+log = logging.getLogger("evalbot.worker")  # the JSON logs carry this name: kept from before evalbot.service
+Publish = Callable[[Store, str], None]  # publish one finished job's final state to its PR
+
+
+@dataclass(frozen=True)
+class Settings:
+    lease_ttl_s: float = 120.0  # a dead worker's job returns to the queue after this
+    max_tries: int = 3  # leases of one job, crashed workers included
+    backoff_s: float = 60.0  # first retry delay after an infra failure; doubles per try
+    poll_s: float = 1.0  # idle wait between looks at the queue
+    job_timeout_s: float = 6 * 3600.0
+    follow_poll_s: float = 0.5
+    aa_every_s: float = 0.0  # periodic A/A per box when idle (config service.aa_every_h); 0: off
+    aa_pairs: int = 12
+
+
+class Renewal:
+    """Renews the lease on its own thread (and its own SQLite connection); when the job is no
+    longer ours it kills the run on the box, so the pipeline's follow loop ends at once."""
+
+    def __init__(self, store_path: Path, job_id: str, worker: str, settings: Settings,
+                 on_lost: Callable[[], object], stopping: threading.Event | None = None) -> None:
+        self.store_path, self.job_id, self.worker = store_path, job_id, worker
+        self.settings, self.on_lost = settings, on_lost
+        self.stopping = stopping or threading.Event()
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"renew-{job_id}")
+
+    def __enter__(self) -> Renewal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        store = Store(self.store_path)
+        try:
+            while not self._stop.wait(self.settings.lease_ttl_s / 3):
+                if self.stopping.is_set() and _handed_back(store, self.job_id):
+                    return  # the drain gave the lease to the next worker: keep it expired
+                if not store.renew(self.job_id, self.worker, self.settings.lease_ttl_s):
+                    self.lost.set()
+                    if not self.stopping.is_set():  # draining: the run is the next worker's
+                        self._stop_box_run()
+                    return
+        finally:
+            store.close()
+
+    def _stop_box_run(self) -> None:
+        try:
+            self.on_lost()
+        except (BoxError, EvalbotError) as exc:
+            log.warning("job %s: could not stop its run on the box: %s", self.job_id, exc)
+
+
+class Worker:
+    def __init__(self, name: str, box_config: BoxConfig, profile: Profile, policy: Policy,
+                 store_path: Path, out_root: Path, settings: Settings,
+                 publish: Publish | None = None, render: Callable[[dict[str, Any]], str]
+                 | None = None, signer: SigningKey | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
+        self.name, self.box_config, self.profile, self.policy = name, box_config, profile, policy
+        self.store_path, self.out_root, self.settings = store_path, out_root, settings
+        self._publish, self._render, self.signer = publish, render, signer
+        self.notify = notify or (lambda text: log.error("%s", text))
+        self.stopping = threading.Event()
+        self._box: Box | None = None
+        self.started = time.time()  # a box never checked gets its first A/A one period later
+
+    # ---- the loop -------------------------------------------------------------------------
+    def run(self, until_idle: bool = False) -> int:
+        """Work until stopped (or, with until_idle, until the queue is empty); jobs handled."""
+        store, handled = Store(self.store_path), 0
+        try:
+            while not self.stopping.is_set():
+                self.publish_pending(store)
+                if self.step(store):
+                    handled += 1
+                elif until_idle and not _waiting(store):
+                    break
+                elif not until_idle and self.health_check_due():
+                    self.check_health()
+                else:
+                    self.stopping.wait(self.settings.poll_s)
+        finally:
+            store.close()
+            if self._box is not None:
+                close_quietly(self._box)
+        return handled
+
+    def step(self, store: Store) -> bool:
+        """Lease and handle one job; False when there was none (or the box is unhealthy)."""
+        if not self.healthy():
+            return False
+        job = store.lease(self.name, self.settings.lease_ttl_s, box=self.box_config.name)
+        if job is None:
+            return False
+        log.info("%s: job %s (%s #%s %s), try %d", self.name, job.id, job.repo, job.pr,
+                 job.head_sha[:10], job.tries)
+        renewal = Renewal(self.store_path, job.id, self.name, self.settings,
+                          lambda: stop_run(open_box(self.box_config), self.box_config, job.id),
+                          self.stopping)
+        with renewal:
+            try:
+                self._handle(store, job, renewal)
+            except (PipelineError, BoxError) as exc:
+                self._infra(store, job, str(exc), renewal)
+        if renewal.lost.is_set():
+            store.release(job.id, self.name)
+            log.info("%s: job %s is %s; dropped", self.name, job.id, store.get(job.id).state)
+        self.publish_pending(store)
+        return True
+
+    # ---- one job --------------------------------------------------------------------------
+    def _handle(self, store: Store, job: JobRow, renewal: Renewal) -> None:
+        if job.tries > self.settings.max_tries:  # its workers kept dying: stop trying
+            self._infra(store, job, f"the evaluation lost its worker {job.tries - 1} times",
+                        renewal)
+            return
+        box = self._connected()
+        earlier, factor = self._measure_more(store, job)
+        if earlier is not None:  # the same SHAs as the run it adds samples to
+            base = earlier["base"]["sha"]
+        else:
+            base = job.base_sha if job.started and job.base_sha else \
+                resolve_main(box, self.box_config)
+        store.set_base(job.id, base)
+        if earlier is None:  # an earlier run's base says nothing about where main is now
+            self._main_moved(store, job.repo, base)
+        floors, floor_df = self._floors(earlier)
+        spec = make_job(self.profile, self.policy, self.box_config, base, job.head_sha,
+                        job_id=job.id, sd_floors=floors, floor_df=floor_df)
+        if factor > 1.0:
+            spec = scale_job(spec, factor)
+        out = self.out_root / job.id
+        out.mkdir(parents=True, exist_ok=True)
+        results = pipeline.evaluate(box, self.box_config, spec, out,
+                                    poll_s=self.settings.follow_poll_s,
+                                    timeout_s=self.settings.job_timeout_s)
+        if renewal.lost.is_set():
+            return
+        if earlier is not None:
+            results = _pooled(earlier, results, out)
+        try:
+            verdict = self._sign(grade(results, self.policy))
+        except Exception as exc:  # a results file grading refuses, or a verdict signing refuses
+            log.exception("%s: job %s could not be graded", self.name, job.id)
+            raise PipelineError(f"grading failed ({type(exc).__name__}): {exc}") from exc
+        if verdict["kind"] == "infra-error" and job.tries < self.settings.max_tries:
+            self._retry(store, job, "; ".join(verdict["reasons"]) or "infra-error")
+            return
+        done = store.finish(job.id, self.name, verdict, results) if verdict["kind"] != \
+            "infra-error" else store.fail(job.id, self.name, "; ".join(verdict["reasons"]),
+                                          retry=False, verdict=verdict, results=results) \
+            == "failed"
+        if done:
+            record_outputs(out, verdict, self._render)
+
+    def _infra(self, store: Store, job: JobRow, reason: str, renewal: Renewal) -> None:
+        """A failure that is not the PR's: retry later, or give up and say so after the last."""
+        if renewal.lost.is_set():
+            return  # superseded or cancelled: the failure is the kill we caused
+        self._drop_box()  # reconnect from scratch for the next job
+        log.warning("%s: job %s try %d: %s", self.name, job.id, job.tries, reason)
+        if job.tries < self.settings.max_tries:
+            self._retry(store, job, reason)
+            return
+        verdict = self._sign(failure_verdict(job, self.policy, self.profile.name,
+                                             f"{reason} (gave up after {job.tries} attempts)"))
+        if store.fail(job.id, self.name, reason, retry=False, verdict=verdict) == "failed":
+            record_outputs(self.out_root / job.id, verdict, self._render)
+
+    def _retry(self, store: Store, job: JobRow, reason: str) -> None:
+        wait = self.settings.backoff_s * 2 ** (job.tries - 1)
+        store.fail(job.id, self.name, reason, retry=True, backoff_s=wait)
+
+    def _main_moved(self, store: Store, repo: str, main_sha: str) -> None:
+        """Verdicts against an older main go stale; merge candidates (improved ones, still the
+        PR's latest) are queued again to be re-measured on the new main; the others are
+        published again, so their comment says main moved (evalbot.github.service)."""
+        for job_id in store.mark_stale(repo, main_sha):
+            if store.is_merge_candidate(job_id):
+                again = store.requeue(job_id)
+                log.info("main moved to %s: re-measuring %s as job %s", main_sha[:10], job_id,
+                         again.id)
+            else:
+                store.mark_unpublished(job_id)
+
+    def _sign(self, verdict: dict[str, Any]) -> dict[str, Any]:
+        return verdict if self.signer is None else sign_verdict(verdict, self.signer)
+
+    # ---- measure more -----------------------------------------------------------------------
+    def _measure_more(self, store: Store, job: JobRow) -> tuple[dict[str, Any] | None, float]:
+        """The earlier run's results to pool with (None: nothing to pool) and the budget factor
+        (1: an ordinary job)."""
+        book = Overrides(self.store_path)
+        try:
+            plan = book.plan(job.id)
+        finally:
+            book.close()
+        if plan is None:
+            return None, 1.0
+        found = [h["results"] for h in store.history(job.repo, job.pr, job.head_sha)
+                 if h["job_id"] == plan.earlier_job]
+        box = found[0].get("box", {}).get("name") if found and found[0] else None
+        if box != self.box_config.name:  # another box measures something else: no pooling
+            log.warning("job %s: measure-more without pooling (earlier run %s on box %s)",
+                        job.id, plan.earlier_job, box)
+            return None, plan.factor
+        return found[0], plan.factor
+
+    def _floors(self, earlier: dict[str, Any] | None) -> tuple[dict[str, float], int]:
+        """The box's calibrated noise floors and their degrees of freedom; a measure-more keeps
+        the earlier run's, so both runs are judged by the same rule."""
+        if earlier is not None:
+            rule = earlier["rule"]
+            calibrated = rule.get("calibrated")
+            floors = dict(rule.get("sd_floors") or {})
+            if calibrated is not None:  # the profile's own per-cell floors come back by themselves
+                floors = {k: v for k, v in floors.items() if k in calibrated}
+            return floors, int(rule.get("pool_df") or CALIBRATION_DF)
+        noise = NoiseStore(self.store_path)
+        try:
+            return (noise.floors(self.box_config.name, self.profile.name),
+                    noise.degrees(self.box_config.name, self.profile.name) or CALIBRATION_DF)
+        finally:
+            noise.close()
+
+    # ---- box health -------------------------------------------------------------------------
+    def _last_health(self) -> Health | None:
+        health = HealthStore(self.store_path)
+        try:
+            return health.latest().get(self.box_config.name)
+        finally:
+            health.close()
+
+    def healthy(self) -> bool:
+        last = self._last_health()
+        return last is None or last.healthy
+
+    def health_check_due(self) -> bool:
+        return aa_due(self._last_health(), self.settings.aa_every_s, self.started, time.time())
+
+    def check_health(self) -> Health:
+        """The box's periodic A/A on main, between jobs (the harness holds the box lock)."""
+        out = self.out_root / "aa" / f"{self.box_config.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        try:
+            box = self._connected()
+            job = calibration_job(self.profile, self.policy, self.box_config,
+                                  resolve_main(box, self.box_config), self.settings.aa_pairs)
+        except (EvalbotError, BoxError) as exc:  # recorded like an A/A that failed to run
+            self._drop_box()
+            return record_check(self.store_path, Health(
+                self.box_config.name, self.profile.name, False, (f"A/A could not start: {exc}",),
+                None), self.notify)
+        health = periodic_aa(box, self.box_config, job, self.profile.name, self.store_path, out,
+                             notify=self.notify)
+        log.info("%s: A/A on %s: %s", self.name, self.box_config.name,
+                 "healthy" if health.healthy else "; ".join(health.reasons))
+        return health
+
+    # ---- publication ----------------------------------------------------------------------
+    def publish_pending(self, store: Store) -> None:
+        for job in store.unpublished():
+            if self._publish is None:
+                store.mark_published(job.id)  # no GitHub: the outputs on disk are the result
+                continue
+            try:
+                self._publish(store, job.id)
+            except EvalbotError as exc:  # GitHub down: the next sweep tries again
+                log.warning("job %s: publishing failed (%s); will retry", job.id, exc)
+                return
+            store.mark_published(job.id)
+
+    # ---- the box --------------------------------------------------------------------------
+    def _connected(self) -> Box:
+        if self._box is None:
+            self._box = open_box(self.box_config)
+        return self._box
+
+    def _drop_box(self) -> None:
+        if self._box is not None:
+            close_quietly(self._box)
+        self._box = None
+
+
+def _pooled(earlier: dict[str, Any], later: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Both runs' samples in one results document (written next to the run's own), or the
+    later run alone when they cannot be pooled (e.g. the earlier run failed)."""
+    try:
+        doc = pool(earlier, later)
+    except ResultsError as exc:
+        log.warning("%s; grading the new run alone", exc)
+        return later
+    (out / "results.pooled.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return doc
+
+
+def _handed_back(store: Store, job_id: str) -> bool:
+    """The job's lease was expired by a drain (evalbot.service.drain.hand_back) while we still own it."""
+    row = store.get(job_id)
+    return row.state == "running" and row.lease_expires is not None \
+        and row.lease_expires <= time.time()
+
+
+def _waiting(store: Store) -> bool:
+    """Jobs some worker could still take: queued (back-off included) or running."""
+    return any(j.state in ("queued", "running") for j in store.jobs())

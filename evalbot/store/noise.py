@@ -1,0 +1,50 @@
+"""The box noise floors: the `box_noise` table of the store file, written by `evalbot calibrate`.
+
+The sd of the per-pair log-ratio of each cell, measured by an A/A run on a box, becomes that
+cell's sd floor in later jobs on the same box (`NoiseStore.floors` -> jobspec.make_job(sd_floors=...)).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+NOISE_DDL = """
+CREATE TABLE IF NOT EXISTS box_noise (
+  box TEXT NOT NULL, profile TEXT NOT NULL, cell TEXT NOT NULL,
+  sd REAL NOT NULL, pairs INTEGER NOT NULL, sha TEXT NOT NULL, created REAL NOT NULL,
+  PRIMARY KEY (box, profile, cell)
+);
+"""
+
+
+class NoiseStore:
+    """The box_noise table in the bot's SQLite store file (a connection of its own)."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(NOISE_DDL)
+
+    def record(self, box: str, profile: str, sha: str, noise: dict[str, tuple[float, int]]) -> None:
+        now = time.time()
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO box_noise VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(box, profile, cell, sd, pairs, sha, now) for cell, (sd, pairs) in noise.items()])
+
+    def floors(self, box: str, profile: str) -> dict[str, float]:
+        """Cell key -> calibrated sd of the per-pair log-ratio, for make_job(sd_floors=...)."""
+        rows = self.db.execute("SELECT cell, sd FROM box_noise WHERE box = ? AND profile = ?",
+                               (box, profile))
+        return {cell: sd for cell, sd in rows}
+
+    def degrees(self, box: str, profile: str) -> int:
+        """The fewest degrees of freedom (pairs - 1) among the box's stored floors."""
+        row = self.db.execute("SELECT MIN(pairs) FROM box_noise WHERE box = ? AND profile = ?",
+                              (box, profile)).fetchone()
+        return max(int(row[0]) - 1, 1) if row and row[0] else 0
+
+    def close(self) -> None:
+        self.db.close()
