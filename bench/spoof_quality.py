@@ -168,7 +168,7 @@ def _witness(spec: Any, run: Any, box: Box, gain: float,
     samples = record.samples
     for p in range(spec.pairs):
         if p and witness.settled(spec, record, p):
-            break  # the harness's own stopping rule (engine/witness.py)
+            break  # the harness's own stopping rule (engine/measure/witness.py)
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
             speedup = 1 + gain if side == "head" else 1.0
             work = sum(tokens / (_rate(box, by_key[k].metric, by_key[k].ctx) * speedup)

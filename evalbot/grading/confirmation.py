@@ -51,7 +51,7 @@ def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
 
 def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
     """The witness as the job carries it: the t critical value of each look, at which the
-    harness may stop measuring (engine/witness.py)."""
+    harness may stop measuring (engine/measure/witness.py)."""
     alpha = confirm_alpha(rule_alpha, len(spec.looks))
     return replace(spec, stop_t=tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6)
                                       for n in spec.looks))
