@@ -128,8 +128,8 @@ class Dispatcher:
             log.exception("delivery %s (%s): handler failed", delivery, name)
             return self._set_aside(store, delivery, name, f"{type(exc).__name__}: {exc}")
         log.info("delivery %s (%s): %s", delivery, name, line)
+        store.inbox_done(delivery)  # first: `done` lists only deliveries the store has let go
         self.done.append(f"{delivery}: {line}")
-        store.inbox_done(delivery)
         return True
 
     def _set_aside(self, store: Store, delivery: str, name: str, error: str) -> bool:

@@ -30,7 +30,7 @@ class Sender:
         return self.http.post(self.url, data=body, headers=headers, timeout=10)
 
 
-def settle(running: Running, count: int, timeout_s: float = 30.0) -> list[str]:
+def settle(running: Running, count: int, timeout_s: float = 120.0) -> list[str]:
     """Wait until the dispatcher has handled `count` deliveries; returns its log lines."""
     deadline = time.monotonic() + timeout_s
     while len(running.dispatcher.done) < count and time.monotonic() < deadline:
