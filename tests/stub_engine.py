@@ -34,10 +34,11 @@ ctxs = [int(c) for c in args[args.index("--ctxs") + 1].split(",")]
 rng = random.Random()
 out = {}
 for ctx in ctxs:
-    # The work takes the time its true rates say (32 decode tokens, a ctx-token prefill); a
+    # The work takes the time its true rates, with this process's noise, say (32 decode
+    # tokens, a ctx-token prefill): an honest report never claims more work than was done. A
     # liar reports faster rates for the same work.
-    time.sleep(cfg.get("work_s", 0.002) + 32 / cfg["decode"] + ctx / cfg["prefill"])
     noise = 1 + rng.gauss(0, cfg.get("noise", 0.002))
+    time.sleep(cfg.get("work_s", 0.002) + (32 / cfg["decode"] + ctx / cfg["prefill"]) / noise)
     out[str(ctx)] = {"decode_tps": cfg["decode"] * noise * cfg.get("lie", 1),
                      "prefill_tps": cfg["prefill"] * noise * cfg.get("lie", 1)}
 print("BENCH_JSON " + json.dumps(out))
