@@ -93,7 +93,7 @@ def test_demo_push_push_one_comment_for_the_newer_sha(
     _push(send, new, demo.main_sha)  # supersedes the running job: the worker kills its run
     wait_for("the newer SHA's verdict to be published",
              lambda: fake.state.statuses.get(new, [{}])[-1].get("state") == "success",
-             timeout_s=240.0, proc=proc, log=log)  # type: ignore[arg-type]
+             timeout_s=900.0, proc=proc, log=log)  # type: ignore[arg-type]
 
     assert [(h, s) for _, h, s in _jobs(demo_config)] == [(old, "superseded"), (new, "done")]
     store = Store(demo_config.store)
