@@ -37,6 +37,19 @@ def test_claims_against_wall_time(samples: list[Sample], flagged: bool) -> None:
         assert "claims to save" in reason
 
 
+def test_a_small_honest_saving_in_a_busy_box_s_noise_is_no_spoof() -> None:
+    # What a CI run saw: the head claims 8.2 ms per sample; three pairs on a busy machine ran
+    # 5, 10 and 13.5 ms *longer* on the head. t = 7: a flat 3 sigma called it a spoof, a t test
+    # at 99.9% with 2 degrees of freedom (22.3) does not; a precise lie of that size still is.
+    noisy = []
+    for p, diff in enumerate((-0.005, -0.010, -0.0135)):
+        noisy += [Sample(p, "base", 0.300, 0.0282), Sample(p, "head", 0.300 - diff, 0.0200)]
+    assert unexplained_saving(noisy) is None
+    precise = [Sample(p, side, 0.300, 0.0282 if side == "base" else 0.0200)
+               for p in range(3) for side in ("base", "head")]
+    assert unexplained_saving(precise) is not None
+
+
 def test_unpaired_samples_are_ignored() -> None:
     samples = _pairs(1.0, 1.0, 0.4, 0.04)
     assert unexplained_saving([s for s in samples if s.pair != 0 or s.side == "base"])

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 SHOWN_FRACTION = 0.5  # at least half of a claimed saving must be visible in the wall time
-SIGMAS = 3.0  # ... unless the shortfall is within this many standard errors of the noise
+# ... unless the shortfall is within the noise: a one-sided t test at 99.9% (a spoof is REJECT-
+# grade). A flat 3 sigma at 3-5 pairs is a t test at 95-98%: honest heads whose small saving
+# sat inside a busy box's noise were rejected. t quantiles at 0.999 by degrees of freedom:
+T_999 = {2: 22.327, 3: 10.215, 4: 7.173, 5: 5.893, 6: 5.208, 7: 4.785, 8: 4.501, 9: 4.297,
+         10: 4.144, 11: 4.025, 12: 3.930, 13: 3.852, 14: 3.787, 15: 3.733, 16: 3.686,
+         17: 3.646, 18: 3.610, 19: 3.579, 20: 3.552, 25: 3.450, 30: 3.385, 40: 3.307,
+         60: 3.232, 120: 3.160}
+Z_999 = 3.090
 MIN_SD_S = 0.0005  # a floor on the per-pair sd: identical wall times are not infinite certainty
 
 
@@ -39,8 +46,14 @@ def unexplained_saving(samples: Sequence[Sample]) -> str | None:
     shortfall = claimed - wall
     sd = max(float(np.std(shortfall, ddof=1)), MIN_SD_S)
     c, w = float(np.mean(claimed)), float(np.mean(wall))
-    significant = float(np.mean(shortfall)) > SIGMAS * sd / np.sqrt(len(full))
+    significant = float(np.mean(shortfall)) > t_999(len(full) - 1) * sd / np.sqrt(len(full))
     if c > 0 and w < SHOWN_FRACTION * c and significant:
         return (f"head claims to save {1000 * c:.1f} ms of work per sample, but its processes "
                 f"ran only {1000 * w:.1f} ms shorter than main's (timed by the harness)")
     return None
+
+
+def t_999(df: int) -> float:
+    """The one-sided 99.9% t quantile, conservative between tabulated degrees of freedom."""
+    known = [d for d in T_999 if d <= df]
+    return T_999[max(known)] if known else float("inf")
