@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 
 class IntakeTables:
     """Inbox (at-least-once deliveries for the dispatcher), admissions, notes (evalbot/github)."""
 
+    # the store's connection and its BEGIN IMMEDIATE transaction (evalbot.store.jobs.Store)
     db: sqlite3.Connection
-
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # the store's BEGIN IMMEDIATE transaction
+    _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
 
     _GITHUB_DDL = """
     CREATE TABLE IF NOT EXISTS inbox (delivery TEXT PRIMARY KEY, event TEXT NOT NULL,
