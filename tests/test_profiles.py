@@ -90,7 +90,7 @@ def test_llamacpp_reference_is_pinned_by_source_hash() -> None:
     p = load_profile("llamacpp")
     assert p.correctness is not None
     argv = p.correctness.reference_argv
-    assert argv[argv.index("--reference") + 1] == "src-4915be86431592de"
+    assert argv[argv.index("--reference") + 1] == "src-90e3f6adf8120749"
     assert "evalbot-out/evalbot-topk" in p.artifacts[1]
 
 

@@ -173,3 +173,29 @@ def test_the_phase_2_profile_is_the_shipped_one_cut_to_the_device(tmp_path: Path
     assert e2e.env == shipped.env and e2e.build_argv == shipped.build_argv
     assert e2e.correctness is not None and "src-90e3f6adf8120749" in e2e.correctness.reference_argv
     assert [m.sha256 for m in e2e.models] == ["a" * 64, "b" * 64]
+
+
+def test_the_phase_2_floors_are_main_s_own_and_main_clears_them() -> None:
+    """Phase 2's A/A was an infra-error because main (random weights: top-1 0.057, KL 0.0009)
+    sat below the policy's compatible floors; the e2e profile's floors come from main's own
+    sections, and with them the same A/A grades as inert (a pass) for both models."""
+    import importlib.util
+    import json
+
+    from evalbot.config.resources import LABELS_FILE
+    from evalbot.grading import correctness_policy
+    from evalbot.grading.policy import load_labels
+
+    script = Path(__file__).parents[1] / "scripts" / "gpu_sparkinfer_profile.py"
+    spec = importlib.util.spec_from_file_location("gpu_sparkinfer_profile", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    floors = module.calibrated_floors()
+    assert 0 < floors["top1"] < 0.06 and 0 < floors["kl"] < 0.01
+    results = json.loads(module.PHASE2_AA.read_text())
+    policy = load_labels(LABELS_FILE).policy("default").correctness
+    for section in [results["correctness"], *results["correctness_guards"]]:
+        assert correctness_policy.decide(section, policy)["decision"] == "infra-error"
+        decided = correctness_policy.decide({**section, "floors": floors}, policy)
+        assert decided["decision"] == "inert", decided.get("reasons")  # bit-identical: inert
