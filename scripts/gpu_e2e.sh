@@ -47,6 +47,7 @@ stage_setup() {
   (cd / && "$PY" -c "import scipy, rich, github, paramiko, gguf, engine.llamacpp") 2>/dev/null ||
     "$PY" -m pip install -q --no-index --find-links shared/wheels -e . gguf || return 1
   rm -rf "$W/repo" && mkdir -p "$W/repo" && tar xzf shared/llama.cpp-pruned.tar.gz -C "$W/repo" || return 1
+  rm -f "$W/repo/.git"  # the vendor tree's submodule pointer (../../.git/modules/...): not a repo here
   cd "$W/repo" || return 1
   local g="git -c user.name=evalbot-e2e -c user.email=e2e@localhost"
   git init -q -b main && git add -Af && $g commit -qm "llama.cpp (llama-cpp-python 0.3.36 vendor tree)"

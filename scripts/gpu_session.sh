@@ -2,8 +2,11 @@
 # One device session's GPU work as one detached chain that outlives the 10-minute command limit
 # (docs/gpu-e2e.md, "One session, both engines"):
 #
-#   bash scripts/gpu_session.sh start   # first call: starts the chain with setsid, then waits
-#   bash scripts/gpu_session.sh wait    # each next call, made at once: waits, returns results
+#   bash scripts/gpu_session.sh start [both|llamacpp]   # first call: starts the chain, waits
+#   bash scripts/gpu_session.sh wait                     # each next call, made at once
+#
+# `llamacpp` runs steps 2 and 4 only (the wheels, the reference, the llamacpp model and its
+# evaluations), for a session whose sparkinfer part is done.
 #
 # The chain copies this checkout to $S/src first (a later call's copy of the tree cannot change
 # the code under a running evaluation), then:
@@ -22,15 +25,19 @@ T0=$(date +%s)
 mkdir -p "$S"
 export S
 
-chain() {
+chain() {  # both | llamacpp
   local src=$S/src
   export SPK_WORK=$S/spk SPK_BUDGET_S=100000 E2E_WORK=$S/llama E2E_BUDGET_S=100000
   export E2E_MODELS=$S/spk/models OUT_SPK=$S/spk/out
   local flags="--backend cuda --cuda-arch 90 --jobs $(nproc) --shared-build $S/llama/shared-build --cmake-flag=-DGGML_CUDA_FA=OFF"
   export E2E_BUILD_FLAGS=$flags
   cd "$src" || return 1
-  note "sparkinfer setup, box"
-  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh setup box
+  if [ "$1" = llamacpp ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site shared/wheels/*.whl
+  else
+    note "sparkinfer setup, box"
+    OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh setup box
+  fi
   note "reference build (both engines) while the models are written"
   mkdir -p "$E2E_MODELS" "$S/llama"
   ( PYTHONPATH=$src python3 -m engine.llamacpp.reference_build --models-dir "$E2E_MODELS" \
@@ -38,14 +45,14 @@ chain() {
       --sha256 90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279220 $flags \
       > "$S/reference-build.txt" 2>&1; echo $? > "$S/reference.rc" ) &
   local ref=$!
-  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh model
+  [ "$1" = llamacpp ] || OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh model
   OUT=$S/llama/out PYTHONPATH=/tmp/site:$src bash scripts/gpu_e2e.sh cuda setup model
   wait $ref
   note "reference build rc=$(cat "$S/reference.rc"): $(tail -1 "$S/reference-build.txt")"
   chmod -R a+rX "$E2E_MODELS"
-  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh reference aa slow broken
+  [ "$1" = llamacpp ] || OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh reference aa slow broken
   OUT=$S/llama/out PYTHONPATH=/tmp/site:$src bash scripts/gpu_e2e.sh cuda aa broken slow speedup
-  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh speedup
+  [ "$1" = llamacpp ] || OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh speedup
   note "chain end"
 }
 
@@ -69,7 +76,7 @@ case ${1:-wait} in
       rm -rf "$S/src" && mkdir -p "$S/src" && cp -a . "$S/src/"
       : > "$S/timeline.txt"
       export -f chain note
-      S=$S setsid bash -c 'chain' > "$S/chain.log" 2>&1 < /dev/null &
+      setsid bash -c "chain ${2:-both}" > "$S/chain.log" 2>&1 < /dev/null &
       echo $! > "$S/chain.pid"
       note "started (pid $(cat "$S/chain.pid"))"
     fi ;;
