@@ -80,7 +80,7 @@ import sys, yaml
 backend, w, model, sha, flags, budget = sys.argv[1:]
 p = yaml.safe_load(open("evalbot/profiles/llamacpp.yaml"))
 p["name"] = f"llamacpp-e2e-{backend}"
-p["build"]["argv"] = ["{python}", "-m", "engine.llamacpp.build", "--tree", "{tree}", *flags.split()]
+p["build"]["argv"] = ["{python}", "{harness}/engine/llamacpp/build.py", "--tree", "{tree}", *flags.split()]
 p["models"][0].update(file=model, sha256=sha)
 run = p["speed"]["runs"][0]
 if backend == "cpu":  # the rehearsal: a tiny model on 2 busy cores, short tests

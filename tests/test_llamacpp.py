@@ -212,3 +212,24 @@ def test_score_command_passes_the_first_scored_position_and_checks_the_rows(
     assert _score(args) == 1  # 2 rows printed, 3 asked: refused
     tokens.write_text(json.dumps({"windows": [[1, 2, 3]], "score_from": [2]}))
     assert _score(args) == 1  # nothing left to score
+
+
+def test_the_shipped_build_command_runs_as_the_harness_runs_it(tmp_path: Path) -> None:
+    """The build runs in the PR's tree with an isolated Python (-I: no PYTHONPATH, no cwd on
+    sys.path): `-m engine.llamacpp.build` found no `engine` there on the GPU box (every
+    evaluation an infra-error at the build), so the profile names the harness's script."""
+    from engine.sandbox import proc
+    from engine.sides.build import HARNESS_ROOT
+    from evalbot.evaluation.profile import load_profile
+
+    # the box's interpreter need not have evalbot installed (the harness is a copied tree):
+    # the venv's base interpreter has no `engine` package, as on the GPU box
+    bare = getattr(sys, "_base_executable", sys.executable)
+    argv = list(load_profile("llamacpp").build_argv)
+    script = argv.index("--tree")
+    filled = [a.format(python=bare, tree=str(tmp_path), harness=str(HARNESS_ROOT))
+              for a in argv[:script]] + ["--help"]
+    done = proc.run(filled, cwd=tmp_path, timeout_s=120, log=tmp_path / "build.log",
+                    env={"PYTHONPATH": ""}, trusted=True)
+    assert done.ok, done.output
+    assert "--shared-build" in done.output

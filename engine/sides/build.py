@@ -13,6 +13,9 @@ from engine.contract.job import Job
 from engine.sandbox import proc, safe_io
 
 ARTIFACT_CAP = 16 << 30  # bytes of one artifact
+# The harness copy this module belongs to: a build may run a harness script (`{harness}/...`),
+# since an isolated Python (-I) finds no `engine` package on its path in the tree's cwd.
+HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -60,7 +63,8 @@ def build_side(job: Job, side: str, sha: str, jobdir: Path) -> Built:
     got = _checkout(job.repo, sha, tree, jobdir / "logs" / f"checkout-{side}.log")
     if not got.ok:
         return Built(side, sha, False, got.wall_s, False, artifact_dir, failure="checkout", log=log)
-    argv = [a.format(python=_python(), tree=str(tree)) for a in job.build_argv]
+    argv = [a.format(python=_python(), tree=str(tree), harness=str(HARNESS_ROOT))
+            for a in job.build_argv]
     done = proc.run(argv, cwd=tree, timeout_s=job.build_timeout_s, log=log, env=job.env)
     if not done.ok:
         failure = "timeout" if done.timed_out else "build"
