@@ -149,7 +149,7 @@ except ValueError:
     sys.exit("no verdict JSON (see the stderr file)")
 print("verdict:", v.get("kind"), v.get("headline"), "correctness:", (v.get("correctness") or {}).get("decision"))
 for c in v.get("cells", []):
-    print(f"  {c['key']:36s} {c['decision']:12s} {100*c['speedup']:+6.2f}% [{100*c['lo']:+.2f}, {100*c['hi']:+.2f}] pairs={c['pairs']}")
+    print(f"  {c['key']:36s} {c['decision']:12s} " + (f"{100*c['speedup']:+6.2f}% [{100*c['lo']:+.2f}, {100*c['hi']:+.2f}] pairs={c['pairs']}" if c.get("speedup") is not None else "not measured"))
 PY
   [ $rc = 0 ] || { tail -5 "$W/log/eval-$1.stderr"; fail "evaluation $1 exited $rc"; }
 }

@@ -199,3 +199,49 @@ def test_the_phase_2_floors_are_main_s_own_and_main_clears_them() -> None:
         assert correctness_policy.decide(section, policy)["decision"] == "infra-error"
         decided = correctness_policy.decide({**section, "floors": floors}, policy)
         assert decided["decision"] == "inert", decided.get("reasons")  # bit-identical: inert
+
+
+PHASE2 = Path(__file__).parent / "data" / "sparkinfer"
+
+
+def _phase2(name: str) -> dict:
+    return json.loads((PHASE2 / f"phase2-{name}-h200.results.json").read_text())
+
+
+def _grade(results: dict) -> dict:
+    from evalbot.grading.grade import grade
+
+    return grade(results, load_labels(LABELS).policy("default"))
+
+
+@pytest.mark.parametrize("name, kind, moved", [
+    ("aa", "neutral", {}),
+    ("slow", "regressed", {"qwythos-9b/prefill@4096": "regressed"}),
+    ("broken", "incorrect", {}),
+])
+def test_the_gpu_evaluations_grade_as_they_were_published(name: str, kind: str,
+                                                           moved: dict) -> None:
+    """Phase 2 on the H200 (docs/gpu-e2e.md): the A/A neutral in every cell, the slowed
+    prefill regressed and nothing else, the broken head rejected on correctness."""
+    verdict = _grade(_phase2(name))
+    assert verdict["kind"] == kind
+    assert {c["key"]: c["decision"] for c in verdict["cells"]
+            if c["decision"] != "neutral"} == moved
+
+
+def test_a_witness_that_never_runs_the_batched_prefill_does_not_judge_it() -> None:
+    """The speedup head (the slow prefill reverted: +40% at prefill@4096, real) was REJECTed as
+    spoofed: qwen3_gguf_generate fills its prompt one token at a time, so the witness that
+    covered prefill@4096 took 15.2 s on both sides. With the shipped witness (decode steps
+    only) the same measurements leave the cell unconfirmed: no tier, and no REJECT."""
+    results = _phase2("speedup")
+    assert _grade(results)["kind"] == "spoofed"  # as it ran, with the old witness cells
+    shipped = load_profile("sparkinfer")
+    (witness,) = [w for r in shipped.runs if r.model == "qwythos-9b" for w in r.witnesses]
+    assert not any("prefill" in key for key in witness.cells)
+    for record in results["witnesses"]:
+        if record["source"] == "witness":
+            record["cells"] = dict(witness.cells)
+    verdict = _grade(results)
+    cells = {c["key"]: c["decision"] for c in verdict["cells"]}
+    assert verdict["kind"] != "spoofed" and cells["qwythos-9b/prefill@4096"] == "unconfirmed"
