@@ -245,10 +245,13 @@ def test_oversized_details_are_dropped_never_the_verdict() -> None:
     assert len(re.findall(r"^\| [^|]+ \| qwen3[56] (decode|prefill) @", text, flags=re.M)) == 18
 
 
-def test_cells_never_measured_get_no_row() -> None:
+def test_cells_never_measured_get_no_row_but_are_counted() -> None:
+    """A run the budget never reached (the H200 speedup evaluation: the witness spent it) has
+    no row of n/a, and the tally says so rather than "0 undecided" over fewer cells."""
     doc = Doc([C("m", "decode", 128, 1.0), C("m", "decode", 4096, 1.0, pairs=0)])
     text = render_comment(grade(results(doc), DEFAULT))
     assert "| decode @ 128 |" in text and "decode @ 4k" not in text
+    assert "1 not measured" in text
 
 
 def test_the_example_config_names_the_reports_url() -> None:

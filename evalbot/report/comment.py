@@ -25,6 +25,7 @@ DECISIONS: dict[str, tuple[str, str, int]] = {
     "neutral": ("unchanged", "", 6),
 }
 UNKNOWN_ORDER = 5  # a decision this module does not know sorts after the undecided ones
+NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
 
 NEXT_STEPS = {
     "improved": "nothing to do: it is faster and computes the same model.",
@@ -74,7 +75,7 @@ def rows(verdict: dict[str, Any], ctx: CommentContext) -> list[dict[str, Any]]:
     many = len({c["model"] for c in verdict["cells"]}) > 1
     out = []
     for c in verdict["cells"]:
-        if c["pairs"] <= 0:
+        if c["pairs"] <= 0:  # counted as "not measured" in the tally line, no row of n/a
             continue
         word, mark, order = DECISIONS.get(c["decision"], (decision_word(c["decision"]), "⚠️",
                                                           UNKNOWN_ORDER))
@@ -102,8 +103,8 @@ def counts(verdict: dict[str, Any]) -> str:
     """`**2 slower** · 0 faster · 1 unchanged · 1 undecided`: what happened, slower first."""
     tally: dict[str, int] = {}
     for c in verdict["cells"]:
-        if c["pairs"] > 0:
-            tally[c["decision"]] = tally.get(c["decision"], 0) + 1
+        decision = c["decision"] if c["pairs"] > 0 else NOT_MEASURED
+        tally[decision] = tally.get(decision, 0) + 1
     parts = []
     for decision in ("regressed", "improved", "neutral", "inconclusive"):
         parts.append((decision, tally.pop(decision, 0)))
