@@ -24,7 +24,8 @@ included) per evaluation, and their ratio.
 Demo engine (`--demo N`): N real evaluations per case on this machine, through the harness and
 the grading (lie 2x all, lie 1.05x all, honest = the demo's `faster` variant).
 
-Usage: python bench/spoof_quality.py [--sims 300] [--seed 1] [--demo 0]
+Usage: python bench/spoof_quality.py [--sims 300] [--seed 1] [--demo 0] [--profiles llamacpp]
+       [--heads honest,1.05x] [--noise measured,1%]
 """
 
 from __future__ import annotations
@@ -196,11 +197,14 @@ def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:
     return out
 
 
-def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator) -> None:
+def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
+          only: list[str]) -> None:
     print(f"\n### {profile.name} profile, {box.name} ({sims} evaluations per head)\n")
     print("| head | P(tier) | unwitnessed | P(spoofed) | witness s | measure s | added |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, head, gain in cases(profile):
+        if only and not any(word in name for word in only):
+            continue
         tiers = spoofed = plain = 0
         wit = mea = 0.0
         for _ in range(sims):
@@ -281,13 +285,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--demo", type=int, default=0, help="real demo evaluations per head")
     ap.add_argument("--profiles", default="llamacpp,sparkinfer")
+    ap.add_argument("--heads", default="", help="only heads whose name contains one of these "
+                    "comma-separated words (e.g. honest,1.05x)")
+    ap.add_argument("--noise", default="measured,1%", help="measured, 1%% or both")
     a = ap.parse_args(argv)
+    only = [w for w in a.heads.split(",") if w]
     rng = np.random.default_rng(a.seed)
     started = time.time()
     for name in filter(None, a.profiles.split(",")):
         profile = load_profile(name)
-        for box in (BOXES[name], at_noise(BOXES[name], 0.01)):
-            table(profile, box, a.sims, rng)
+        boxes = {"measured": BOXES[name], "1%": at_noise(BOXES[name], 0.01)}
+        for noise in filter(None, a.noise.split(",")):
+            table(profile, boxes[noise], a.sims, rng, only)
     if a.demo:
         demo_table(a.demo)
     print(f"\n({time.time() - started:.0f} s)")
