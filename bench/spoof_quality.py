@@ -107,12 +107,15 @@ def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
         records, n = _run_samples(run, box, head, gain, rule, rng)
         measure_s += (n + job.rule.warmup) * 2 * box.sample_s
         cells += records.values()
-        improved = {k for k, r in records.items() if r["looks"] and
-                    r["looks"][-1]["decision"] == "improved"}
-        for spec in run.witnesses:
-            if not improved & set(spec.cells):
+        last = {k: r["looks"][-1]["decision"] for k, r in records.items() if r["looks"]}
+        for spec in run.witnesses:  # as engine/measure/speed.py runs them
+            improved = witness.to_confirm(spec, last)
+            if not improved:
                 continue
-            w = _witness(spec, run, box, gain, rng)
+            claims = {k: c for k, t in spec.cells.items()
+                      for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
+            margin = witness.stop_margin(claims, improved)
+            w = _witness(spec, run, box, gain, margin, rng)
             witness_s += sum(s["seconds"] for s in w["samples"])
             witnesses.append(w)
     results = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
@@ -162,13 +165,13 @@ def _all_decided(records: list[dict[str, Any]], pairs: int, rule: dict[str, Any]
                for looks in speed.replay_all(cut, rule))
 
 
-def _witness(spec: Any, run: Any, box: Box, gain: float,
+def _witness(spec: Any, run: Any, box: Box, gain: float, margin: float,
              rng: np.random.Generator) -> dict[str, Any]:
     by_key = {c.key: c for c in run.cells}
     record = witness.WitnessRecord(spec)
     samples = record.samples
     for p in range(spec.pairs):
-        if p and witness.settled(spec, record, p):
+        if p and witness.settled(spec, record, p, margin):
             break  # the harness's own stopping rule (engine/measure/witness.py)
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
             speedup = 1 + gain if side == "head" else 1.0

@@ -214,13 +214,19 @@ class Measurement:
             return self._fill(arg, run, self.built[side])
 
         for spec in run.witnesses:
-            if not any(self.records[key].looks and self.records[key].looks[-1]["decision"] ==
-                       "improved" for key in spec.cells):
+            improved = witness.to_confirm(spec, {k: r.looks[-1]["decision"] for k, r in
+                                                 self.records.items() if r.looks})
+            if not improved:
                 continue  # nothing to confirm: a regression or neutral cell needs no witness
+            claims = {key: c for key, tokens in spec.cells.items()
+                      for c in [witness.claimed_saving(self.records[key].samples, tokens,
+                                                       self.records[key].cell.higher_is_better)]
+                      if c is not None}
             launch = functools.partial(self._timed, clock=spec.clock)
             prompts = self.jobdir / "witness-prompts"
             # no warm-up of its own: the run's samples have just warmed caches and clocks
-            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0))
+            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0,
+                                                  margin_s=witness.stop_margin(claims, improved)))
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, clock: str) -> witness.Timed:
         built, log = self._verified(side, "witness")
