@@ -6,7 +6,10 @@ builds the job), draws whole evaluations: paired samples per run with the on-box
 run's witnesses when a covered cell came out improved, then grades the results document with the
 real grading (evalbot.grading.grade.grade: replay, confirmation, tier). True rates and timings per
 profile are the measured ones (docs/gpu-e2e.md, shared/engines/README.md); the witness process is
-its load (with a jitter) plus its cells' true work, each with the cell's per-process noise.
+its load (with a jitter) plus its cells' true work, each with the cell's per-process noise; a
+sample process is its fixed part (sample_s less the cells' work at main's rates, with the same
+jitter) plus its cells' work at the side's real rates, and the harness's check of the samples'
+wall times (engine/measure/spoof.py) stops a run whose claims they contradict, as on the box.
 
 Heads:
   lie F all       prints F x its rates on every cell; really as fast as main (its witness work
@@ -15,11 +18,14 @@ Heads:
   lie F ctx       prints F x on every cell at the first witnessed cell's context only
   honest +G       really G faster on every cell, printing the truth
 
-Columns: P(tier) = share of evaluations with a tier; unwitnessed = the same results graded as a
-harness before witnesses graded them (the statistics alone); P(spoofed) = share rejected as
-spoofed;
-witness s and measure s = mean box time of the witnesses and of the measuring (warm-up
-included) per evaluation, and their ratio.
+Columns: P(tier) = share of evaluations with a tier; witnesses alone = the same, had the
+samples' wall-time check never fired (a head that hides its claim there, e.g. by skipping work
+the samples do not time: only the witnesses stand between it and a tier); unwitnessed = the
+same results graded as a harness before witnesses graded them (the statistics alone);
+P(spoofed) = share rejected as spoofed; measure s = mean box time of the measuring (warm-up
+included) per evaluation; witness s = that of the witnesses the harness ran, and its ratio to
+the measuring (added); witnesses alone: s and added, the same had the samples' check never
+fired (an upper bound: that check only spares witnesses).
 
 Demo engine (`--demo N`): N real evaluations per case on this machine, through the harness and
 the grading (lie 2x all, lie 1.05x all, honest = the demo's `faster` variant).
@@ -48,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.measure import speed, stats, witness  # noqa: E402
+from engine.measure import speed, spoof, stats, witness  # noqa: E402
 from evalbot.config.settings import BoxConfig  # noqa: E402
 from evalbot.evaluation.jobspec import make_job  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
@@ -98,15 +104,28 @@ def _rate(box: Box, metric: str, ctx: int) -> float:
 
 
 def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
-             rng: np.random.Generator) -> tuple[dict[str, Any], float, float]:
-    """One evaluation: (results document, witness box s, measuring box s)."""
+             rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any], float, float,
+                                                float]:
+    """One evaluation: (results document as the harness writes it, the same evaluation had the
+    samples' own check (engine/measure/spoof.py) never fired: the witnesses alone, the
+    witnesses' box s in each case, measuring box s)."""
     job = make_job(profile, POLICY, BOX, SHA, "1" * 40, seed=1)
     rule = asdict(job.rule)
-    cells, witnesses, measure_s, witness_s = [], [], 0.0, 0.0
+    cells, measure_s, witness_s, ran_s = [], 0.0, 0.0, 0.0
+    full: list[dict[str, Any]] = []  # what the harness records: it stops at a spoofed run
+    alone: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
     for run in job.runs:
         records, n = _run_samples(run, box, head, gain, rule, rng)
-        measure_s += (n + job.rule.warmup) * 2 * box.sample_s
         cells += records.values()
+        measure_s += (n + job.rule.warmup) * 2 * box.sample_s
+        reason = _unexplained(run, records)
+        if not failures:
+            full.append(_samples_witness(run, records))
+        if reason and not failures:
+            failures.append({"stage": "speed", "side": "head", "attribution": "pr",
+                             "kind": "spoofed", "message": reason, "log_tail": ""})
+        stopped = bool(failures)
         last = {k: r["looks"][-1]["decision"] for k, r in records.items() if r["looks"]}
         for spec in run.witnesses:  # as engine/measure/speed.py runs them
             improved = witness.to_confirm(spec, last)
@@ -114,27 +133,38 @@ def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
                 continue
             claims = {k: c for k, t in spec.cells.items()
                       for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
-            margin = witness.stop_margin(claims, improved)
-            w = _witness(spec, run, box, gain, margin, rng)
+            w = _witness(spec, run, box, gain, witness.stop_for(claims, improved), rng)
             witness_s += sum(s["seconds"] for s in w["samples"])
-            witnesses.append(w)
-    results = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
-               "witnesses": witnesses, "failures": [], "correctness": None, "job_id": "sim",
-               "profile": profile.name, "base": {"sha": SHA}, "head": {"sha": "1" * 40},
-               "box": {}}
-    return results, witness_s, measure_s
+            alone.append(w)
+            if not stopped:
+                full.append(w)
+                ran_s += sum(s["seconds"] for s in w["samples"])
+    common = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
+              "correctness": None, "job_id": "sim", "profile": profile.name,
+              "base": {"sha": SHA}, "head": {"sha": "1" * 40}, "box": {}}
+    return ({**common, "witnesses": full, "failures": failures},
+            {**common, "witnesses": alone, "failures": []}, ran_s, witness_s, measure_s)
 
 
 def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: dict[str, Any],
                  rng: np.random.Generator) -> tuple[dict[str, dict[str, Any]], int]:
+    """A run's paired samples; each sample's wall time is the process's fixed part (load,
+    untimed work: sample_s less the cells' work at main's true rates, with the load's jitter)
+    plus the cells' work at the side's real rates."""
     last = rule["looks"][-1]
     records: dict[str, dict[str, Any]] = {}
+    work = {"base": np.zeros(last), "head": np.zeros(last)}
+    fixed = box.sample_s
     for cell in run.cells:
         true = _rate(box, cell.metric, cell.ctx)
         sd = _lookup(box.noise, cell.metric, cell.ctx, 0.01)
         base = true * np.exp(rng.normal(0, sd, last))
         real = true * (1 + gain) * np.exp(rng.normal(0, sd, last))
         printed = real * head.get(cell.key, 1.0)
+        tokens = _tokens(run, cell)
+        fixed -= tokens / true
+        work["base"] += tokens / base
+        work["head"] += tokens / real
         samples = []
         for p in range(last):
             order = (("base", base[p]), ("head", printed[p]))
@@ -145,6 +175,10 @@ def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: 
         records[cell.key] = {"model": cell.model, "metric": cell.metric, "ctx": cell.ctx,
                              "unit": "tok/s", "higher_is_better": True, "anchor": cell.anchor,
                              "samples": samples, "looks": []}
+    wall = {side: fixed + w + rng.normal(0, box.load_jitter_s, last) for side, w in work.items()}
+    for r in records.values():
+        for smp in r["samples"]:
+            smp["wall_s"] = float(wall[smp["side"]][smp["pair"]])
     n = last
     for k in rule["looks"]:  # the run stops at the first look where every cell is decided
         if _all_decided(list(records.values()), k, rule):
@@ -159,19 +193,44 @@ def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: 
     return records, n
 
 
+def _tokens(run: Any, cell: Any) -> int:
+    """The tokens of a cell's work in one sample, as the harness counts them (speed.py)."""
+    return cell.ctx if cell.metric == "prefill" else run.tokens_per_sample.get("decode", 0)
+
+
+def _samples_witness(run: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The run's samples as the results keep them: a witness that can only contradict."""
+    first = records[run.cells[0].key]["samples"]
+    return {"name": f"samples:{run.model}", "source": "samples", "clock": "wall",
+            "cells": {c.key: _tokens(run, c) for c in run.cells},
+            "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
+                         "dropped": False, "verified": False} for s in first]}
+
+
+def _unexplained(run: Any, records: dict[str, dict[str, Any]]) -> str | None:
+    """engine/measure/speed.py's check of the claimed work against the samples' wall times."""
+    first = records[run.cells[0].key]["samples"]
+    value = {(k, s["pair"], s["side"]): s["value"] for k, r in records.items()
+             for s in r["samples"]}
+    return spoof.unexplained_saving([
+        spoof.Sample(s["pair"], s["side"], s["wall_s"],
+                     sum(_tokens(run, c) / value[(c.key, s["pair"], s["side"])]
+                         for c in run.cells)) for s in first])
+
+
 def _all_decided(records: list[dict[str, Any]], pairs: int, rule: dict[str, Any]) -> bool:
     cut = [{**r, "samples": [s for s in r["samples"] if s["pair"] < pairs]} for r in records]
     return all(looks and looks[-1].decision in stats.FINAL
                for looks in speed.replay_all(cut, rule))
 
 
-def _witness(spec: Any, run: Any, box: Box, gain: float, margin: float,
+def _witness(spec: Any, run: Any, box: Box, gain: float, stop: witness.Stop,
              rng: np.random.Generator) -> dict[str, Any]:
     by_key = {c.key: c for c in run.cells}
     record = witness.WitnessRecord(spec)
     samples = record.samples
     for p in range(spec.pairs):
-        if p and witness.settled(spec, record, p, margin):
+        if p and witness.settled(spec, record, p, stop):
             break  # the harness's own stopping rule (engine/measure/witness.py)
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
             speedup = 1 + gain if side == "head" else 1.0
@@ -203,24 +262,27 @@ def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:
 def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
           only: list[str]) -> None:
     print(f"\n### {profile.name} profile, {box.name} ({sims} evaluations per head)\n")
-    print("| head | P(tier) | unwitnessed | P(spoofed) | witness s | measure s | added |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| head | P(tier) | witnesses alone | unwitnessed | P(spoofed) | measure s | "
+          "witness s | added | witnesses alone: s | added |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, head, gain in cases(profile):
         if only and not any(word in name for word in only):
             continue
-        tiers = spoofed = plain = 0
-        wit = mea = 0.0
+        tiers = alone = spoofed = plain = 0
+        ran = wit = mea = 0.0
         for _ in range(sims):
-            results, w, m = simulate(profile, box, head, gain, rng)
+            results, witnessed, r, w, m = simulate(profile, box, head, gain, rng)
             verdict = grade(results, POLICY)
             tiers += verdict["tier"] is not None
             spoofed += verdict["kind"] == "spoofed"
-            legacy = {k: v for k, v in results.items() if k != "witnesses"}
+            alone += grade(witnessed, POLICY)["tier"] is not None
+            legacy = {k: v for k, v in witnessed.items() if k != "witnesses"}
             plain += grade(legacy, POLICY)["tier"] is not None
-            wit, mea = wit + w, mea + m
-        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * plain / sims:.0f}% | "
-              f"{100 * spoofed / sims:.1f}% | "
-              f"{wit / sims:.1f} | {mea / sims:.1f} | {100 * wit / mea:.0f}% |", flush=True)
+            ran, wit, mea = ran + r, wit + w, mea + m
+        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * alone / sims:.1f}% | "
+              f"{100 * plain / sims:.0f}% | {100 * spoofed / sims:.1f}% | {mea / sims:.1f} | "
+              f"{ran / sims:.1f} | {100 * ran / mea:.0f}% | {wit / sims:.1f} | "
+              f"{100 * wit / mea:.0f}% |", flush=True)
 
 
 def demo_table(runs: int) -> None:

@@ -33,6 +33,9 @@ class WitnessSpec:
     # every look it allowed at alpha / len(looks)) is above 0; a busy box measures on.
     looks: tuple[int, ...] = ()
     stop_t: tuple[float, ...] = ()
+    # ... or where its upper bound at `spoof_t` (the bot's, at the contradiction's level) is
+    # below half of what the samples' printed rates claim: the claim is already contradicted
+    spoof_t: tuple[float, ...] = ()
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
     min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
     clock: str = "wall"  # wall: process start to exit; cpu: the process tree's CPU time
@@ -57,6 +60,7 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         pairs=looks[-1],
         looks=looks,
         stop_t=tuple(float(t) for t in d.get("stop_t") or ()),
+        spoof_t=tuple(float(t) for t in d.get("spoof_t") or ()),
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
@@ -64,8 +68,9 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
     )
     if spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
         raise ContractError(f"{where}: prompt_tokens, output_tokens >= 1")
-    if spec.stop_t and len(spec.stop_t) != len(looks):
-        raise ContractError(f"{where}.stop_t: one critical value per look {list(looks)}")
+    for name in ("stop_t", "spoof_t"):
+        if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
+            raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
     return spec
 
 

@@ -226,7 +226,7 @@ class Measurement:
             prompts = self.jobdir / "witness-prompts"
             # no warm-up of its own: the run's samples have just warmed caches and clocks
             self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0,
-                                                  margin_s=witness.stop_margin(claims, improved)))
+                                                  stop=witness.stop_for(claims, improved)))
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, clock: str) -> witness.Timed:
         built, log = self._verified(side, "witness")

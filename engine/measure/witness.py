@@ -23,6 +23,7 @@ import numpy as np
 from engine.contract.witness_spec import WitnessSpec
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
+SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
 
 
@@ -56,9 +57,9 @@ Launch = Callable[[str, list[str], float], Timed]  # (side, argv, timeout_s) -> 
 
 
 def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
-            prompts: Path, warmup: int = 1, margin_s: float = 0.0) -> WitnessRecord:
+            prompts: Path, warmup: int = 1, stop: Stop | None = None) -> WitnessRecord:
     """Warm-up, then kept pairs in ABBA order, each pair on a fresh prompt, up to the first look
-    that settles (see `settled`; `margin_s` from `stop_margin`) or the last."""
+    that settles (see `settled`) or the last."""
     record = WitnessRecord(spec)
     for _ in range(warmup):
         for side in ("base", "head"):
@@ -81,24 +82,46 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
                 "agreement": round(agree, 4), "error": error})
         if not dropped:
             pair += 1
-            if settled(spec, record, pair, margin_s):
+            if settled(spec, record, pair, stop or Stop()):
                 break
     return record
 
 
-def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, margin_s: float = 0.0) -> bool:
-    """At a look before the last: the verified pairs' saving, at the look's stop_t, is above
-    `margin_s`: the bot's own confirmation of that look (evalbot/grading/confirmation.py)."""
+@dataclass(frozen=True)
+class Stop:
+    """What the samples' printed rates claim of a witness (from `claimed_saving`): the bot
+    confirms a cell when the lower bound clears `margin_s` (`stop_margin`), and contradicts
+    the claims when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
+
+    margin_s: float = 0.0
+    claimed_s: float = 0.0
+
+
+def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
+    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
+
+
+def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
+    """At a look before the last, what the bot would decide on these pairs is decided: the
+    claim confirmed at the look's stop_t, contradicted at its spoof_t, or a head output
+    that failed verification (the witness can no longer confirm)."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
         return False
     samples = record.samples
+    if any(not s["verified"] and not s["dropped"] for s in samples if s["side"] == "head"):
+        return True
     d = pair_savings(samples, need_verified=True)
-    if len(d) < MIN_PAIRS or any(not s["verified"] and not s["dropped"] for s in samples
-                                 if s["side"] == "head"):
+    if len(d) < MIN_PAIRS:
         return False
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
-    _, lo, _ = saving_bounds(d, spec.stop_t[spec.looks.index(pairs)], base_s)
-    return lo > margin_s
+    k = spec.looks.index(pairs)
+    _, lo, _ = saving_bounds(d, spec.stop_t[k], base_s)
+    if lo > stop.margin_s:
+        return True
+    if not spec.spoof_t or stop.claimed_s <= 0:
+        return False
+    _, _, hi = saving_bounds(d, spec.spoof_t[k], base_s)
+    return hi < SHOWN_FRACTION * stop.claimed_s
 
 
 def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:

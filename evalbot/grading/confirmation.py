@@ -36,13 +36,13 @@ from scipy import stats as sps
 from engine.contract.witness_spec import WitnessSpec
 from engine.measure.witness import (
     MIN_PAIRS,
+    SHOWN_FRACTION,
     claimed_saving,
     others_claims,
     pair_savings,
     saving_bounds,
 )
 
-SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
 
@@ -55,11 +55,15 @@ def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
 
 
 def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
-    """The witness as the job carries it: the t critical value of each look, at which the
-    harness may stop measuring (engine/measure/witness.py)."""
+    """The witness as the job carries it: the t critical values of each look, of confirmation
+    and of contradiction, at which the harness may stop measuring (engine/measure/witness.py)."""
     alpha = confirm_alpha(rule_alpha, len(spec.looks))
-    return replace(spec, stop_t=tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6)
-                                      for n in spec.looks))
+    spoof = SPOOF_ALPHA / len(spec.looks)
+    return replace(spec, stop_t=_quantiles(alpha, spec.looks), spoof_t=_quantiles(spoof, spec.looks))
+
+
+def _quantiles(alpha: float, looks: tuple[int, ...]) -> tuple[float, ...]:
+    return tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6) for n in looks)
 
 
 def interval(d: np.ndarray, base_s: float, alpha: float) -> tuple[float, float, float]:
