@@ -14,8 +14,9 @@ main's and the head's witness times, measured by the harness, as a one-sided t i
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
 
-A witness with several looks (the harness stops at the first that confirms) is judged at alpha
-split over its looks, so stopping early never makes confirmation easier than one fixed look.
+A witness with several looks is judged at alpha split over its looks, so stopping early never
+makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
+look where this judgement is decided (engine/measure/witness.py `settled`, on the same bounds).
 
 An improved cell stays improved only when some verified witness confirms it; it becomes `spoofed`
 when any witness contradicts it (the run's own samples count as a witness that can contradict,
