@@ -76,6 +76,7 @@ class Box:
     load_s: float  # a witness process's start-up (model load)
     load_jitter_s: float
     sample_s: float  # one sample process of a run (wall)
+    handoff_jitter_s: float = 0.005  # the handoff clock's own (pipe, scheduling): assumed
 
 
 def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> float:
@@ -83,20 +84,22 @@ def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> f
 
 
 BOXES = {
-    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; ~6.5 s a sample
+    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; whole witness
+    # processes 3.51-4.25 s (sd 0.24 s) for ~1.1 s of work, samples 8.6-9.9 s
     "llamacpp": Box("llamacpp measured", {"decode@0": 585.0, "decode@4096": 526.0,
                                           "prefill@0": 41000.0, "prefill@4096": 26400.0},
                     {"decode": 0.011, "prefill@0": 0.054, "prefill@4096": 0.012},
-                    2.0, 0.02, 6.5),
-    # shared/engines/README.md (H200, synthetic Qwythos-9B): 0.04-0.25% between rounds
+                    2.7, 0.24, 9.0),
+    # shared/engines/README.md (H200, synthetic Qwythos-9B): 0.04-0.25% between rounds; the
+    # generate witness measured 15.1-15.4 s a process (sd 0.08 s), docs/gpu-e2e.md
     "sparkinfer": Box("sparkinfer measured", {"decode": 340.0, "prefill": 9000.0},
-                      {"decode": 0.0025, "prefill": 0.0025}, 1.6, 0.01, 25.6),
+                      {"decode": 0.0025, "prefill": 0.0025}, 0.3, 0.08, 25.6),
 }
 
 
 def at_noise(box: Box, sd: float) -> Box:
     return Box(f"{box.name.split()[0]} at {100 * sd:.0f}% noise", box.rates, {"decode": sd,
-               "prefill": sd}, box.load_s, box.load_jitter_s, box.sample_s)
+               "prefill": sd}, box.load_s, box.load_jitter_s, box.sample_s, box.handoff_jitter_s)
 
 
 def _rate(box: Box, metric: str, ctx: int) -> float:
@@ -238,7 +241,8 @@ def _witness(spec: Any, run: Any, box: Box, gain: float, stop: witness.Stop,
                        * math.exp(rng.normal(0, _lookup(box.noise, by_key[k].metric,
                                                          by_key[k].ctx, 0.01)))
                        for k, tokens in spec.cells.items())
-            seconds = box.load_s + rng.normal(0, box.load_jitter_s) + work
+            seconds = work + (rng.normal(0, box.handoff_jitter_s) if spec.clock == "handoff"
+                              else box.load_s + rng.normal(0, box.load_jitter_s))
             samples.append({"pair": p, "side": side, "seconds": seconds, "dropped": False,
                             "verified": True})
     return {"name": spec.name, "source": "witness", "cells": dict(spec.cells),

@@ -35,7 +35,7 @@ def _launch(head_saves: list[float], bad_output_at: int = -1) -> witness.Launch:
     is main's except in pair bad_output_at."""
     launched: list[str] = []
 
-    def launch(side: str, argv: list[str], timeout_s: float) -> witness.Timed:
+    def launch(side: str, argv: list[str], timeout_s: float, prompt: list[int]) -> witness.Timed:
         pair = len(launched) // 2
         launched.append(side)
         if side == "base":

@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.contract.witness_spec import WitnessSpec
+from engine.contract.witness_spec import READY, WitnessSpec
+from engine.sandbox import proc
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
 SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
+HANDOFF_PROMPT_CAP = 60_000  # bytes: under Linux's 64 KiB pipe buffer
 
 
 @dataclass
@@ -53,7 +55,8 @@ class Timed:
     error: str = ""
 
 
-Launch = Callable[[str, list[str], float], Timed]  # (side, argv, timeout_s) -> Timed
+# (side, argv, timeout_s, prompt ids) -> Timed; the ids are for a handoff clock's stdin
+Launch = Callable[[str, list[str], float, list[int]], Timed]
 
 
 def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
@@ -63,14 +66,15 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
     record = WitnessRecord(spec)
     for _ in range(warmup):
         for side in ("base", "head"):
-            launch(side, _argv(spec, fill, side, _prompt(spec, prompts), prompts), spec.timeout_s)
+            warm = _prompt(spec, prompts)
+            launch(side, _argv(spec, fill, side, warm, prompts), spec.timeout_s, warm)
     pair, attempts = 0, 0
     while pair < spec.pairs and attempts < 2 * spec.pairs:
         attempts += 1
         prompt = _prompt(spec, prompts)
         order = ("base", "head") if pair % 2 == 0 else ("head", "base")
-        timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s)
-                 for side in order}
+        timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s,
+                              prompt) for side in order}
         dropped = any(t.throttled for t in timed.values())
         ids = {side: _ids(spec, t) for side, t in timed.items()}
         for side in order:
@@ -183,8 +187,11 @@ def stop_margin(claims: Mapping[str, tuple[float, float]], improved: Iterable[st
 
 
 def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
-    """Fresh ids from the OS's random source, written where the sandbox may read them."""
+    """Fresh ids from the OS's random source, written where the sandbox may read them (a
+    handoff witness's are never written: they reach the process on stdin after READY)."""
     ids = [secrets.randbelow(spec.id_range) for _ in range(spec.prompt_tokens)]
+    if spec.clock == "handoff":
+        return ids
     prompts.mkdir(parents=True, exist_ok=True)
     prompts.chmod(0o755)
     for name, text in (("prompt.txt", " ".join(map(str, ids)) + "\n"),
@@ -192,6 +199,18 @@ def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
         (prompts / name).write_text(text)
         (prompts / name).chmod(0o644)
     return ids
+
+
+def handoff_of(spec: WitnessSpec, prompt: list[int]) -> proc.Handoff | None:
+    """What a handoff clock writes after READY (one line of ids) and reads back (the output
+    line); None for the other clocks."""
+    if spec.clock != "handoff":
+        return None
+    line = (" ".join(map(str, prompt)) + "\n").encode()
+    if len(line) > HANDOFF_PROMPT_CAP:  # one pipe buffer: the write never waits on the process
+        raise ValueError(f"witness {spec.name}: a {len(line)}-byte prompt exceeds the "
+                         f"handoff's {HANDOFF_PROMPT_CAP} bytes")
+    return proc.Handoff(READY.encode(), line, str(spec.output.get("prefix", "")).encode())
 
 
 def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,
