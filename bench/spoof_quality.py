@@ -6,7 +6,10 @@ builds the job), draws whole evaluations: paired samples per run with the on-box
 run's witnesses when a covered cell came out improved, then grades the results document with the
 real grading (evalbot.grading.grade.grade: replay, confirmation, tier). True rates and timings per
 profile are the measured ones (docs/gpu-e2e.md, shared/engines/README.md); the witness process is
-its load (with a jitter) plus its cells' true work, each with the cell's per-process noise.
+its load (with a jitter) plus its cells' true work, each with the cell's per-process noise; a
+sample process is its fixed part (sample_s less the cells' work at main's rates, with the same
+jitter) plus its cells' work at the side's real rates, and the harness's check of the samples'
+wall times (engine/measure/spoof.py) stops a run whose claims they contradict, as on the box.
 
 Heads:
   lie F all       prints F x its rates on every cell; really as fast as main (its witness work
@@ -15,16 +18,20 @@ Heads:
   lie F ctx       prints F x on every cell at the first witnessed cell's context only
   honest +G       really G faster on every cell, printing the truth
 
-Columns: P(tier) = share of evaluations with a tier; unwitnessed = the same results graded as a
-harness before witnesses graded them (the statistics alone); P(spoofed) = share rejected as
-spoofed;
-witness s and measure s = mean box time of the witnesses and of the measuring (warm-up
-included) per evaluation, and their ratio.
+Columns: P(tier) = share of evaluations with a tier; witnesses alone = the same, had the
+samples' wall-time check never fired (a head that hides its claim there, e.g. by skipping work
+the samples do not time: only the witnesses stand between it and a tier); unwitnessed = the
+same results graded as a harness before witnesses graded them (the statistics alone);
+P(spoofed) = share rejected as spoofed; measure s = mean box time of the measuring (warm-up
+included) per evaluation; witness s = that of the witnesses the harness ran, and its ratio to
+the measuring (added); witnesses alone: s and added, the same had the samples' check never
+fired (an upper bound: that check only spares witnesses).
 
 Demo engine (`--demo N`): N real evaluations per case on this machine, through the harness and
 the grading (lie 2x all, lie 1.05x all, honest = the demo's `faster` variant).
 
-Usage: python bench/spoof_quality.py [--sims 300] [--seed 1] [--demo 0]
+Usage: python bench/spoof_quality.py [--sims 300] [--seed 1] [--demo 0] [--profiles llamacpp]
+       [--heads honest,1.05x] [--noise measured,1%]
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.measure import speed, stats, witness  # noqa: E402
+from engine.measure import speed, spoof, stats, witness  # noqa: E402
 from evalbot.config.settings import BoxConfig  # noqa: E402
 from evalbot.evaluation.jobspec import make_job  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
@@ -69,6 +76,7 @@ class Box:
     load_s: float  # a witness process's start-up (model load)
     load_jitter_s: float
     sample_s: float  # one sample process of a run (wall)
+    handoff_jitter_s: float = 0.005  # the handoff clock's own (pipe, scheduling): assumed
 
 
 def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> float:
@@ -76,20 +84,22 @@ def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> f
 
 
 BOXES = {
-    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; ~6.5 s a sample
+    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; whole witness
+    # processes 3.51-4.25 s (sd 0.24 s) for ~1.1 s of work, samples 8.6-9.9 s
     "llamacpp": Box("llamacpp measured", {"decode@0": 585.0, "decode@4096": 526.0,
                                           "prefill@0": 41000.0, "prefill@4096": 26400.0},
                     {"decode": 0.011, "prefill@0": 0.054, "prefill@4096": 0.012},
-                    2.0, 0.02, 6.5),
-    # shared/engines/README.md (H200, synthetic Qwythos-9B): 0.04-0.25% between rounds
+                    2.7, 0.24, 9.0),
+    # shared/engines/README.md (H200, synthetic Qwythos-9B): 0.04-0.25% between rounds; the
+    # generate witness measured 15.1-15.4 s a process (sd 0.08 s), docs/gpu-e2e.md
     "sparkinfer": Box("sparkinfer measured", {"decode": 340.0, "prefill": 9000.0},
-                      {"decode": 0.0025, "prefill": 0.0025}, 1.6, 0.01, 25.6),
+                      {"decode": 0.0025, "prefill": 0.0025}, 0.3, 0.08, 25.6),
 }
 
 
 def at_noise(box: Box, sd: float) -> Box:
     return Box(f"{box.name.split()[0]} at {100 * sd:.0f}% noise", box.rates, {"decode": sd,
-               "prefill": sd}, box.load_s, box.load_jitter_s, box.sample_s)
+               "prefill": sd}, box.load_s, box.load_jitter_s, box.sample_s, box.handoff_jitter_s)
 
 
 def _rate(box: Box, metric: str, ctx: int) -> float:
@@ -97,40 +107,67 @@ def _rate(box: Box, metric: str, ctx: int) -> float:
 
 
 def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
-             rng: np.random.Generator) -> tuple[dict[str, Any], float, float]:
-    """One evaluation: (results document, witness box s, measuring box s)."""
+             rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any], float, float,
+                                                float]:
+    """One evaluation: (results document as the harness writes it, the same evaluation had the
+    samples' own check (engine/measure/spoof.py) never fired: the witnesses alone, the
+    witnesses' box s in each case, measuring box s)."""
     job = make_job(profile, POLICY, BOX, SHA, "1" * 40, seed=1)
     rule = asdict(job.rule)
-    cells, witnesses, measure_s, witness_s = [], [], 0.0, 0.0
+    cells, measure_s, witness_s, ran_s = [], 0.0, 0.0, 0.0
+    full: list[dict[str, Any]] = []  # what the harness records: it stops at a spoofed run
+    alone: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
     for run in job.runs:
         records, n = _run_samples(run, box, head, gain, rule, rng)
-        measure_s += (n + job.rule.warmup) * 2 * box.sample_s
         cells += records.values()
-        improved = {k for k, r in records.items() if r["looks"] and
-                    r["looks"][-1]["decision"] == "improved"}
-        for spec in run.witnesses:
-            if not improved & set(spec.cells):
+        measure_s += (n + job.rule.warmup) * 2 * box.sample_s
+        reason = _unexplained(run, records)
+        if not failures:
+            full.append(_samples_witness(run, records))
+        if reason and not failures:
+            failures.append({"stage": "speed", "side": "head", "attribution": "pr",
+                             "kind": "spoofed", "message": reason, "log_tail": ""})
+        stopped = bool(failures)
+        last = {k: r["looks"][-1]["decision"] for k, r in records.items() if r["looks"]}
+        for spec in run.witnesses:  # as engine/measure/speed.py runs them
+            improved = witness.to_confirm(spec, last)
+            if not improved:
                 continue
-            w = _witness(spec, run, box, gain, rng)
+            claims = {k: c for k, t in spec.cells.items()
+                      for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
+            w = _witness(spec, run, box, gain, witness.stop_for(claims, improved), rng)
             witness_s += sum(s["seconds"] for s in w["samples"])
-            witnesses.append(w)
-    results = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
-               "witnesses": witnesses, "failures": [], "correctness": None, "job_id": "sim",
-               "profile": profile.name, "base": {"sha": SHA}, "head": {"sha": "1" * 40},
-               "box": {}}
-    return results, witness_s, measure_s
+            alone.append(w)
+            if not stopped:
+                full.append(w)
+                ran_s += sum(s["seconds"] for s in w["samples"])
+    common = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
+              "correctness": None, "job_id": "sim", "profile": profile.name,
+              "base": {"sha": SHA}, "head": {"sha": "1" * 40}, "box": {}}
+    return ({**common, "witnesses": full, "failures": failures},
+            {**common, "witnesses": alone, "failures": []}, ran_s, witness_s, measure_s)
 
 
 def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: dict[str, Any],
                  rng: np.random.Generator) -> tuple[dict[str, dict[str, Any]], int]:
+    """A run's paired samples; each sample's wall time is the process's fixed part (load,
+    untimed work: sample_s less the cells' work at main's true rates, with the load's jitter)
+    plus the cells' work at the side's real rates."""
     last = rule["looks"][-1]
     records: dict[str, dict[str, Any]] = {}
+    work = {"base": np.zeros(last), "head": np.zeros(last)}
+    fixed = box.sample_s
     for cell in run.cells:
         true = _rate(box, cell.metric, cell.ctx)
         sd = _lookup(box.noise, cell.metric, cell.ctx, 0.01)
         base = true * np.exp(rng.normal(0, sd, last))
         real = true * (1 + gain) * np.exp(rng.normal(0, sd, last))
         printed = real * head.get(cell.key, 1.0)
+        tokens = _tokens(run, cell)
+        fixed -= tokens / true
+        work["base"] += tokens / base
+        work["head"] += tokens / real
         samples = []
         for p in range(last):
             order = (("base", base[p]), ("head", printed[p]))
@@ -141,6 +178,10 @@ def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: 
         records[cell.key] = {"model": cell.model, "metric": cell.metric, "ctx": cell.ctx,
                              "unit": "tok/s", "higher_is_better": True, "anchor": cell.anchor,
                              "samples": samples, "looks": []}
+    wall = {side: fixed + w + rng.normal(0, box.load_jitter_s, last) for side, w in work.items()}
+    for r in records.values():
+        for smp in r["samples"]:
+            smp["wall_s"] = float(wall[smp["side"]][smp["pair"]])
     n = last
     for k in rule["looks"]:  # the run stops at the first look where every cell is decided
         if _all_decided(list(records.values()), k, rule):
@@ -155,19 +196,44 @@ def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: 
     return records, n
 
 
+def _tokens(run: Any, cell: Any) -> int:
+    """The tokens of a cell's work in one sample, as the harness counts them (speed.py)."""
+    return cell.ctx if cell.metric == "prefill" else run.tokens_per_sample.get("decode", 0)
+
+
+def _samples_witness(run: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The run's samples as the results keep them: a witness that can only contradict."""
+    first = records[run.cells[0].key]["samples"]
+    return {"name": f"samples:{run.model}", "source": "samples", "clock": "wall",
+            "cells": {c.key: _tokens(run, c) for c in run.cells},
+            "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
+                         "dropped": False, "verified": False} for s in first]}
+
+
+def _unexplained(run: Any, records: dict[str, dict[str, Any]]) -> str | None:
+    """engine/measure/speed.py's check of the claimed work against the samples' wall times."""
+    first = records[run.cells[0].key]["samples"]
+    value = {(k, s["pair"], s["side"]): s["value"] for k, r in records.items()
+             for s in r["samples"]}
+    return spoof.unexplained_saving([
+        spoof.Sample(s["pair"], s["side"], s["wall_s"],
+                     sum(_tokens(run, c) / value[(c.key, s["pair"], s["side"])]
+                         for c in run.cells)) for s in first])
+
+
 def _all_decided(records: list[dict[str, Any]], pairs: int, rule: dict[str, Any]) -> bool:
     cut = [{**r, "samples": [s for s in r["samples"] if s["pair"] < pairs]} for r in records]
     return all(looks and looks[-1].decision in stats.FINAL
                for looks in speed.replay_all(cut, rule))
 
 
-def _witness(spec: Any, run: Any, box: Box, gain: float,
+def _witness(spec: Any, run: Any, box: Box, gain: float, stop: witness.Stop,
              rng: np.random.Generator) -> dict[str, Any]:
     by_key = {c.key: c for c in run.cells}
     record = witness.WitnessRecord(spec)
     samples = record.samples
     for p in range(spec.pairs):
-        if p and witness.settled(spec, record, p):
+        if p and witness.settled(spec, record, p, stop):
             break  # the harness's own stopping rule (engine/measure/witness.py)
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
             speedup = 1 + gain if side == "head" else 1.0
@@ -175,7 +241,8 @@ def _witness(spec: Any, run: Any, box: Box, gain: float,
                        * math.exp(rng.normal(0, _lookup(box.noise, by_key[k].metric,
                                                          by_key[k].ctx, 0.01)))
                        for k, tokens in spec.cells.items())
-            seconds = box.load_s + rng.normal(0, box.load_jitter_s) + work
+            seconds = work + (rng.normal(0, box.handoff_jitter_s) if spec.clock == "handoff"
+                              else box.load_s + rng.normal(0, box.load_jitter_s))
             samples.append({"pair": p, "side": side, "seconds": seconds, "dropped": False,
                             "verified": True})
     return {"name": spec.name, "source": "witness", "cells": dict(spec.cells),
@@ -196,24 +263,30 @@ def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:
     return out
 
 
-def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator) -> None:
+def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
+          only: list[str]) -> None:
     print(f"\n### {profile.name} profile, {box.name} ({sims} evaluations per head)\n")
-    print("| head | P(tier) | unwitnessed | P(spoofed) | witness s | measure s | added |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| head | P(tier) | witnesses alone | unwitnessed | P(spoofed) | measure s | "
+          "witness s | added | witnesses alone: s | added |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, head, gain in cases(profile):
-        tiers = spoofed = plain = 0
-        wit = mea = 0.0
+        if only and not any(word in name for word in only):
+            continue
+        tiers = alone = spoofed = plain = 0
+        ran = wit = mea = 0.0
         for _ in range(sims):
-            results, w, m = simulate(profile, box, head, gain, rng)
+            results, witnessed, r, w, m = simulate(profile, box, head, gain, rng)
             verdict = grade(results, POLICY)
             tiers += verdict["tier"] is not None
             spoofed += verdict["kind"] == "spoofed"
-            legacy = {k: v for k, v in results.items() if k != "witnesses"}
+            alone += grade(witnessed, POLICY)["tier"] is not None
+            legacy = {k: v for k, v in witnessed.items() if k != "witnesses"}
             plain += grade(legacy, POLICY)["tier"] is not None
-            wit, mea = wit + w, mea + m
-        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * plain / sims:.0f}% | "
-              f"{100 * spoofed / sims:.1f}% | "
-              f"{wit / sims:.1f} | {mea / sims:.1f} | {100 * wit / mea:.0f}% |", flush=True)
+            ran, wit, mea = ran + r, wit + w, mea + m
+        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * alone / sims:.1f}% | "
+              f"{100 * plain / sims:.0f}% | {100 * spoofed / sims:.1f}% | {mea / sims:.1f} | "
+              f"{ran / sims:.1f} | {100 * ran / mea:.0f}% | {wit / sims:.1f} | "
+              f"{100 * wit / mea:.0f}% |", flush=True)
 
 
 def demo_table(runs: int) -> None:
@@ -281,13 +354,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--demo", type=int, default=0, help="real demo evaluations per head")
     ap.add_argument("--profiles", default="llamacpp,sparkinfer")
+    ap.add_argument("--heads", default="", help="only heads whose name contains one of these "
+                    "comma-separated words (e.g. honest,1.05x)")
+    ap.add_argument("--noise", default="measured,1%", help="measured, 1%% or both")
     a = ap.parse_args(argv)
+    only = [w for w in a.heads.split(",") if w]
     rng = np.random.default_rng(a.seed)
     started = time.time()
     for name in filter(None, a.profiles.split(",")):
         profile = load_profile(name)
-        for box in (BOXES[name], at_noise(BOXES[name], 0.01)):
-            table(profile, box, a.sims, rng)
+        boxes = {"measured": BOXES[name], "1%": at_noise(BOXES[name], 0.01)}
+        for noise in filter(None, a.noise.split(",")):
+            table(profile, boxes[noise], a.sims, rng, only)
     if a.demo:
         demo_table(a.demo)
     print(f"\n({time.time() - started:.0f} s)")

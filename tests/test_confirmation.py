@@ -105,7 +105,7 @@ def _scripted(saving_s: list[float]) -> tuple[witness.Launch, list[int]]:
     """A launch whose pair i saves saving_s[i] seconds (main takes 10 s), output always main's."""
     launched: list[int] = []
 
-    def launch(side: str, argv: list[str], timeout_s: float) -> witness.Timed:
+    def launch(side: str, argv: list[str], timeout_s: float, prompt: list[int]) -> witness.Timed:
         pair = len(launched) // 2
         launched.append(pair)
         seconds = 10.0 - (saving_s[pair] if side == "head" else 0.0)

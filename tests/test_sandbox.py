@@ -237,3 +237,24 @@ def _uid(pid: int) -> int:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return -1
+
+
+@pytest.mark.parametrize("mode", sorted(LAUNCHERS))
+def test_a_handoff_witness_gets_its_prompt_through_the_sandbox(box, stub, tmp_path, mode):
+    """The handoff clock's stdin passes the launcher (exec) to the sandbox user's process, and
+    the prompt arrives only after READY (engine.sandbox.proc.Handoff, docs/trust.md)."""
+    from engine.contract.witness_spec import READY
+
+    jobdir = _enter(box, stub[0], stub[1], stub[2]["same"], launcher=LAUNCHERS[mode])
+    work = jobdir / "artifacts" / "base"
+    work.mkdir(parents=True)
+    script = (f"import os, select, sys\nearly = bool(select.select([sys.stdin], [], [], 0)[0])\n"
+              f"print({READY!r}, flush=True)\nids = sys.stdin.readline().split()\n"
+              f"print('OUTPUT_IDS:', os.getuid(), early, ' '.join(ids[::-1]), flush=True)\n")
+    handoff = proc.Handoff(READY.encode(), b"5 6 7\n", b"OUTPUT_IDS:")
+    done = proc.run([system_python(), "-c", script], cwd=work, timeout_s=60,
+                    log=tmp_path / "w.log", handoff=handoff)
+    sandbox._active = None
+    assert done.ok and done.handoff_s is not None, done.output
+    line = next(x for x in done.output.splitlines() if x.startswith("OUTPUT_IDS:"))
+    assert line.split()[1:] == [str(pwd.getpwnam(SANDBOX_USER).pw_uid), "False", "7", "6", "5"]

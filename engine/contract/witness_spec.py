@@ -11,7 +11,8 @@ from engine.contract.checks import ContractError, one_of
 from engine.contract.checks import field as get
 
 OUTPUT_KINDS = ("ids_line", "json_path", "score_lines")
-CLOCKS = ("wall", "cpu")
+CLOCKS = ("wall", "cpu", "handoff")
+READY = "EVALBOT_READY"  # the line a handoff witness prints when its start-up is done
 # Placeholders only a witness argv may use: the harness's fresh prompt as a file of ids separated
 # by spaces, as a JSON list, or (an argument that is exactly "{prompt_ids}") one argument per id.
 PROMPT_PLACEHOLDERS = ("prompt", "prompt_json", "prompt_ids")
@@ -33,9 +34,15 @@ class WitnessSpec:
     # every look it allowed at alpha / len(looks)) is above 0; a busy box measures on.
     looks: tuple[int, ...] = ()
     stop_t: tuple[float, ...] = ()
+    # ... or where its upper bound at `spoof_t` (the bot's, at the contradiction's level) is
+    # below half of what the samples' printed rates claim: the claim is already contradicted
+    spoof_t: tuple[float, ...] = ()
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
     min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
-    clock: str = "wall"  # wall: process start to exit; cpu: the process tree's CPU time
+    # wall: process start to exit; cpu: the process tree's CPU time; handoff: from the moment the
+    # process, started up, prints READY and the harness writes the prompt to its stdin, to the
+    # moment its output line is read (engine.sandbox.proc.Handoff): no model load in the time
+    clock: str = "wall"
     timeout_s: float = 300.0
 
 
@@ -57,6 +64,7 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         pairs=looks[-1],
         looks=looks,
         stop_t=tuple(float(t) for t in d.get("stop_t") or ()),
+        spoof_t=tuple(float(t) for t in d.get("spoof_t") or ()),
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
@@ -64,8 +72,13 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
     )
     if spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
         raise ContractError(f"{where}: prompt_tokens, output_tokens >= 1")
-    if spec.stop_t and len(spec.stop_t) != len(looks):
-        raise ContractError(f"{where}.stop_t: one critical value per look {list(looks)}")
+    if spec.clock == "handoff" and any("{prompt" in a for a in spec.argv):
+        # the prompt arrives on stdin after READY; in argv it would be known before the clock
+        raise ContractError(f"{where}.argv: a handoff witness takes its prompt on stdin, not "
+                            "from a {prompt...} placeholder")
+    for name in ("stop_t", "spoof_t"):
+        if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
+            raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
     return spec
 
 

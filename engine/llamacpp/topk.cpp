@@ -10,6 +10,11 @@
 //   evalbot-topk decode MODEL N_PREFILL IDS.txt  a witness (engine/measure/witness.py): prefills the first
 //       N_PREFILL ids in one batch, then decodes the rest one token per step (teacher-forced) and
 //       prints `OUTPUT_IDS: <argmax after each decode step> ...`, one line
+//   evalbot-topk decode MODEL N_PREFILL - N_TOTAL   the same witness on the handoff clock: loads
+//       the model, makes a context for N_TOTAL ids and warms it (one prefill and one step of
+//       throw-away ids, then the cache cleared), prints `EVALBOT_READY`, and only then reads its
+//       N_TOTAL ids as one line from stdin (the harness times from writing them to reading the
+//       OUTPUT_IDS line: the model load is not in the time)
 //
 // score prints, per window, `W <n tokens>` (`W <n tokens> <F>` when led by @F), then one line per
 // scored position in the format of sparkinfer's qwen3_gguf_score (so one parser reads both), then
@@ -25,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -148,24 +154,23 @@ static int tokenize(const char * model_path, const char * text_path) {
     return 0;
 }
 
-static int decode(const char * model_path, int n_prefill, const char * ids_path) {
-    auto windows = read_windows(ids_path);
-    if (windows.size() != 1 || n_prefill < 1 || (size_t) n_prefill >= windows[0].tokens.size()) {
-        fprintf(stderr, "[FAIL] one line of ids, longer than N_PREFILL >= 1\n");
-        return 2;
-    }
-    std::vector<llama_token> & ids = windows[0].tokens;
-    llama_model * model = load(model_path);
-    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+static std::vector<llama_token> read_stdin_ids(size_t n_total) {
+    std::string line;
+    std::vector<llama_token> ids;
+    if (!std::getline(std::cin, line)) return ids;
+    std::istringstream in(line);
+    long id;
+    while (in >> id) ids.push_back((llama_token) id);
+    if (ids.size() != n_total) ids.clear();
+    return ids;
+}
+
+// Prefill the first n_prefill ids in one batch, then decode the rest one step each, printing the
+// argmax after every step.
+static int run_decode(llama_context * ctx, int n_vocab, std::vector<llama_token> & ids, int n_prefill) {
     for (llama_token t : ids) {
         if (t < 0 || t >= n_vocab) { fprintf(stderr, "[FAIL] token %d out of vocab\n", t); return 2; }
     }
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t) ids.size() + 16;
-    cp.n_batch = (uint32_t) n_prefill;  // the prefill is one llama_decode call
-    cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
-    llama_context * ctx = llama_init_from_model(model, cp);
-    if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
     if (llama_decode(ctx, llama_batch_get_one(ids.data(), n_prefill)) != 0) {
         fprintf(stderr, "[FAIL] prefill\n");
         return 3;
@@ -182,9 +187,51 @@ static int decode(const char * model_path, int n_prefill, const char * ids_path)
     printf("OUTPUT_IDS:");
     for (llama_token t : out) printf(" %d", t);
     printf("\n");
+    fflush(stdout);
+    return 0;
+}
+
+static int decode(const char * model_path, int n_prefill, const char * ids_path, long n_total) {
+    const bool handoff = std::string(ids_path) == "-";
+    std::vector<llama_token> ids;
+    if (!handoff) {
+        auto windows = read_windows(ids_path);
+        if (windows.size() == 1) ids = windows[0].tokens;
+        n_total = (long) ids.size();
+    }
+    if (n_prefill < 1 || n_total <= n_prefill || (!handoff && ids.empty())) {
+        fprintf(stderr, "[FAIL] one line of ids, longer than N_PREFILL >= 1\n");
+        return 2;
+    }
+    llama_model * model = load(model_path);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) n_total + 16;
+    cp.n_batch = (uint32_t) n_prefill;  // the prefill is one llama_decode call
+    cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
+    int rc = 0;
+    if (handoff) {
+        std::vector<llama_token> warm((size_t) n_prefill + 1, 0);  // kernels, graphs, buffers
+        if (llama_decode(ctx, llama_batch_get_one(warm.data(), n_prefill)) != 0 ||
+            llama_decode(ctx, llama_batch_get_one(&warm[n_prefill], 1)) != 0) {
+            fprintf(stderr, "[FAIL] warm-up\n");
+            rc = 3;
+        }
+        llama_memory_clear(llama_get_memory(ctx), true);
+        printf("EVALBOT_READY\n");
+        fflush(stdout);
+        ids = read_stdin_ids((size_t) n_total);
+        if (rc == 0 && ids.empty()) {
+            fprintf(stderr, "[FAIL] expected one line of %ld ids on stdin\n", n_total);
+            rc = 2;
+        }
+    }
+    if (rc == 0) rc = run_decode(ctx, n_vocab, ids, n_prefill);
     llama_free(ctx);
     llama_model_free(model);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char ** argv) {
@@ -196,10 +243,10 @@ int main(int argc, char ** argv) {
         llama_backend_free();
         return rc;
     }
-    if (cmd == "decode" && argc == 5) {
+    if (cmd == "decode" && (argc == 5 || (argc == 6 && std::string(argv[4]) == "-"))) {
         llama_log_set(quiet, nullptr);
         llama_backend_init();
-        int rc = decode(argv[2], atoi(argv[3]), argv[4]);
+        int rc = decode(argv[2], atoi(argv[3]), argv[4], argc == 6 ? atol(argv[5]) : 0);
         llama_backend_free();
         return rc;
     }
@@ -208,6 +255,6 @@ int main(int argc, char ** argv) {
         return tokenize(argv[2], argv[3]);
     }
     fprintf(stderr, "usage: evalbot-topk score MODEL TOPK WINDOWS.txt | tokenize MODEL TEXT.txt"
-                    " | decode MODEL N_PREFILL IDS.txt\n");
+                    " | decode MODEL N_PREFILL IDS.txt | decode MODEL N_PREFILL - N_TOTAL\n");
     return 64;
 }

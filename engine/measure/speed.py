@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.contract.job import Cell, Job, SpeedRun
+from engine.contract.witness_spec import WitnessSpec
 from engine.measure import gpu, spoof, stats, witness
 from engine.measure.parsing import ParseError, read_argmax, read_rates
 from engine.sandbox import proc
@@ -214,30 +215,40 @@ class Measurement:
             return self._fill(arg, run, self.built[side])
 
         for spec in run.witnesses:
-            if not any(self.records[key].looks and self.records[key].looks[-1]["decision"] ==
-                       "improved" for key in spec.cells):
+            improved = witness.to_confirm(spec, {k: r.looks[-1]["decision"] for k, r in
+                                                 self.records.items() if r.looks})
+            if not improved:
                 continue  # nothing to confirm: a regression or neutral cell needs no witness
-            launch = functools.partial(self._timed, clock=spec.clock)
+            claims = {key: c for key, tokens in spec.cells.items()
+                      for c in [witness.claimed_saving(self.records[key].samples, tokens,
+                                                       self.records[key].cell.higher_is_better)]
+                      if c is not None}
+            launch = functools.partial(self._timed, spec=spec)
             prompts = self.jobdir / "witness-prompts"
             # no warm-up of its own: the run's samples have just warmed caches and clocks
-            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0))
+            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0,
+                                                  stop=witness.stop_for(claims, improved)))
 
-    def _timed(self, side: str, argv: list[str], timeout_s: float, clock: str) -> witness.Timed:
+    def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
+               spec: WitnessSpec) -> witness.Timed:
         built, log = self._verified(side, "witness")
         before, cpu0 = gpu.gpu_state(), _children_cpu_s()
+        handoff = witness.handoff_of(spec, prompt)
         try:
             done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
-                            env=self.job.env)
+                            env=self.job.env, handoff=handoff)
         except OSError as exc:  # e.g. a witness tool the build did not produce: no proof
             return witness.Timed(False, "", 0.0, False, f"could not start: {exc.strerror}")
         cpu, after = _children_cpu_s() - cpu0, gpu.gpu_state()
         error = ("timeout" if done.timed_out else
-                 f"exit status {done.returncode}" if done.returncode != 0 else "")
+                 f"exit status {done.returncode}" if done.returncode != 0 else
+                 "no ready line, or no output after it" if handoff and done.handoff_s is None
+                 else "")
         if not error:
             log.unlink(missing_ok=True)
         throttled = bool((before or {}).get("throttled") or (after or {}).get("throttled"))
-        return witness.Timed(not error, done.output, cpu if clock == "cpu" else done.wall_s,
-                             throttled, error)
+        seconds = {"cpu": cpu, "handoff": done.handoff_s or 0.0}.get(spec.clock, done.wall_s)
+        return witness.Timed(not error, done.output, seconds, throttled, error)
 
     def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
         return arg.format(

@@ -11,13 +11,22 @@ as the samples do (ABBA). The harness only records; the bot judges the record
 from __future__ import annotations
 
 import json
+import math
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.contract.witness_spec import WitnessSpec
+import numpy as np
+
+from engine.contract.witness_spec import READY, WitnessSpec
+from engine.sandbox import proc
+
+MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
+SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
+MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
+HANDOFF_PROMPT_CAP = 60_000  # bytes: under Linux's 64 KiB pipe buffer
 
 
 @dataclass
@@ -46,24 +55,26 @@ class Timed:
     error: str = ""
 
 
-Launch = Callable[[str, list[str], float], Timed]  # (side, argv, timeout_s) -> Timed
+# (side, argv, timeout_s, prompt ids) -> Timed; the ids are for a handoff clock's stdin
+Launch = Callable[[str, list[str], float, list[int]], Timed]
 
 
 def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
-            prompts: Path, warmup: int = 1) -> WitnessRecord:
+            prompts: Path, warmup: int = 1, stop: Stop | None = None) -> WitnessRecord:
     """Warm-up, then kept pairs in ABBA order, each pair on a fresh prompt, up to the first look
-    that settles (see `WitnessSpec.looks`) or the last."""
+    that settles (see `settled`) or the last."""
     record = WitnessRecord(spec)
     for _ in range(warmup):
         for side in ("base", "head"):
-            launch(side, _argv(spec, fill, side, _prompt(spec, prompts), prompts), spec.timeout_s)
+            warm = _prompt(spec, prompts)
+            launch(side, _argv(spec, fill, side, warm, prompts), spec.timeout_s, warm)
     pair, attempts = 0, 0
     while pair < spec.pairs and attempts < 2 * spec.pairs:
         attempts += 1
         prompt = _prompt(spec, prompts)
         order = ("base", "head") if pair % 2 == 0 else ("head", "base")
-        timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s)
-                 for side in order}
+        timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s,
+                              prompt) for side in order}
         dropped = any(t.throttled for t in timed.values())
         ids = {side: _ids(spec, t) for side, t in timed.items()}
         for side in order:
@@ -75,30 +86,112 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
                 "agreement": round(agree, 4), "error": error})
         if not dropped:
             pair += 1
-            if settled(spec, record, pair):
+            if settled(spec, record, pair, stop or Stop()):
                 break
     return record
 
 
-def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int) -> bool:
-    """At a look before the last: the verified pairs' saving is above 0 at the look's stop_t."""
+@dataclass(frozen=True)
+class Stop:
+    """What the samples' printed rates claim of a witness (from `claimed_saving`): the bot
+    confirms a cell when the lower bound clears `margin_s` (`stop_margin`), and contradicts
+    the claims when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
+
+    margin_s: float = 0.0
+    claimed_s: float = 0.0
+
+
+def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
+    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
+
+
+def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
+    """At a look before the last, what the bot would decide on these pairs is decided: the
+    claim confirmed at the look's stop_t, contradicted at its spoof_t, or a head output
+    that failed verification (the witness can no longer confirm)."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
         return False
-    by_pair: dict[int, dict[str, dict[str, Any]]] = {}
-    for s in record.samples:
-        if not s["dropped"] and s["verified"]:
-            by_pair.setdefault(s["pair"], {})[s["side"]] = s
-    d = [p["base"]["seconds"] - p["head"]["seconds"] for p in by_pair.values() if len(p) == 2]
-    if len(d) < 3:
+    samples = record.samples
+    if any(not s["verified"] and not s["dropped"] for s in samples if s["side"] == "head"):
+        return True
+    d = pair_savings(samples, need_verified=True)
+    if len(d) < MIN_PAIRS:
         return False
-    mean = sum(d) / len(d)
-    sd = (sum((x - mean) ** 2 for x in d) / (len(d) - 1)) ** 0.5
-    return mean - spec.stop_t[spec.looks.index(pairs)] * sd / len(d) ** 0.5 > 0
+    base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
+    k = spec.looks.index(pairs)
+    _, lo, _ = saving_bounds(d, spec.stop_t[k], base_s)
+    if lo > stop.margin_s:
+        return True
+    if not spec.spoof_t or stop.claimed_s <= 0:
+        return False
+    _, _, hi = saving_bounds(d, spec.spoof_t[k], base_s)
+    return hi < SHOWN_FRACTION * stop.claimed_s
+
+
+def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
+    """main's time minus the head's, per kept pair with both sides (verified, when asked)."""
+    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for s in samples:
+        if not s["dropped"] and (s.get("verified") or not need_verified):
+            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
+    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
+    return np.array([p["base"]["seconds"] - p["head"]["seconds"] for p in full])
+
+
+def saving_bounds(d: np.ndarray, t: float, base_s: float) -> tuple[float, float, float]:
+    """(mean, lower, upper) of the mean per-pair saving at critical value t; the per-pair sd
+    is floored (identical times are not infinite certainty)."""
+    sd = max(float(np.std(d, ddof=1)), MIN_RELATIVE_SD * base_s, 1e-6)
+    half = t * sd / math.sqrt(len(d))
+    mean = float(np.mean(d))
+    return mean, mean - half, mean + half
+
+
+def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,
+                   higher_is_better: bool = True) -> tuple[float, float] | None:
+    """(seconds one witness process saves if the cell's printed rates are true, main's seconds
+    for that work); None: no rates.
+
+    The samples' geometric means (over paired samples) are the graded numbers; a rate that
+    falls with the work (higher_is_better false) is a time per token."""
+    kept = [s for s in samples if not s["dropped"]]
+    base = [s["value"] for s in kept if s["side"] == "base"]
+    head = [s["value"] for s in kept if s["side"] == "head"]
+    n = min(len(base), len(head))
+    if n == 0 or min(base[:n] + head[:n]) <= 0:
+        return None
+    b, h = (math.exp(float(np.mean(np.log(v[:n])))) for v in (base, head))
+    if higher_is_better:
+        return tokens * (1.0 / b - 1.0 / h), tokens / b
+    return tokens * (b - h), tokens * b
+
+
+def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:
+    """The covered cells the witness must confirm: improved at the run's end, `improving`
+    included (a cell still settling its tier at its last look is graded improved,
+    engine.measure.stats.final_decision). None: the witness need not run."""
+    return [key for key in spec.cells if last_decisions.get(key) in ("improved", "improving")]
+
+
+def others_claims(claims: Mapping[str, tuple[float, float]], key: str) -> float:
+    """The saving the other covered cells claim (positive claims only): a cell is confirmed only
+    by what is left after taking them as true."""
+    return sum(max(v[0], 0.0) for k, v in claims.items() if k != key)
+
+
+def stop_margin(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> float:
+    """The smallest lower bound at which the bot would confirm one of the improved cells: the
+    harness stops only where the bot's confirmation holds, not where the bare saving does."""
+    margins = [others_claims(claims, k) for k in improved if k in claims and claims[k][0] > 0]
+    return min(margins) if margins else math.inf
 
 
 def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
-    """Fresh ids from the OS's random source, written where the sandbox may read them."""
+    """Fresh ids from the OS's random source, written where the sandbox may read them (a
+    handoff witness's are never written: they reach the process on stdin after READY)."""
     ids = [secrets.randbelow(spec.id_range) for _ in range(spec.prompt_tokens)]
+    if spec.clock == "handoff":
+        return ids
     prompts.mkdir(parents=True, exist_ok=True)
     prompts.chmod(0o755)
     for name, text in (("prompt.txt", " ".join(map(str, ids)) + "\n"),
@@ -106,6 +199,18 @@ def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
         (prompts / name).write_text(text)
         (prompts / name).chmod(0o644)
     return ids
+
+
+def handoff_of(spec: WitnessSpec, prompt: list[int]) -> proc.Handoff | None:
+    """What a handoff clock writes after READY (one line of ids) and reads back (the output
+    line); None for the other clocks."""
+    if spec.clock != "handoff":
+        return None
+    line = (" ".join(map(str, prompt)) + "\n").encode()
+    if len(line) > HANDOFF_PROMPT_CAP:  # one pipe buffer: the write never waits on the process
+        raise ValueError(f"witness {spec.name}: a {len(line)}-byte prompt exceeds the "
+                         f"handoff's {HANDOFF_PROMPT_CAP} bytes")
+    return proc.Handoff(READY.encode(), line, str(spec.output.get("prefix", "")).encode())
 
 
 def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,

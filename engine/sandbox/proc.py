@@ -34,11 +34,26 @@ _BOOTSTRAP = ("import os, runpy, sys\n"
 
 
 @dataclass(frozen=True)
+class Handoff:
+    """Hand the process its input only once it says it is ready, and time from there.
+
+    The process prints `ready` on a line of its own when its start-up (model load) is done; the
+    harness then writes `prompt` to its stdin and closes it, and stops the clock when a line
+    starting with `prefix` (the verified output) is complete. Start-up jitter stays out of the
+    time, and the input cannot be known before the clock starts."""
+
+    ready: bytes
+    prompt: bytes
+    prefix: bytes
+
+
+@dataclass(frozen=True)
 class Finished:
     returncode: int | None  # None when killed for the timeout
     output: str
     wall_s: float
     timed_out: bool
+    handoff_s: float | None = None  # with a Handoff: ready-and-fed to output read; None if not
 
     @property
     def ok(self) -> bool:
@@ -53,6 +68,7 @@ def run(
     log: Path,
     env: Mapping[str, str] | None = None,
     trusted: bool = False,
+    handoff: Handoff | None = None,
 ) -> Finished:
     """Run argv (never through a shell), write its output to `log`, kill its group at the end.
 
@@ -69,7 +85,7 @@ def run(
     if not trusted:
         argv, full_env, preexec = sandbox.wrap(argv, cwd, full_env)
     try:
-        return _run(argv, cwd, timeout_s, log, full_env, preexec)
+        return _run(argv, cwd, timeout_s, log, full_env, preexec, handoff)
     finally:
         sandbox.after_run(home)
 
@@ -87,7 +103,7 @@ def isolated(argv: list[str]) -> list[str]:
 
 
 def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict[str, str],
-         preexec: sandbox.Preexec | None) -> Finished:
+         preexec: sandbox.Preexec | None, handoff: Handoff | None = None) -> Finished:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "wb") as sink:
@@ -95,25 +111,67 @@ def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict
             argv,
             cwd=cwd,
             env=full_env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if handoff else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=preexec,
         )
-        timed_out = False
+        timed_out, clock = False, _Clock(proc, handoff)
         try:
-            _drain(proc, sink, start + timeout_s)
+            _drain(proc, sink, start + timeout_s, clock)
         except TimeoutError:
             timed_out = True
         finally:
+            clock.close()
             _kill_group(proc)
     wall = time.perf_counter() - start
     output = log.read_bytes().decode("utf-8", errors="replace")
-    return Finished(None if timed_out else proc.returncode, output, wall, timed_out)
+    return Finished(None if timed_out else proc.returncode, output, wall, timed_out,
+                    clock.seconds())
 
 
-def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float) -> None:
+class _Clock:
+    """The handoff protocol over the output as it streams: feed at `ready`, stop at `prefix`."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], handoff: Handoff | None) -> None:
+        self.proc, self.handoff, self.line = proc, handoff, b""
+        self.fed: float | None = None
+        self.read: float | None = None
+
+    def see(self, chunk: bytes) -> None:
+        if self.handoff is None or self.read is not None:
+            return
+        self.line += chunk
+        *complete, self.line = self.line.split(b"\n")
+        for line in complete:
+            if self.fed is None and line.strip() == self.handoff.ready:
+                self._feed()
+            elif self.fed is not None and line.startswith(self.handoff.prefix):
+                self.read = time.perf_counter()
+                return
+
+    def _feed(self) -> None:
+        assert self.proc.stdin is not None and self.handoff is not None
+        self.fed = time.perf_counter()
+        try:  # a process that stopped reading gets nothing more: its output cannot verify
+            self.proc.stdin.write(self.handoff.prompt)
+        except (BrokenPipeError, OSError):
+            pass
+        self.close()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+
+    def seconds(self) -> float | None:
+        return None if self.fed is None or self.read is None else self.read - self.fed
+
+
+def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: _Clock) -> None:
     import selectors
 
     assert proc.stdout is not None
@@ -129,6 +187,7 @@ def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float) -> None
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
                 break
+            clock.see(chunk)
             if written < LOG_CAP:
                 sink.write(chunk[: LOG_CAP - written])  # type: ignore[attr-defined]
                 written += len(chunk)

@@ -14,8 +14,9 @@ main's and the head's witness times, measured by the harness, as a one-sided t i
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
 
-A witness with several looks (the harness stops at the first that confirms) is judged at alpha
-split over its looks, so stopping early never makes confirmation easier than one fixed look.
+A witness with several looks is judged at alpha split over its looks, so stopping early never
+makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
+look where this judgement is decided (engine/measure/witness.py `settled`, on the same bounds).
 
 An improved cell stays improved only when some verified witness confirms it; it becomes `spoofed`
 when any witness contradicts it (the run's own samples count as a witness that can contradict,
@@ -26,7 +27,7 @@ touched: a regression needs no confirmation.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -34,12 +35,17 @@ import numpy as np
 from scipy import stats as sps
 
 from engine.contract.witness_spec import WitnessSpec
+from engine.measure.witness import (
+    MIN_PAIRS,
+    SHOWN_FRACTION,
+    claimed_saving,
+    others_claims,
+    pair_savings,
+    saving_bounds,
+)
 
-SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
-MIN_PAIRS = 3
-MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
@@ -50,48 +56,21 @@ def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
 
 
 def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
-    """The witness as the job carries it: the t critical value of each look, at which the
-    harness may stop measuring (engine/measure/witness.py)."""
+    """The witness as the job carries it: the t critical values of each look, of confirmation
+    and of contradiction, at which the harness may stop measuring (engine/measure/witness.py)."""
     alpha = confirm_alpha(rule_alpha, len(spec.looks))
-    return replace(spec, stop_t=tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6)
-                                      for n in spec.looks))
+    spoof = SPOOF_ALPHA / len(spec.looks)
+    return replace(spec, stop_t=_quantiles(alpha, spec.looks), spoof_t=_quantiles(spoof, spec.looks))
 
 
-def claimed_saving(cell: Mapping[str, Any], tokens: int) -> tuple[float, float] | None:
-    """(seconds one witness process saves if the cell's printed rates are true, main's seconds
-    for that work); None: no rates.
-
-    The samples' geometric means (over paired samples) are the graded numbers; a rate that
-    falls with the work (higher_is_better false) is a time per token."""
-    kept = [s for s in cell["samples"] if not s["dropped"]]
-    base = [s["value"] for s in kept if s["side"] == "base"]
-    head = [s["value"] for s in kept if s["side"] == "head"]
-    n = min(len(base), len(head))
-    if n == 0 or min(base[:n] + head[:n]) <= 0:
-        return None
-    b, h = (math.exp(float(np.mean(np.log(v[:n])))) for v in (base, head))
-    if cell.get("higher_is_better", True):
-        return tokens * (1.0 / b - 1.0 / h), tokens / b
-    return tokens * (b - h), tokens * b
-
-
-def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
-    """main's time minus the head's, per kept pair with both sides (verified, when asked)."""
-    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
-    for s in samples:
-        if not s["dropped"] and (s.get("verified") or not need_verified):
-            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
-    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
-    return np.array([p["base"]["seconds"] - p["head"]["seconds"] for p in full])
+def _quantiles(alpha: float, looks: tuple[int, ...]) -> tuple[float, ...]:
+    return tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6) for n in looks)
 
 
 def interval(d: np.ndarray, base_s: float, alpha: float) -> tuple[float, float, float]:
-    """(mean, lower, upper) one-sided bounds at 1 - alpha of the mean per-pair saving."""
-    n = len(d)
-    sd = max(float(np.std(d, ddof=1)), MIN_RELATIVE_SD * base_s, 1e-6)
-    half = float(sps.t.ppf(1 - alpha, n - 1)) * sd / math.sqrt(n)
-    mean = float(np.mean(d))
-    return mean, mean - half, mean + half
+    """(mean, lower, upper) one-sided bounds at 1 - alpha of the mean per-pair saving (the
+    harness's stop rule computes the same bounds at the bot's stop_t)."""
+    return saving_bounds(d, float(sps.t.ppf(1 - alpha, len(d) - 1)), base_s)
 
 
 def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
@@ -113,11 +92,11 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     mean, lo, _ = interval(d, base_s, alpha / looks)
     _, _, hi_strict = interval(d, base_s, SPOOF_ALPHA / looks)
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict)
-    positive = {k: max(v[0], 0.0) for k, v in claims.items() if k in witness["cells"]}
-    total = sum(positive.values())
-    for key in positive:
-        claim, main_s = claims[key]
-        own_lo = lo - (total - positive[key])  # the others' claims taken as true
+    claims = {k: v for k, v in claims.items() if k in witness["cells"]}
+    total = sum(max(v[0], 0.0) for v in claims.values())
+    for key, (claim, main_s) in claims.items():
+        others = others_claims(claims, key)  # taken as true
+        own_lo = lo - others
         if total > 0 and hi_strict < SHOWN_FRACTION * total:
             status = "contradicted"
         elif confirming and not unverified and claim > 0 and own_lo > 0:
@@ -125,7 +104,7 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         else:
             status = "unverified" if unverified else "unconfirmed"
         gain_lo = main_s / (main_s - own_lo) - 1 if 0 < own_lo < main_s else None
-        own_mean = mean - (total - positive[key])
+        own_mean = mean - others
         gain = main_s / (main_s - own_mean) - 1 if 0 < own_mean < main_s else None
         out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
                              "gain": gain}
@@ -143,7 +122,9 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
     judged = []
     for w in results["witnesses"]:
         claims = {k: s for k, t in w["cells"].items() if k in records
-                  for s in [claimed_saving(records[k], int(t))] if s is not None}
+                  for s in [claimed_saving(records[k]["samples"], int(t),
+                                           records[k].get("higher_is_better", True))]
+                  if s is not None}
         judged.append(judge(w, claims, alpha))
     for cell in cells:
         statuses = [j["cells"][cell["key"]]["status"] for j in judged
