@@ -3,8 +3,9 @@
     python bench/suite_under_load.py [--runs 3] [--busy N] [-- pytest args]
 
 Starts one busy-loop process per core (or --busy N), runs the whole pytest suite --runs times in a
-row, and prints one row per run (outcome, counts, pytest's own duration). The busy loops are
-stopped whatever happens. Exit status 0 only when every run passed.
+row (with the checkout's .venv interpreter when there is one), and prints one row per run
+(outcome, counts, pytest's own duration) and the tests that failed. The busy loops are stopped
+whatever happens. Exit status 0 only when every run passed.
 """
 
 from __future__ import annotations
@@ -27,14 +28,22 @@ def _spin() -> None:
         pass
 
 
-def _one_run(pytest_args: list[str]) -> tuple[int, str, float]:
+def _python() -> str:
+    """The checkout's venv (what ./dev test runs), else this interpreter."""
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.is_file() else sys.executable
+
+
+def _one_run(pytest_args: list[str]) -> tuple[int, str, float, list[str]]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           *pytest_args], cwd=ROOT, capture_output=True, text=True)
-    tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
+    done = subprocess.run([_python(), "-m", "pytest", "-p", "no:cacheprovider", *pytest_args],
+                          cwd=ROOT, capture_output=True, text=True)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    tail = lines[-1:] or [""]
     match = SUMMARY.search(tail[0])
     summary = match.group(1) if match else tail[0][:80]
-    return done.returncode, summary, time.monotonic() - started
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    return done.returncode, summary, time.monotonic() - started, failed
 
 
 def main() -> int:
@@ -54,12 +63,16 @@ def main() -> int:
     finally:
         for s in spinners:
             s.terminate()
-    print(f"\nwhole suite, {args.runs} runs in a row, {args.busy} busy-loop processes "
+    what = "pytest " + " ".join(args.pytest_args) if args.pytest_args else "whole suite"
+    print(f"\n{what}, {args.runs} runs in a row, {args.busy} busy-loop processes "
           f"on {os.cpu_count()} cores")
     print("| run | outcome | pytest summary | wall (s) |\n|---|---|---|---|")
-    for run, rc, summary, wall in rows:
+    for run, rc, summary, wall, _ in rows:
         print(f"| {run} | {'pass' if rc == 0 else f'FAIL (rc {rc})'} | {summary} | {wall:.0f} |")
-    return 0 if all(rc == 0 for _, rc, _, _ in rows) else 1
+    for run, _, _, _, failed in rows:
+        for line in failed:
+            print(f"run {run}: {line}")
+    return 0 if all(row[1] == 0 for row in rows) else 1
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from engine.measure import witness
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
+from tests.demo_profile import cut_demo_profile
 from tests.stub_engine import decode_witness, job_doc, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +214,9 @@ def test_demo_engine_printing_twice_its_rates_earns_no_tier(tmp_path):
                     "faster: print twice the rate"], cwd=repo, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
                           capture_output=True, text=True).stdout.strip()
-    doc = _demo_job(load_profile("demo"), repo, demo.main_sha, head, demo.model_path)
+    # the witnessed cell only (tests/demo_profile.py): the others cannot earn a tier anyway
+    profile = load_profile(str(cut_demo_profile(tmp_path / "profile")))
+    doc = _demo_job(profile, repo, demo.main_sha, head, demo.model_path)
     results = validate(run_job(parse_job(doc), tmp_path / "job"))
     verdict = grade(results, DEFAULT)
     assert verdict["tier"] is None and verdict["headline"] not in TIERS

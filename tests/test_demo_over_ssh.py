@@ -1,5 +1,6 @@
 """The demo engine evaluated over SSH end to end: a real sshd on loopback, the sandbox on, the
-bundled demo repository and model, one PR graded and rendered the way the service would."""
+bundled demo repository and model, one PR graded and rendered the way the service would (the
+demo profile cut to its witnessed cell, tests/demo_profile.py: the box is what it checks)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from evalbot.evaluation.profile import load_profile
 from evalbot.grading.policy import load_labels
 from evalbot.store.jobs import Store
 from remote.ssh import SSHBox, SSHTarget
+from tests.demo_profile import cut_demo_profile
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, system_python
 
 NEEDS = "import numpy, torch"  # what the demo engine and the harness import
@@ -94,9 +96,10 @@ def test_broken_demo_pr_over_ssh_is_incorrect_and_names_no_box(sshd, box_python,
     config = _box_config(sshd, root, repo, box_python)
     box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
     policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    profile = load_profile(str(cut_demo_profile(tmp_path / "profile")))
     store = Store(tmp_path / "evalbot.sqlite3")
     try:
-        outcome = evaluate(box, config, load_profile("demo"), policy, repo="demo/engine", pr=4,
+        outcome = evaluate(box, config, profile, policy, repo="demo/engine", pr=4,
                            base_sha=repo.main_sha, head_sha=repo.prs["broken"],
                            out=tmp_path / "out", store=store, redact=for_boxes([config]))
     finally:

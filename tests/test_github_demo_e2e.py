@@ -1,7 +1,9 @@
 """Issue 5's "done when", on the demo engine: signed `pull_request.synchronize` deliveries to the
 running `evalbot serve` (webhook, dispatcher, worker on a local box marked trusted) against the
 fake GitHub. A second push supersedes the first job while it runs; the end state is one evalbot
-comment describing the newer SHA, the verdict's labels and a success status on that SHA."""
+comment describing the newer SHA, the verdict's labels and a success status on that SHA. The
+flow is what it checks, not the demo's statistics: the demo profile cut to its witnessed cell
+(tests/demo_profile.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from engine.demo import generate
 from engine.demo.repo import DemoRepo
 from evalbot.config.settings import Config, load_config
 from evalbot.store.jobs import Store
+from tests.demo_profile import cut_demo_profile
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub
@@ -36,7 +39,7 @@ def demo(tmp_path: Path) -> DemoRepo:
 def demo_config(tmp_path: Path, fake: FakeGitHub, demo: DemoRepo) -> Config:
     path = tmp_path / "evalbot.yaml"
     path.write_text(f"""
-profile: demo
+profile: {cut_demo_profile(tmp_path / 'profile')}
 store: {tmp_path / 'evalbot.sqlite3'}
 github:
   repo: {REPO}

@@ -1,0 +1,36 @@
+"""The shipped demo profile cut down, for tests of a flow rather than of the demo's statistics.
+
+A test that checks the pipeline around an evaluation (a push superseding a run, the comment, the
+labels and status, a box over SSH, a witness contradicting a lie) needs a right verdict, not
+every cell of the demo: `cut_demo_profile` keeps the shipped profile as it is (models, build,
+looks, floors, budget, witness, correctness) with only the decode@64 cell, the one the witness
+covers and the only one that can earn a tier. Each sample then runs one context instead of
+64 and 1024 (no 1024-token prefill, no decode at 1024). `evalbot demo` and tests/test_demo_e2e.py
+keep the whole shipped profile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from evalbot.evaluation.profile import PROFILES_DIR
+
+KEPT_CELL = {"metric": "decode", "ctx": 64}
+
+
+def cut_demo_profile(dest: Path) -> Path:
+    """Write the cut profile into dest and return its path (a profile: value or load_profile)."""
+    doc = yaml.safe_load((PROFILES_DIR / "demo.yaml").read_text())
+    doc["name"] = "demo-cut"
+    [run] = doc["speed"]["runs"]
+    assert KEPT_CELL in run["cells"], "the shipped demo profile lost its decode@64 cell"
+    run["cells"] = [KEPT_CELL]
+    # the long correctness windows exist for the decode cells at 1024 tokens of context
+    doc["correctness"]["long_windows"] = 0
+    doc["correctness"].pop("long_window_tokens", None)
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / "demo-cut.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
