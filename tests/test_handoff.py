@@ -16,18 +16,22 @@ from engine.contract.witness_spec import READY, WitnessSpec, parse_witness
 from engine.measure import witness
 from engine.sandbox import proc
 
-LOAD_S, TEARDOWN_S = 0.4, 0.3
-# A stub witness engine: "loads", notes whether anything was on stdin before it said READY,
-# answers each id mod 7, then "tears down". Its note goes to a file the test reads.
+# A stub witness engine: "loads" (a fixed amount of CPU work, timed by its own monotonic clock,
+# which on Linux is the harness's too), notes whether anything was on stdin before it said READY,
+# answers each id mod 7 and notes how long that took. Its notes go to files the test reads.
 STUB = textwrap.dedent(f"""
     import select, sys, time
-    time.sleep({LOAD_S})
+    t0 = time.monotonic()
+    sum(i * i for i in range(2_000_000))  # the load
     early = bool(select.select([sys.stdin], [], [], 0)[0])
+    open("load_s.txt", "w").write(repr(time.monotonic() - t0))
     open("early.txt", "w").write(str(early))
     print({READY!r}, flush=True)
     ids = [int(t) for t in sys.stdin.readline().split()]
-    print("OUTPUT_IDS: " + " ".join(str(i % 7) for i in ids[-4:]), flush=True)
-    time.sleep({TEARDOWN_S})
+    t1 = time.monotonic()
+    answer = " ".join(str(i % 7) for i in ids[-4:])
+    open("work_s.txt", "w").write(repr(time.monotonic() - t1))
+    print("OUTPUT_IDS: " + answer, flush=True)
 """)
 
 
@@ -49,8 +53,9 @@ def test_the_clock_runs_from_the_handoff_to_the_output_line(tmp_path: Path) -> N
     prompt = [11, 12, 13, 14, 15, 16, 17, 18]
     done = _run(tmp_path, STUB, prompt)
     assert done.ok and done.handoff_s is not None
-    # the load before READY and the teardown after the output are outside the clock
-    assert done.wall_s - done.handoff_s >= LOAD_S + TEARDOWN_S
+    # the load before READY is outside the clock, the work after the prompt inside it
+    assert done.wall_s - done.handoff_s >= float((tmp_path / "load_s.txt").read_text()) > 0
+    assert done.handoff_s >= float((tmp_path / "work_s.txt").read_text())
     assert witness.read_output_ids(done.output, _spec().output) == [i % 7 for i in prompt[-4:]]
 
 

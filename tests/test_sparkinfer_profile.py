@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,16 +150,22 @@ def test_the_score_tool_is_sized_for_the_longest_window_and_scores_int8_kv() -> 
     assert "build/runtime/qwen3_gguf_generate" in p.artifacts
 
 
-def test_the_phase_2_profile_is_the_shipped_one_cut_to_the_device(tmp_path: Path) -> None:
+def _profile_writer() -> Any:
+    """scripts/gpu_sparkinfer_profile.py, the e2e profile writer of phase 2 (not a package)."""
     import importlib.util
-
-    import yaml
 
     script = Path(__file__).parents[1] / "scripts" / "gpu_sparkinfer_profile.py"
     spec = importlib.util.spec_from_file_location("gpu_sparkinfer_profile", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_phase_2_profile_is_the_shipped_one_cut_to_the_device(tmp_path: Path) -> None:
+    import yaml
+
+    module = _profile_writer()
     shipped_path = Path(__file__).parents[1] / "evalbot" / "profiles" / "sparkinfer.yaml"
     digests = {"qwythos-synth.gguf": "a" * 64, "qwen36-synth-4l.gguf": "b" * 64}
     doc = module.e2e(yaml.safe_load(shipped_path.read_text()), digests, "src-90e3f6adf8120749")
@@ -179,22 +186,13 @@ def test_the_phase_2_floors_are_main_s_own_and_main_clears_them() -> None:
     """Phase 2's A/A was an infra-error because main (random weights: top-1 0.057, KL 0.0009)
     sat below the policy's compatible floors; the e2e profile's floors come from main's own
     sections, and with them the same A/A grades as inert (a pass) for both models."""
-    import importlib.util
-    import json
-
-    from evalbot.config.resources import LABELS_FILE
     from evalbot.grading import correctness_policy
-    from evalbot.grading.policy import load_labels
 
-    script = Path(__file__).parents[1] / "scripts" / "gpu_sparkinfer_profile.py"
-    spec = importlib.util.spec_from_file_location("gpu_sparkinfer_profile", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _profile_writer()
     floors = module.calibrated_floors()
     assert 0 < floors["top1"] < 0.06 and 0 < floors["kl"] < 0.01
     results = json.loads(module.PHASE2_AA.read_text())
-    policy = load_labels(LABELS_FILE).policy("default").correctness
+    policy = load_labels(LABELS).policy("default").correctness
     for section in [results["correctness"], *results["correctness_guards"]]:
         assert correctness_policy.decide(section, policy)["decision"] == "infra-error"
         decided = correctness_policy.decide({**section, "floors": floors}, policy)

@@ -74,25 +74,20 @@ def test_a_bare_saving_does_not_stop_it_short_of_the_other_cells_claims(tmp_path
     assert _pairs(record) == 8
 
 
-def test_a_contradicted_claim_stops_at_the_first_look(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("saves", "claimed", "pairs", "status"), [
     # prints a 2 s saving, saves nothing: contradicted at 4 pairs, as the bot then judges it
-    saves = [0.01, -0.01, 0.0, 0.01] + [0.0] * 8
-    claims = _claims(2.0, 0.0)
-    record = witness.measure(_spec([4, 8, 12]), lambda a, s: a, _launch(saves), tmp_path,
-                             warmup=0, stop=witness.stop_for(claims, [DECODE]))
-    assert _pairs(record) == 4
-    assert _judged(record, claims)["cells"][DECODE]["status"] == "contradicted"
-
-
-def test_a_small_claim_inside_the_noise_is_measured_to_the_last_look(tmp_path: Path) -> None:
+    ([0.01, -0.01, 0.0, 0.01] + [0.0] * 8, 2.0, 4, "contradicted"),
     # claims 0.05 s, saves nothing, noise 0.1 s: neither confirmed nor contradicted at a look
-    rng = np.random.default_rng(4)
-    saves = list(rng.normal(0, 0.1, 12))
-    claims = _claims(0.05, 0.0)
+    (list(np.random.default_rng(4).normal(0, 0.1, 12)), 0.05, 12, "unconfirmed"),
+])
+def test_it_stops_where_the_bot_decides_and_not_before(tmp_path: Path, saves: list[float],
+                                                        claimed: float, pairs: int,
+                                                        status: str) -> None:
+    claims = _claims(claimed, 0.0)
     record = witness.measure(_spec([4, 8, 12]), lambda a, s: a, _launch(saves), tmp_path,
                              warmup=0, stop=witness.stop_for(claims, [DECODE]))
-    assert _pairs(record) == 12
-    assert _judged(record, claims)["cells"][DECODE]["status"] == "unconfirmed"
+    assert _pairs(record) == pairs
+    assert _judged(record, claims)["cells"][DECODE]["status"] == status
 
 
 def test_a_head_output_that_fails_verification_stops_it(tmp_path: Path) -> None:
