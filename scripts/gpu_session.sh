@@ -16,6 +16,7 @@
 #      three synthetic models are written;
 #   3. sparkinfer: reference probes, aa, slow, broken; 4. llamacpp: aa, broken, slow, speedup;
 #   5. sparkinfer speedup, if device time is left.
+# LLAMA_STAGES: the llamacpp evaluations and their order (default: aa broken slow speedup).
 # A call returns after WAIT_S seconds (default 560) or when the chain has ended, with everything
 # so far in $OUT/session.tgz and the timeline in $OUT/timeline.txt.
 set -uo pipefail
@@ -51,7 +52,7 @@ chain() {  # both | llamacpp
   note "reference build rc=$(cat "$S/reference.rc"): $(tail -1 "$S/reference-build.txt")"
   chmod -R a+rX "$E2E_MODELS"
   [ "$1" = llamacpp ] || OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh reference aa slow broken
-  OUT=$S/llama/out PYTHONPATH=/tmp/site:$src bash scripts/gpu_e2e.sh cuda aa broken slow speedup
+  OUT=$S/llama/out PYTHONPATH=/tmp/site:$src bash scripts/gpu_e2e.sh cuda $LLAMA_STAGES
   [ "$1" = llamacpp ] || OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh speedup
   note "chain end"
 }
@@ -76,6 +77,7 @@ case ${1:-wait} in
       rm -rf "$S/src" && mkdir -p "$S/src" && cp -a . "$S/src/"
       : > "$S/timeline.txt"
       export -f chain note
+      export LLAMA_STAGES=${LLAMA_STAGES:-aa broken slow speedup}
       setsid bash -c "chain ${2:-both}" > "$S/chain.log" 2>&1 < /dev/null &
       echo $! > "$S/chain.pid"
       note "started (pid $(cat "$S/chain.pid"))"
