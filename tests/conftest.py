@@ -6,21 +6,24 @@ from tests.sshd import sshd
 
 __all__ = ["sshd"]
 
-# The slowest modules, slowest first (`--durations` on a busy 2-core box, seconds per module):
-# collected first, pytest-xdist (--dist loadfile --no-loadscope-reorder, pyproject.toml) hands
-# them out first, so no long module starts last and keeps one core waiting while the other
-# idles. Without --no-loadscope-reorder xdist would hand out the modules with the most tests
-# first, and the one-test end-to-end modules last.
+# The slowest modules, slowest first (`--durations` of the whole suite on a busy 2-core box,
+# seconds per module): collected first, pytest-xdist (--dist loadscope --no-loadscope-reorder,
+# pyproject.toml) hands them out first, so no long module starts last and keeps one core
+# waiting while the others idle. Without --no-loadscope-reorder xdist would hand out the
+# modules with the most tests first, and the one-test end-to-end modules last.
+# tests/test_demo_e2e.py is four classes, one per demo PR (~80-200 s each), handed out apart.
 SLOWEST_FIRST = [
-    "test_demo_e2e.py",  # ~600: `evalbot demo`, the shipped profile's four evaluations
-    "test_confirmation.py",  # ~300: the demo liar and four stub heads with their witnesses
-    "test_github_demo_e2e.py",  # ~150
-    "test_redteam.py",  # ~140
-    "test_pipeline_faults.py",  # ~110
-    "test_correctness.py",  # ~90
-    "test_queue_faults.py", "test_worker.py", "test_service.py", "test_github_cli.py",  # 60-75
-    "test_demo_over_ssh.py", "test_dashboard.py", "test_calibrate_ssh.py", "test_drain.py",
-    "test_harness.py", "test_health.py", "test_demo_engine.py",  # 35-60
+    "test_demo_e2e.py",  # ~520 in all: `evalbot demo --only NAME`, the shipped profile
+    "test_confirmation_demo.py",  # ~200: the demo engine printing twice its rates
+    "test_redteam.py",  # ~200
+    "test_pipeline_faults.py",  # ~140
+    "test_demo_over_ssh.py",  # ~130
+    "test_confirmation.py",  # ~120: four stub heads with their witnesses
+    "test_github_demo_e2e.py",  # ~115
+    "test_harness.py", "test_dashboard.py", "test_worker.py",  # 70-100
+    "test_service.py", "test_demo_engine.py", "test_correctness.py", "test_queue_faults.py",
+    "test_calibrate_ssh.py", "test_health.py", "test_drain.py", "test_comment_screenshots.py",
+    "test_github_cli.py", "test_sandbox.py",  # 35-60
 ]
 
 

@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from scipy import stats as sps
-
 from engine.contract.job import Correctness
 from engine.scoring.correctness_stats import inconsistent, look, mcnemar_worse, sequential, summary
 from evalbot.config.errors import ResultsError
+from evalbot.grading import quantiles
 from evalbot.grading.policy import CorrectnessPolicy
 
 # Two-sided level of the paired interval, split over the looks (Bonferroni). 0.05: a head
@@ -43,7 +42,7 @@ def critical_values(looks: Sequence[int], alpha: float = ALPHA) -> list[float]:
 @lru_cache(maxsize=256)
 def _critical(looks: tuple[int, ...], alpha: float) -> tuple[float, ...]:
     tail = alpha / (2 * len(looks))
-    return tuple(round(float(sps.t.isf(tail, df=k - 1)), DIGITS) for k in looks)
+    return tuple(round(float(quantiles.t_isf(tail, k - 1)), DIGITS) for k in looks)
 
 
 def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Correctness:

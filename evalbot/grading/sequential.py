@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scipy import stats as sps
-
 from engine.measure.stats import Bounds
+from evalbot.grading import quantiles
 
 EQUIVALENCE_ALPHA = 0.05  # one-sided level of each TOST half, per cell and look
 SETTLE_LEVEL = 0.90  # two-sided level of the tier interval that must lie inside one tier
@@ -48,17 +47,17 @@ def schedule(looks: Sequence[int], family: int, alpha: float,
     for n in looks:
         pooled = pool_df + n - 1
         if pool_df:
-            floors = (sps.t.isf(tail, pooled), sps.t.isf(equivalence_alpha, pooled),
-                      sps.t.isf(settle, pooled))
+            floors = (quantiles.t_isf(tail, pooled), quantiles.t_isf(equivalence_alpha, pooled),
+                      quantiles.t_isf(settle, pooled))
         else:
-            floors = (sps.norm.isf(tail), sps.norm.isf(equivalence_alpha), 0.0)
+            floors = (quantiles.norm_isf(tail), quantiles.norm_isf(equivalence_alpha), 0.0)
         out.append(Bounds(
-            pairs=n, directional=_r(sps.t.isf(tail, df=n - 1)), directional_floor=_r(floors[0]),
-            equivalence=_r(sps.t.isf(equivalence_alpha, df=n - 1)),
+            pairs=n, directional=_r(quantiles.t_isf(tail, n - 1)), directional_floor=_r(floors[0]),
+            equivalence=_r(quantiles.t_isf(equivalence_alpha, n - 1)),
             equivalence_floor=_r(floors[1]),
-            settle=_r(sps.t.isf(settle, df=n - 1)) if pool_df else 0.0,
+            settle=_r(quantiles.t_isf(settle, n - 1)) if pool_df else 0.0,
             settle_floor=_r(floors[2]),
-            guard=_r(sps.f.isf(GUARD_ALPHA, n - 1, pool_df)) if pool_df else 0.0,
+            guard=_r(quantiles.f_isf(GUARD_ALPHA, n - 1, pool_df)) if pool_df else 0.0,
             pool_df=int(pool_df)))
     return out
 

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-from scipy import stats as sps
 
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
+from evalbot.grading import quantiles
 from evalbot.service.calibrate import aa_noise, sick_cells
 from evalbot.store.noise import NOISE_DDL
 from remote.box import Box
@@ -65,7 +65,7 @@ def drifted(floor: tuple[float, int], today: tuple[float, int], ratio: float = D
     if sd0 <= 0:
         return sd1 > 0
     f = (sd1 / sd0) ** 2
-    p = float(sps.f.sf(f, n1 - 1, n0 - 1))
+    p = float(quantiles.f_sf(f, n1 - 1, n0 - 1))
     return sd1 / sd0 > ratio and p < alpha
 
 
