@@ -3,7 +3,9 @@
 A printed rate is the PR's claim. Per witness (engine/measure/witness.py) and per covered cell c, the claim
 is the time the head's rates say it saves in one witness process, tokens_c x (1/base - 1/head)
 over the geometric means of the cell's kept samples; the evidence is the per-pair difference of
-main's and the head's witness times, measured by the harness, as a one-sided t interval.
+main's and the head's witness times, measured by the harness, as a one-sided t interval: on the
+witness's own sd, or pooled with its calibrated floor (`sd_floor_s`, `floor_df`) unless the F
+guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.md).
 
   confirmed     the lower bound, less the other covered cells' claimed savings (positive ones),
                 is above 0: some saving of c's own is certain at the policy's 1 - alpha (never
