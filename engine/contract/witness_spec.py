@@ -37,6 +37,15 @@ class WitnessSpec:
     # ... or where its upper bound at `spoof_t` (the bot's, at the contradiction's level) is
     # below half of what the samples' printed rates claim: the claim is already contradicted
     spoof_t: tuple[float, ...] = ()
+    # The calibrated sd of the per-pair saving on the profile's box (seconds) and its degrees of
+    # freedom (engine/measure/witness_interval.py); 0: judged on the witness's own sd only
+    sd_floor_s: float = 0.0
+    floor_df: int = 0
+    # The bot's per-look critical values for the sd pooled with that floor (floor_df + n - 1 df)
+    # and the F guard above which the witness's own S^2 / sd_floor_s^2 refutes the floor
+    pooled_stop_t: tuple[float, ...] = ()
+    pooled_spoof_t: tuple[float, ...] = ()
+    guard: tuple[float, ...] = ()
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
     min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
     # wall: process start to exit; cpu: the process tree's CPU time; handoff: from the moment the
@@ -65,6 +74,11 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         looks=looks,
         stop_t=tuple(float(t) for t in d.get("stop_t") or ()),
         spoof_t=tuple(float(t) for t in d.get("spoof_t") or ()),
+        sd_floor_s=get(d, where, "sd_floor_s", float, optional=True) or 0.0,
+        floor_df=get(d, where, "floor_df", int, optional=True) or 0,
+        pooled_stop_t=tuple(float(t) for t in d.get("pooled_stop_t") or ()),
+        pooled_spoof_t=tuple(float(t) for t in d.get("pooled_spoof_t") or ()),
+        guard=tuple(float(t) for t in d.get("guard") or ()),
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
@@ -76,10 +90,25 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         # the prompt arrives on stdin after READY; in argv it would be known before the clock
         raise ContractError(f"{where}.argv: a handoff witness takes its prompt on stdin, not "
                             "from a {prompt...} placeholder")
-    for name in ("stop_t", "spoof_t"):
+    for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard"):
         if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
             raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
+    _check_floor(spec, where)
     return spec
+
+
+def _check_floor(spec: WitnessSpec, where: str) -> None:
+    """A floor is a measurement: an sd with its degrees of freedom, or neither."""
+    if not 0 <= spec.sd_floor_s < spec.timeout_s:  # NaN fails it too
+        raise ContractError(f"{where}.sd_floor_s: {spec.sd_floor_s} is not an sd in seconds "
+                            f"between 0 and the timeout")
+    if spec.floor_df < 0:
+        raise ContractError(f"{where}.floor_df: {spec.floor_df} degrees of freedom")
+    if (spec.sd_floor_s > 0) != (spec.floor_df > 0):
+        raise ContractError(f"{where}.floor_df: sd_floor_s {spec.sd_floor_s} and floor_df "
+                            f"{spec.floor_df} go together (both > 0, or both 0)")
+    if spec.pooled_stop_t and not spec.guard:
+        raise ContractError(f"{where}.guard: pooled critical values need their guard per look")
 
 
 def _looks(value: Any, where: str) -> tuple[int, ...]:

@@ -125,13 +125,22 @@ def half_widths(
         directional = np.maximum(b.directional * sd, b.directional_floor * floor) / root
         equivalence = np.maximum(b.equivalence * sd, b.equivalence_floor * floor) / root
         return directional, equivalence, np.zeros(np.broadcast(directional, sd).shape)
-    df = b.pairs - 1
-    own = (floor <= 0) | (sd * sd > b.guard * floor * floor) | np.asarray(refuted)
-    pooled = np.sqrt((b.pool_df * floor * floor + df * sd * sd) / (b.pool_df + df))
-    used = np.where(own, sd, pooled)
+    used, own = pooled_sd(sd, floor, b.pairs - 1, b.pool_df, b.guard, refuted)
     return (np.where(own, b.directional, b.directional_floor) * used / root,
             np.where(own, b.equivalence, b.equivalence_floor) * used / root,
             np.where(own, b.settle, b.settle_floor) * used / root)
+
+
+def pooled_sd(sd: np.ndarray | float, floor: np.ndarray | float, df: int, pool_df: int,
+              guard: float, refuted: np.ndarray | bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(the sd an interval uses, whether it is the sample's own): S pooled with the calibrated
+    floor f (pool_df df) as sqrt((v f^2 + df S^2) / (v + df)); S itself where there is no floor,
+    where S^2 > guard f^2 (the sample refutes the calibration) or where `refuted`. Speed cells
+    and witnesses (engine/measure/witness_interval.py) share it."""
+    sd, floor = np.asarray(sd, dtype=float), np.asarray(floor, dtype=float)
+    own = (floor <= 0) | (sd * sd > guard * floor * floor) | np.asarray(refuted)
+    pooled = np.sqrt((pool_df * floor * floor + df * sd * sd) / max(pool_df + df, 1))
+    return np.where(own, sd, pooled), own
 
 
 def tier_settled(mean: np.ndarray, half_width: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from engine.contract.witness_spec import READY, WitnessSpec
+from engine.measure.witness_interval import Critical, Floor, saving_interval
 from engine.sandbox import proc
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
 SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
-MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
 HANDOFF_PROMPT_CAP = 60_000  # bytes: under Linux's 64 KiB pipe buffer
 
 
@@ -41,6 +41,7 @@ class WitnessRecord:
         return {"name": s["name"], "cells": s["cells"], "pairs": s["pairs"],
                 "looks": list(s["looks"]), "clock": s["clock"],
                 "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
+                "sd_floor_s": s["sd_floor_s"], "floor_df": s["floor_df"],
                 "source": "witness", "samples": self.samples}
 
 
@@ -118,14 +119,21 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     if len(d) < MIN_PAIRS:
         return False
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
-    k = spec.looks.index(pairs)
-    _, lo, _ = saving_bounds(d, spec.stop_t[k], base_s)
-    if lo > stop.margin_s:
+    bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
+                             Floor(spec.sd_floor_s, spec.floor_df))
+    if bounds.lo > stop.margin_s:
         return True
-    if not spec.spoof_t or stop.claimed_s <= 0:
-        return False
-    _, _, hi = saving_bounds(d, spec.spoof_t[k], base_s)
-    return hi < SHOWN_FRACTION * stop.claimed_s
+    return stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s
+
+
+def look_critical(spec: WitnessSpec, k: int) -> Critical:
+    """The bot's critical values of look k as the job carries them (no spoof_t: the harness
+    never stops on a contradiction; no pooled values: the own sd)."""
+    def at(values: tuple[float, ...], default: float) -> float:
+        return values[k] if values else default
+
+    return Critical(spec.stop_t[k], at(spec.spoof_t, math.inf), at(spec.pooled_stop_t, 0.0),
+                    at(spec.pooled_spoof_t, math.inf), at(spec.guard, 0.0))
 
 
 def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
@@ -136,15 +144,6 @@ def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> n
             by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
     full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
     return np.array([p["base"]["seconds"] - p["head"]["seconds"] for p in full])
-
-
-def saving_bounds(d: np.ndarray, t: float, base_s: float) -> tuple[float, float, float]:
-    """(mean, lower, upper) of the mean per-pair saving at critical value t; the per-pair sd
-    is floored (identical times are not infinite certainty)."""
-    sd = max(float(np.std(d, ddof=1)), MIN_RELATIVE_SD * base_s, 1e-6)
-    half = t * sd / math.sqrt(len(d))
-    mean = float(np.mean(d))
-    return mean, mean - half, mean + half
 
 
 def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,

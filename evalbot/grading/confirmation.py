@@ -3,7 +3,9 @@
 A printed rate is the PR's claim. Per witness (engine/measure/witness.py) and per covered cell c, the claim
 is the time the head's rates say it saves in one witness process, tokens_c x (1/base - 1/head)
 over the geometric means of the cell's kept samples; the evidence is the per-pair difference of
-main's and the head's witness times, measured by the harness, as a one-sided t interval.
+main's and the head's witness times, measured by the harness, as a one-sided t interval: on the
+witness's own sd, or pooled with its calibrated floor (`sd_floor_s`, `floor_df`) unless the F
+guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.md).
 
   confirmed     the lower bound, less the other covered cells' claimed savings (positive ones),
                 is above 0: some saving of c's own is certain at the policy's 1 - alpha (never
@@ -32,7 +34,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from engine.contract.witness_spec import WitnessSpec
 from engine.measure.witness import (
@@ -41,8 +42,16 @@ from engine.measure.witness import (
     claimed_saving,
     others_claims,
     pair_savings,
-    saving_bounds,
 )
+from engine.measure.witness_interval import (
+    NO_FLOOR,
+    Critical,
+    Floor,
+    Interval,
+    saving_interval,
+)
+from evalbot.grading import quantiles
+from evalbot.grading.sequential import DIGITS, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
@@ -56,21 +65,40 @@ def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
 
 
 def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
-    """The witness as the job carries it: the t critical values of each look, of confirmation
-    and of contradiction, at which the harness may stop measuring (engine/measure/witness.py)."""
-    alpha = confirm_alpha(rule_alpha, len(spec.looks))
-    spoof = SPOOF_ALPHA / len(spec.looks)
-    return replace(spec, stop_t=_quantiles(alpha, spec.looks), spoof_t=_quantiles(spoof, spec.looks))
+    """The witness as the job carries it: the critical values of each look, of confirmation
+    and of contradiction, at which the harness may stop measuring (engine/measure/witness.py):
+    for the own sd and, where the witness has a calibrated floor, for the pooled sd with the
+    guard."""
+    looks = len(spec.looks)
+    crit = [critical(n, confirm_alpha(rule_alpha, looks), SPOOF_ALPHA / looks, spec.floor_df)
+            for n in spec.looks]
+    pooled = Floor(spec.sd_floor_s, spec.floor_df).given
+    return replace(spec, stop_t=tuple(c.lower for c in crit),
+                   spoof_t=tuple(c.upper for c in crit),
+                   pooled_stop_t=tuple(c.lower_pooled for c in crit) if pooled else (),
+                   pooled_spoof_t=tuple(c.upper_pooled for c in crit) if pooled else (),
+                   guard=tuple(c.guard for c in crit) if pooled else ())
 
 
-def _quantiles(alpha: float, looks: tuple[int, ...]) -> tuple[float, ...]:
-    return tuple(round(float(sps.t.ppf(1 - alpha, n - 1)), 6) for n in looks)
+def critical(pairs: int, alpha: float, spoof_alpha: float, floor_df: int = 0) -> Critical:
+    """One look's one-sided t quantiles: confirmation at 1 - alpha, contradiction at
+    1 - spoof_alpha, at pairs - 1 df (own sd) and at floor_df + pairs - 1 (pooled; with the F
+    guard of the speed cells' rule), rounded as the job carries them."""
+    def t(level: float, df: int) -> float:
+        return round(quantiles.t_isf(level, df), DIGITS)
+
+    if floor_df <= 0:
+        return Critical(t(alpha, pairs - 1), t(spoof_alpha, pairs - 1))
+    pooled = floor_df + pairs - 1
+    return Critical(t(alpha, pairs - 1), t(spoof_alpha, pairs - 1), t(alpha, pooled),
+                    t(spoof_alpha, pooled), guard(pairs, floor_df))
 
 
-def interval(d: np.ndarray, base_s: float, alpha: float) -> tuple[float, float, float]:
-    """(mean, lower, upper) one-sided bounds at 1 - alpha of the mean per-pair saving (the
-    harness's stop rule computes the same bounds at the bot's stop_t)."""
-    return saving_bounds(d, float(sps.t.ppf(1 - alpha, len(d) - 1)), base_s)
+def interval(d: np.ndarray, base_s: float, alpha: float, floor: Floor = NO_FLOOR) -> Interval:
+    """One-sided bounds at 1 - alpha (both sides) of the mean per-pair saving, pooled with the
+    floor unless the pairs refute it (the harness's stop rule applies the same function to the
+    bot's per-look values)."""
+    return saving_interval(d, base_s, critical(len(d), alpha, alpha, floor.df), floor)
 
 
 def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
@@ -89,9 +117,11 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         return out
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     looks = max(len(witness.get("looks") or [0]), 1)  # each look the harness could stop at
-    mean, lo, _ = interval(d, base_s, alpha / looks)
-    _, _, hi_strict = interval(d, base_s, SPOOF_ALPHA / looks)
-    out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict)
+    floor = Floor(float(witness.get("sd_floor_s") or 0.0), int(witness.get("floor_df") or 0))
+    bounds = saving_interval(d, base_s, critical(len(d), alpha / looks, SPOOF_ALPHA / looks,
+                                                 floor.df), floor)
+    mean, lo, hi_strict = bounds.mean, bounds.lo, bounds.hi
+    out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict, sd=bounds.sd)
     claims = {k: v for k, v in claims.items() if k in witness["cells"]}
     total = sum(max(v[0], 0.0) for v in claims.values())
     for key, (claim, main_s) in claims.items():

@@ -57,9 +57,15 @@ def schedule(looks: Sequence[int], family: int, alpha: float,
             equivalence_floor=_r(floors[1]),
             settle=_r(quantiles.t_isf(settle, n - 1)) if pool_df else 0.0,
             settle_floor=_r(floors[2]),
-            guard=_r(quantiles.f_isf(GUARD_ALPHA, n - 1, pool_df)) if pool_df else 0.0,
+            guard=guard(n, pool_df) if pool_df else 0.0,
             pool_df=int(pool_df)))
     return out
+
+
+def guard(pairs: int, pool_df: int) -> float:
+    """The F quantile above which a sample's S^2 / f^2 refutes a calibrated floor f of pool_df
+    degrees of freedom (speed cells and witnesses alike)."""
+    return _r(quantiles.f_isf(GUARD_ALPHA, pairs - 1, pool_df))
 
 
 def rule_lists(bounds: Sequence[Bounds]) -> dict[str, Any]:
