@@ -258,3 +258,34 @@ def test_a_handoff_witness_gets_its_prompt_through_the_sandbox(box, stub, tmp_pa
     assert done.ok and done.handoff_s is not None, done.output
     line = next(x for x in done.output.splitlines() if x.startswith("OUTPUT_IDS:"))
     assert line.split()[1:] == [str(pwd.getpwnam(SANDBOX_USER).pw_uid), "False", "7", "6", "5"]
+
+
+def test_the_purge_removes_the_sandbox_users_files_wherever_it_could_write_them() -> None:
+    """The purge's find (engine/sandbox/session.py `_purge_argv`), run as the sandbox user as the
+    harness runs it: its files directly in /tmp, deep in a directory it made, and in a
+    world-writable directory go; another user's file stays; a readable tree it may not write is
+    not entered (the walk that made every run pay for checkouts left in /tmp)."""
+    ensure_sandbox_user()
+    as_user = ["runuser", "-u", SANDBOX_USER, "--"]
+    with tempfile.TemporaryDirectory(prefix="evalbot-purge-", dir="/tmp") as tmp:
+        root = Path(tmp)
+        root.chmod(0o755)  # readable by all, writable by root only
+        shared = Path(tempfile.mkdtemp(prefix="evalbot-purge-shared-", dir="/tmp"))
+        shared.chmod(0o1777)  # writable by all, as /tmp itself
+        (root / "tree").mkdir()
+        (root / "tree" / "root-file").write_text("the harness's")
+        own = Path(tempfile.mkdtemp(prefix="evalbot-purge-own-", dir="/tmp"))
+        os.chown(own, pwd.getpwnam(SANDBOX_USER).pw_uid, -1)
+        planted = [own / "a" / "b" / "state", shared / "state",
+                   Path(f"/tmp/evalbot-purge-top-{os.getpid()}")]
+        for path in planted:
+            subprocess.run([*as_user, "/bin/sh", "-c", 'mkdir -p "$(dirname "$1")" && '
+                            'echo x > "$1"', "plant", str(path)], check=True)
+        done = subprocess.run([*as_user, *sandbox._purge_argv(["/tmp"], SANDBOX_USER)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert [p for p in planted if p.exists()] == []
+        assert not own.exists()  # the sandbox user's own directory went with its contents
+        assert (root / "tree" / "root-file").read_text() == "the harness's"
+        assert shared.is_dir()  # not the sandbox user's
+        shared.rmdir()
