@@ -78,11 +78,6 @@ def cli() -> None:
               help="evaluate only this demo PR (repeatable; default: all four)")
 def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> None:
     """Run the whole pipeline on the bundled demo engine (no GPU, no GitHub)."""
-    try:
-        import torch  # noqa: F401  (the demo engine and its reference are small torch programs)
-    except ImportError:
-        raise EvalbotError("the demo runs a small torch engine and torch is not installed: "
-                           "install the demo extra, e.g. pip install 'evalbot[demo]'") from None
     from rich.console import Console
 
     from evalbot.evaluation.demo import EXPECTED, run_demo

@@ -166,8 +166,8 @@ def test_engine_imports_nothing_of_the_bot() -> None:
 
 
 def test_engine_needs_only_the_standard_library_and_numpy() -> None:
-    """The box has python and numpy. torch only inside the demo reference's functions (the demo
-    engine is a torch program); the root-run sandbox launcher imports the standard library only."""
+    """The box has python and numpy (the demo engine and its reference are numpy programs); the
+    root-run sandbox launcher imports the standard library only."""
     stdlib = set(sys.stdlib_module_names)
     bad = []
     for i in IMPORTS:
@@ -175,8 +175,6 @@ def test_engine_needs_only_the_standard_library_and_numpy() -> None:
         if not i.source.startswith("engine") or top in stdlib or top == "engine":
             continue
         if top == "numpy" and i.source != "engine.sandbox.sandbox_exec":
-            continue
-        if top == "torch" and i.source == "engine.demo.reference" and not i.top_level:
             continue
         bad.append(f"{i.source} -> {i.target}")
     bad += [f"engine.sandbox.sandbox_exec -> {i.target}" for i in IMPORTS

@@ -1,5 +1,5 @@
 """The command line itself: a fast --help, --version, the lazy command table, and the rough
-edges a first-time user meets (status without --store, the demo without torch)."""
+edges a first-time user meets (status without --store)."""
 
 from __future__ import annotations
 
@@ -68,12 +68,3 @@ def test_status_reads_the_store_the_config_names(tmp_path: Path) -> None:
     assert missing.returncode == 1 and f"{tmp_path / 'jobs.sqlite3'}: no such store" in missing.stderr
     neither = _evalbot("status")
     assert neither.returncode == 1 and "--config" in neither.stderr
-
-
-def test_demo_without_torch_says_to_install_the_demo_extra(tmp_path: Path) -> None:
-    # sys.modules[name] = None is how Python marks a module as absent: `import torch` fails.
-    done = _evalbot("demo", "--out", str(tmp_path / "out"),
-                    code="import sys; sys.modules['torch'] = None; ")
-    assert done.returncode == 1
-    assert done.stderr.count("\n") == 1 and "pip install 'evalbot[demo]'" in done.stderr
-    assert done.stdout == "" and not (tmp_path / "out").exists()

@@ -11,8 +11,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from engine.contract.job import parse_job
 from engine.contract.results import validate
 from engine.harness.steps import run_job
@@ -26,7 +24,6 @@ TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
 
 def test_demo_engine_printing_twice_its_rates_earns_no_tier(tmp_path):
-    pytest.importorskip("torch")
     from engine.demo.repo import generate
     from evalbot.evaluation.profile import load_profile
 

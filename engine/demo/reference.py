@@ -15,8 +15,7 @@ is the 256 byte values, so the ids are the bytes of the text, written as a JSON 
 Output format is the engine's `score` format:
     {"windows": [{"top": [[[id, logprob], ...], ...], "target_lp": [...], "argmax": [...]}]}
 
-torch is imported inside functions so that importing this module (and the
-rest of `engine`) works with numpy alone.
+numpy only, like the rest of `engine`.
 """
 
 from __future__ import annotations
@@ -26,75 +25,76 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from engine.demo.weights import read_weights
 
-if TYPE_CHECKING:
-    import torch
+
+def _rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gain
 
 
-def _rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * (x.pow(2).mean(-1, keepdim=True) + eps).rsqrt() * gain
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
-def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
+def _rope(x: np.ndarray, base: float) -> np.ndarray:
     """Rotate-half RoPE on [heads, T, head_dim], positions 0..T-1."""
-    import torch
-
     n, head_dim = x.shape[-2], x.shape[-1]
     half = head_dim // 2
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    angles = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    cos, sin = angles.cos(), angles.sin()
+    inv_freq = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    angles = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]
+    cos, sin = np.cos(angles), np.sin(angles)
     x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return np.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)
 
 
-def reference_logits(cfg: dict[str, Any], w: dict[str, torch.Tensor],
-                     tokens: list[int]) -> torch.Tensor:
+def reference_logits(cfg: dict[str, Any], w: dict[str, np.ndarray],
+                     tokens: list[int]) -> np.ndarray:
     """Float64 logits [T, vocab] of one window scored from an empty context."""
-    import torch
-
     n_heads = int(cfg["n_heads"])
     d = int(cfg["d_model"])
     hd = d // n_heads
     eps = float(cfg["norm_eps"])
     base = float(cfg["rope_base"])
     n = len(tokens)
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    x = w["tok_emb"][torch.tensor(tokens, dtype=torch.long)]
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)
+    x = w["tok_emb"][np.array(tokens, dtype=np.int64)]
     for i in range(int(cfg["n_layers"])):
         p = f"layers.{i}."
         h = _rms_norm(x, w[p + "attn_norm"], eps)
-        q, k, v = ((h @ w[p + m]).view(n, n_heads, hd).transpose(0, 1) for m in ("wq", "wk", "wv"))
+        q, k, v = ((h @ w[p + m]).reshape(n, n_heads, hd).transpose(1, 0, 2)
+                   for m in ("wq", "wk", "wv"))
         q, k = _rope(q, base), _rope(k, base)
-        scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)
-        probs = scores.masked_fill(~causal, float("-inf")).softmax(-1)
-        x = x + (probs @ v).transpose(0, 1).reshape(n, d) @ w[p + "wo"]
+        scores = np.where(future, -np.inf, (q @ k.transpose(0, 2, 1)) / math.sqrt(hd))
+        probs = np.exp(_log_softmax(scores))
+        x = x + (probs @ v).transpose(1, 0, 2).reshape(n, d) @ w[p + "wo"]
         h = _rms_norm(x, w[p + "mlp_norm"], eps)
-        x = x + torch.nn.functional.silu(h @ w[p + "w1"]) @ w[p + "w2"]
+        up = h @ w[p + "w1"]
+        x = x + (up / (1.0 + np.exp(-up))) @ w[p + "w2"]
     return _rms_norm(x, w["final_norm"], eps) @ w["lm_head"]
 
 
 def score_windows(model_path: Path, windows: list[list[int]], topk: int) -> dict[str, Any]:
     """Score every window; position i of a window predicts its token i + 1."""
-    import torch
-
     cfg, arrays = read_weights(model_path)
-    w = {name: torch.from_numpy(a).to(torch.float64) for name, a in arrays.items()}
+    w = {name: a.astype(np.float64) for name, a in arrays.items()}
     out: list[dict[str, Any]] = []
     for win in windows:
         if len(win) < 2:
             raise ValueError("every token window needs at least 2 tokens")
-        lp = torch.log_softmax(reference_logits(cfg, w, win)[:-1], dim=-1)
-        top_lp, top_id = lp.topk(topk, dim=-1)
-        target = torch.tensor(win[1:], dtype=torch.long)
+        lp = _log_softmax(reference_logits(cfg, w, win)[:-1])
+        top_id = np.argsort(-lp, axis=-1, kind="stable")[:, :topk]
+        top_lp = np.take_along_axis(lp, top_id, axis=-1)
+        target = lp[np.arange(len(win) - 1), np.array(win[1:], dtype=np.int64)]
         out.append({
             "top": [[[int(i), float(v)] for i, v in zip(ids, vals, strict=True)]
                     for ids, vals in zip(top_id.tolist(), top_lp.tolist(), strict=True)],
-            "target_lp": [float(v) for v in lp.gather(1, target[:, None])[:, 0].tolist()],
-            "argmax": [int(v) for v in lp.argmax(-1).tolist()],
+            "target_lp": [float(v) for v in target.tolist()],
+            "argmax": [int(v) for v in np.argmax(lp, axis=-1).tolist()],
         })
     return {"windows": out}
 
@@ -122,7 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--tokens", type=Path, required=True)
     score.add_argument("--topk", type=int, default=8)
     score.add_argument("--out", type=Path, required=True)
-    score.add_argument("--threads", type=int, default=1)
     tok = sub.add_parser("tokenize", help="the text's token ids (the byte values)")
     tok.add_argument("--model", type=Path, required=True)
     tok.add_argument("--text", type=Path, required=True)
@@ -132,11 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(tokenize(args.model, args.text)))
         return 0
 
-    import torch
-
-    torch.set_num_threads(args.threads)
-    with torch.inference_mode():
-        result = score_windows(args.model, _read_windows(args.tokens), args.topk)
+    result = score_windows(args.model, _read_windows(args.tokens), args.topk)
     Path(args.out).write_text(json.dumps(result))
     return 0
 

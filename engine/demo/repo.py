@@ -7,7 +7,7 @@ Layout under `dest`:
 
 The variants are stored as small replacement blocks over the main source
 (template/variants/<name>.txt), so each PR's diff is exactly what it changes.
-No torch import here: generating the repository needs git and numpy only.
+Generating the repository needs git and numpy only.
 """
 
 from __future__ import annotations
