@@ -31,8 +31,8 @@ from evalbot.grading.policy import load_labels
 BENCH_CTX = 64
 # A head whose timed decode reports tokens its own score run would never predict: the greedy
 # token is shifted by one, so the decode path and the scored path disagree.
-DECODE_LIES = ("        argmax.append(logits[-1].argmax())",
-               "        argmax.append((logits[-1].argmax() + 1) % 256)")
+DECODE_LIES = ("        argmax.append(int(np.argmax(logits[-1])))",
+               "        argmax.append((int(np.argmax(logits[-1])) + 1) % 256)")
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -96,6 +96,14 @@ def _jobs(config: Config) -> list[tuple[str, int | None, str, str]]:
         store.close()
 
 
+def _published(config: Config, job_id: str) -> bool:
+    store = Store(config.store)
+    try:
+        return store.get(job_id).published is not None
+    finally:
+        store.close()
+
+
 def _bot_comments(fake: FakeGitHub, number: int) -> list[dict[str, object]]:
     return [c for c in fake.comments_on(number) if c["author"] == BOT]
 
@@ -112,9 +120,11 @@ def test_sigkill_mid_job_then_restart_completes_the_job_once_with_one_comment(
     service.kill()
     assert _jobs(service.config)[0][3] == "running"  # its lease is now held by a dead worker
     service.start()
+    # the job is marked published after its comment and status reach GitHub: wait for all three
     wait_for("the job to finish and be published",
              lambda: _jobs(service.config)[0][3] == "done" and bool(_bot_comments(fake, 3))
-             and fake.state.statuses.get(shas["faster"], [{}])[-1].get("state") == "success",
+             and fake.state.statuses.get(shas["faster"], [{}])[-1].get("state") == "success"
+             and _published(service.config, job_id),
              proc=service.proc, log=service.log)
 
     store = Store(service.config.store)
