@@ -11,19 +11,17 @@ __all__ = ["sshd"]
 # pyproject.toml) hands them out first, so no long module starts last and keeps one core
 # waiting while the others idle. Without --no-loadscope-reorder xdist would hand out the
 # modules with the most tests first, and the one-test end-to-end modules last.
-# tests/test_demo_e2e.py is four classes, one per demo PR (~80-200 s each), handed out apart.
+# tests/test_demo_e2e.py is four classes, one per demo PR (~50-110 s each), handed out apart.
 SLOWEST_FIRST = [
-    "test_demo_e2e.py",  # ~520 in all: `evalbot demo --only NAME`, the shipped profile
-    "test_confirmation_demo.py",  # ~200: the demo engine printing twice its rates
-    "test_redteam.py",  # ~200
-    "test_pipeline_faults.py",  # ~140
-    "test_demo_over_ssh.py",  # ~130
-    "test_confirmation.py",  # ~120: four stub heads with their witnesses
-    "test_github_demo_e2e.py",  # ~115
-    "test_harness.py", "test_dashboard.py", "test_worker.py",  # 70-100
-    "test_service.py", "test_demo_engine.py", "test_correctness.py", "test_queue_faults.py",
-    "test_calibrate_ssh.py", "test_health.py", "test_drain.py", "test_comment_screenshots.py",
-    "test_github_cli.py", "test_sandbox.py",  # 35-60
+    "test_demo_e2e.py",  # ~360 in all: `evalbot demo --only NAME`, the shipped profile
+    "test_confirmation.py",  # ~170: four stub heads with their witnesses
+    "test_harness.py",  # ~100
+    "test_confirmation_demo.py",  # ~85: the demo engine printing twice its rates
+    "test_service.py", "test_worker.py", "test_dashboard.py", "test_pipeline_faults.py",  # 60-75
+    "test_queue_faults.py", "test_health.py", "test_github_demo_e2e.py",  # 50-55
+    "test_drain.py", "test_shadow.py", "test_github_cli.py", "test_demo_engine.py",
+    "test_speed_harness.py", "test_speed_pooled.py", "test_operations_guide.py",
+    "test_setup_guide.py", "test_tokenize.py", "test_redteam.py", "test_demo_over_ssh.py",  # 18-33
 ]
 
 
