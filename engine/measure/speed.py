@@ -227,7 +227,7 @@ class Measurement:
             prompts = self.jobdir / "witness-prompts"
             # no warm-up of its own: the run's samples have just warmed caches and clocks
             self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0,
-                                                  stop=witness.stop_for(claims, improved)))
+                                                  stop=witness.stop_for(claims, improved, spec)))
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
                spec: WitnessSpec) -> witness.Timed:
@@ -248,7 +248,7 @@ class Measurement:
             log.unlink(missing_ok=True)
         throttled = bool((before or {}).get("throttled") or (after or {}).get("throttled"))
         seconds = {"cpu": cpu, "handoff": done.handoff_s or 0.0}.get(spec.clock, done.wall_s)
-        return witness.Timed(not error, done.output, seconds, throttled, error)
+        return witness.Timed(not error, done.output, seconds, throttled, error, done.wall_s)
 
     def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
         return arg.format(

@@ -54,6 +54,7 @@ class Timed:
     seconds: float  # by the spec's clock
     throttled: bool
     error: str = ""
+    wall_s: float | None = None  # start to exit, the box time it took (None: not known)
 
 
 # (side, argv, timeout_s, prompt ids) -> Timed; the ids are for a handoff clock's stdin
@@ -84,7 +85,8 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
             record.samples.append({
                 "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
                 "verified": bool(got) and error == "" and agree >= spec.min_agreement,
-                "agreement": round(agree, 4), "error": error})
+                "agreement": round(agree, 4), "error": error,
+                **({} if t.wall_s is None else {"wall_s": round(t.wall_s, 4)})})
         if not dropped:
             pair += 1
             if settled(spec, record, pair, stop or Stop()):
@@ -95,15 +97,20 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
 @dataclass(frozen=True)
 class Stop:
     """What the samples' printed rates claim of a witness (from `claimed_saving`): the bot
-    confirms a cell when the lower bound clears `margin_s` (`stop_margin`), and contradicts
-    the claims when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
+    confirms a cell when the lower bound clears `margin_s` (`stop_margin`) plus the output
+    work the head's processes may have skipped (`unverified_work_s` of `output_s`), and
+    contradicts the claims when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
 
     margin_s: float = 0.0
     claimed_s: float = 0.0
+    output_s: float = 0.0
 
 
-def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
-    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
+def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str],
+             spec: WitnessSpec | None = None) -> Stop:
+    output_s = output_work_s(claims, spec.cells, spec.output_tokens) if spec else 0.0
+    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()),
+                output_s)
 
 
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
@@ -121,7 +128,7 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
-    if bounds.lo > stop.margin_s:
+    if bounds.lo > stop.margin_s + unverified_work_s(samples, stop.output_s):
         return True
     return stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s
 
@@ -163,6 +170,36 @@ def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,
     if higher_is_better:
         return tokens * (1.0 / b - 1.0 / h), tokens / b
     return tokens * (b - h), tokens * b
+
+
+def output_work_s(claims: Mapping[str, tuple[float, float]], cells: Mapping[str, int],
+                  output_tokens: int) -> float:
+    """main's seconds for the work of one witness process that its output ids stand for: each
+    id is one position of each covered cell's work (a free-running decode step, a
+    teacher-forced step, a scored prompt position), so a cell of `tokens` contributes
+    min(1, output_tokens / tokens) of main's time for it; the rest (a prompt every output id
+    depends on) cannot be skipped without spoiling them all. A covered cell without printed
+    rates has no scale: its work counts as unbounded."""
+    total = 0.0
+    for key, tokens in cells.items():
+        if key not in claims:
+            return math.inf
+        total += claims[key][1] * min(1.0, output_tokens / max(tokens, 1))
+    return total
+
+
+def unverified_work_s(samples: Sequence[Mapping[str, Any]], output_s: float) -> float:
+    """The part of the mean per-pair saving that skipped work may explain: a head process whose
+    ids agree with main's on a share a of the positions proves only that share of its output
+    work (invented ids cost nothing), so it may have saved up to (1 - a) x `output_s` without
+    being faster; averaged over the head processes of the pairs `pair_savings` keeps. A
+    sample without `agreement` (a harness before it) counts as agreeing everywhere."""
+    pairs = {int(s["pair"]) for s in samples if s["side"] == "base" and s.get("verified")
+             and not s["dropped"]}
+    head = [float(s.get("agreement", 1.0)) for s in samples if s["side"] == "head"
+            and s.get("verified") and not s["dropped"] and int(s["pair"]) in pairs]
+    share = float(np.mean([1.0 - min(max(a, 0.0), 1.0) for a in head])) if head else 0.0
+    return share * output_s if share > 0 else 0.0
 
 
 def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:
