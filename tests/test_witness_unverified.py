@@ -110,14 +110,18 @@ def _scripted(agreement: float) -> witness.Launch:
     return launch
 
 
-@pytest.mark.parametrize(("agreement", "pairs_run"), [(1.0, 4), (0.5, 8)])
+@pytest.mark.parametrize(("agreement", "claimed_s", "pairs_run"), [
+    (1.0, 5.0, 4),  # every id main's: the 5 s seen confirm at the first look
+    (0.5, 6.0, 8),  # the 5 s seen are the invented half's: measured on to the last look
+    (0.5, 5.0, 4),  # ... and when they explain all it claims, no look can confirm: stop
+])
 def test_the_harness_does_not_stop_on_a_saving_invented_ids_explain(tmp_path, agreement,
-                                                                    pairs_run):
+                                                                    claimed_s, pairs_run):
     spec = confirmation.with_stops(witness_spec.parse_witness(
         {"name": "w", "argv": ["x"], "cells": {KEY: 10}, "prompt_tokens": 4,
          "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 10,
          "pairs": [4, 8], "min_agreement": 0.5}, "w", {KEY}), 0.01)
-    claims = {KEY: (5.0, 10.0)}  # 10 ids at main's 1 tok/s; printed 2x
+    claims = {KEY: (claimed_s, 10.0)}  # 10 ids at main's 1 tok/s
     record = witness.measure(spec, lambda arg, side: arg, _scripted(agreement), tmp_path,
                              warmup=0, stop=witness.stop_for(claims, [KEY], spec))
     assert len(record.samples) // 2 == pairs_run

@@ -116,11 +116,16 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str],
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
     """At a look before the last, what the bot would decide on these pairs is decided: the
     claim confirmed at the look's stop_t, contradicted at its spoof_t, or a head output
-    that failed verification (the witness can no longer confirm)."""
+    that failed verification (the witness can no longer confirm), or the work its invented
+    ids may have skipped already explains all the samples claim (it confirms only by showing
+    more than they claim: a head that invents ids is not measured on for that)."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
         return False
     samples = record.samples
     if any(not s["verified"] and not s["dropped"] for s in samples if s["side"] == "head"):
+        return True
+    skipped = unverified_work_s(samples, stop.output_s)
+    if skipped > 0 and skipped >= stop.claimed_s:
         return True
     d = pair_savings(samples, need_verified=True)
     if len(d) < MIN_PAIRS:
@@ -128,7 +133,7 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
-    if bounds.lo > stop.margin_s + unverified_work_s(samples, stop.output_s):
+    if bounds.lo > stop.margin_s + skipped:
         return True
     return stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s
 
