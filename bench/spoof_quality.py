@@ -28,7 +28,8 @@ samples' wall-time check never fired (a head that hides its claim there, e.g. by
 the samples do not time: only the witnesses stand between it and a tier); unwitnessed = the
 same results graded as a harness before witnesses graded them (the statistics alone);
 P(spoofed) = share rejected as spoofed; measure s = mean box time of the measuring (warm-up
-included) per evaluation; witness s = that of the witnesses the harness ran, and its ratio to
+included) per evaluation; witness s = that of the witnesses the harness ran (each process's
+`wall_s`, start to exit: a handoff clock's own seconds leave out the load), and its ratio to
 the measuring (added); witnesses alone: s and added, the same had the samples' check never
 fired (an upper bound: that check only spares witnesses).
 
