@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from engine.contract import witness_spec
@@ -168,3 +169,23 @@ def test_a_junk_tail_head_earns_no_tier(tmp_path):
     heads = [s for s in timed["samples"] if s["side"] == "head"]
     assert heads and all(s["verified"] and s["agreement"] < 0.6 for s in heads)
     assert all(s["wall_s"] >= s["seconds"] for s in timed["samples"])
+
+
+def _looked(floor: float) -> witness_spec.WitnessSpec:
+    return confirmation.with_stops(witness_spec.parse_witness(
+        {"name": "w", "argv": ["x"], "cells": {KEY: 10}, "prompt_tokens": 4,
+         "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 10,
+         "pairs": [4, 8], "sd_floor_s": floor, "floor_df": 5 if floor else 0}, "w", {KEY}), 0.01)
+
+
+@pytest.mark.parametrize(("floor", "sd", "own_claim_s", "expected"), [
+    (0.05, 0.05, 0.04, True),  # 0.04 s beyond the invented ids: under the last look's 0.06 s
+    (0.05, 0.05, 0.09, False),  # 0.09 s: a true claim would be confirmed at 8 pairs
+    (0.05, 0.5, 0.09, False),  # the floor's width, whatever these pairs' sd (the bot's guard)
+    (0.0, 0.05, 0.04, True),  # no floor: the own sd at the last look's t (4.03): 0.08 s
+    (0.0, 0.01, 0.04, False),  # ... steadier pairs resolve it
+    (0.05, 0.05, -1.0, True),  # the invented ids explain all it claims
+])
+def test_a_claim_the_last_look_cannot_resolve(floor, sd, own_claim_s, expected):
+    d = 1.0 + sd * np.array([1.0, -1.0, 1.0, -1.0])
+    assert witness.unresolvable(_looked(floor), d, own_claim_s) is expected

@@ -116,26 +116,40 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str],
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
     """At a look before the last, what the bot would decide on these pairs is decided: the
     claim confirmed at the look's stop_t, contradicted at its spoof_t, or a head output
-    that failed verification (the witness can no longer confirm), or the work its invented
-    ids may have skipped already explains all the samples claim (it confirms only by showing
-    more than they claim: a head that invents ids is not measured on for that)."""
+    that failed verification (the witness can no longer confirm), or a head that invents
+    ids whose claim, less what they may have skipped, the last look could not confirm even
+    were every printed rate true (`unresolvable`)."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
         return False
     samples = record.samples
     if any(not s["verified"] and not s["dropped"] for s in samples if s["side"] == "head"):
         return True
-    skipped = unverified_work_s(samples, stop.output_s)
-    if skipped > 0 and skipped >= stop.claimed_s:
-        return True
     d = pair_savings(samples, need_verified=True)
     if len(d) < MIN_PAIRS:
         return False
+    skipped = unverified_work_s(samples, stop.output_s)
+    if skipped > 0 and unresolvable(spec, d, stop.claimed_s - stop.margin_s - skipped):
+        return True
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
     if bounds.lo > stop.margin_s + skipped:
         return True
     return stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s
+
+
+def unresolvable(spec: WitnessSpec, d: np.ndarray, own_claim_s: float) -> bool:
+    """Would the bot's last look miss `own_claim_s` (what a cell claims beyond the margin) even
+    were it the mean saving? Its lower bound then lies a critical value times the sd over
+    sqrt(pairs) below it: the calibrated floor's where the witness has one, else the pairs' own
+    so far. The harness stops there only for a head whose ids disagree with main's: an honest
+    head's small claim is measured to the end."""
+    n = spec.looks[-1]
+    if spec.sd_floor_s > 0 and spec.pooled_stop_t:
+        width = spec.pooled_stop_t[-1] * spec.sd_floor_s / math.sqrt(n)
+    else:
+        width = spec.stop_t[-1] * float(np.std(d, ddof=1)) / math.sqrt(n)
+    return own_claim_s <= width
 
 
 def look_critical(spec: WitnessSpec, k: int) -> Critical:
