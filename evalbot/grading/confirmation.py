@@ -11,10 +11,11 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
                 and less the output work the head may have skipped (a process agreeing with
                 main on a share a of its ids proves only that share: up to 1 - a of main's
                 time for its output work, `unverified_work_s`; a witness credits only
-                verified work), is above 0: some saving of c's own is certain at the policy's 1 - alpha (never
-                below 1 - MAX_CONFIRM_ALPHA). That lower bound, as a rate gain over main's time
-                for c's work, caps the cell's lower bound, so the tier is never more than the
-                harness measured (the printed interval stays the estimate when it is tighter)
+                verified work), is above 0: some saving of c's own is certain at the
+                policy's 1 - alpha (never below 1 - MAX_CONFIRM_ALPHA). That lower bound,
+                as a rate gain over main's time for c's work, caps the cell's lower bound, so
+                the tier is never more than the harness measured (the printed interval stays
+                the estimate when it is tighter)
   contradicted  the upper bound at 1 - SPOOF_ALPHA lies below SHOWN_FRACTION of the claimed
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
