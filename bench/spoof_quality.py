@@ -167,7 +167,7 @@ def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator
                 continue
             claims = {k: c for k, t in spec.cells.items()
                       for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
-            w = _witness(spec, run, box, head, witness.stop_for(claims, improved, spec), rng)
+            w = _witness(spec, run, box, head, witness.stop_for(claims, improved), rng)
             witness_s += sum(s["wall_s"] for s in w["samples"])  # box time, whatever the clock
             alone.append(w)
             if not stopped:

@@ -30,18 +30,6 @@ TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 KEY = "m/decode@128"
 
 
-@pytest.mark.parametrize(("claims", "cells", "output_tokens", "expected"), [
-    ({KEY: (5.0, 10.0)}, {KEY: 1000}, 1000, 10.0),  # every decode step prints an id
-    ({KEY: (5.0, 10.0)}, {KEY: 1000}, 500, 5.0),  # the prompt's steps print none
-    ({KEY: (5.0, 10.0), "m/prefill@4000": (0.0, 0.4)}, {KEY: 1000, "m/prefill@4000": 4000},
-     1000, 10.1),  # a prompt position per output id, at most
-    ({}, {KEY: 1000}, 1000, float("inf")),  # a cell without rates: no scale, no credit
-])
-def test_output_work_is_main_s_for_the_positions_the_ids_stand_for(claims, cells, output_tokens,
-                                                                   expected):
-    assert witness.output_work_s(claims, cells, output_tokens) == pytest.approx(expected)
-
-
 def _samples(agreements: list[float], base_s: float = 12.0, head_s: float = 7.0,
              jitter: float = 0.01, dropped: int = -1) -> list[dict[str, Any]]:
     out = []
@@ -54,21 +42,28 @@ def _samples(agreements: list[float], base_s: float = 12.0, head_s: float = 7.0,
     return out
 
 
+# main's witness process takes 12 s
 @pytest.mark.parametrize(("agreements", "dropped", "expected"), [
     ([1.0] * 5, -1, 0.0),  # all ids main's: nothing unproven
-    ([0.5] * 5, -1, 5.0),  # half invented: half the output work
-    ([1.0, 0.5, 1.0, 0.5, 1.0], -1, 2.0),  # the mean over the pairs
+    ([0.5] * 5, -1, 6.0),  # half invented: half of main's measured time
+    ([1.0, 0.5, 1.0, 0.5, 1.0], -1, 2.4),  # the mean over the pairs
     ([0.1, 1.0, 1.0, 1.0], -1, 0.0),  # an unverified pair is not judged: not counted
     ([0.5, 1.0, 1.0, 1.0], 0, 0.0),  # nor is a dropped one
 ])
 def test_unverified_work_is_the_mean_unproven_share(agreements, dropped, expected):
-    samples = _samples(agreements, dropped=dropped)
-    assert witness.unverified_work_s(samples, 10.0) == pytest.approx(expected)
+    samples = _samples(agreements, jitter=0.0, dropped=dropped)
+    assert witness.unverified_work_s(samples) == pytest.approx(expected)
+
+
+def test_the_scale_is_mains_measured_time_not_its_printed_rate() -> None:
+    # main's witness took 12 s; what its printed rates say of its work plays no part
+    assert witness.unverified_work_s(_samples([0.75] * 4, base_s=12.0, jitter=0.0)) == 3.0
+    assert witness.unverified_work_s(_samples([0.75] * 4, base_s=20.0, jitter=0.0)) == 5.0
 
 
 def test_samples_without_agreement_are_graded_as_before() -> None:
     samples = [{k: v for k, v in s.items() if k != "agreement"} for s in _samples([0.5] * 4)]
-    assert witness.unverified_work_s(samples, 10.0) == 0.0
+    assert witness.unverified_work_s(samples) == 0.0
 
 
 def _cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, Any]:
@@ -80,7 +75,8 @@ def _cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, Any]:
             "samples": samples}
 
 
-# main decodes 1000 output ids at 100 tok/s: 10 s of a 12 s witness
+# main decodes 1000 output ids at 100 tok/s: 10 s of a 12 s witness; a share 1 - a invented
+# is credited as up to (1 - a) x 12 s skipped
 @pytest.mark.parametrize(("head_rate", "head_s", "agreement", "expected"), [
     (200.0, 7.0, 1.0, "improved"),  # a real 2x, every id main's
     (200.0, 7.0, 0.5, "unconfirmed"),  # the 5 s seen are the 5 s of ids it invented
@@ -124,7 +120,7 @@ def test_the_harness_does_not_stop_on_a_saving_invented_ids_explain(tmp_path, ag
          "pairs": [4, 8], "min_agreement": 0.5}, "w", {KEY}), 0.01)
     claims = {KEY: (claimed_s, 10.0)}  # 10 ids at main's 1 tok/s
     record = witness.measure(spec, lambda arg, side: arg, _scripted(agreement), tmp_path,
-                             warmup=0, stop=witness.stop_for(claims, [KEY], spec))
+                             warmup=0, stop=witness.stop_for(claims, [KEY]))
     assert len(record.samples) // 2 == pairs_run
 
 
@@ -189,3 +185,28 @@ def _looked(floor: float) -> witness_spec.WitnessSpec:
 def test_a_claim_the_last_look_cannot_resolve(floor, sd, own_claim_s, expected):
     d = 1.0 + sd * np.array([1.0, -1.0, 1.0, -1.0])
     assert witness.unresolvable(_looked(floor), d, own_claim_s) is expected
+
+
+def _with_witness(**extra: Any) -> dict[str, Any]:
+    from tests.test_contracts import _results
+
+    sample = {"pair": 0, "side": "head", "seconds": 1.5, "dropped": False, "verified": True,
+              **extra}
+    return {**_results(), "witnesses": [{"name": "w", "source": "witness", "cells": {KEY: 10},
+                                         "samples": [sample]}]}
+
+
+@pytest.mark.parametrize(("extra", "error"), [
+    ({}, None),  # a harness before wall_s: still valid
+    ({"wall_s": 3.8}, None),
+    ({"wall_s": -1.0}, "wall_s"),
+    ({"wall_s": "3.8"}, "wall_s"),
+])
+def test_a_witness_sample_may_record_its_wall_time(extra, error):
+    from engine.contract.checks import ContractError
+
+    if error is None:
+        validate(_with_witness(**extra))
+    else:
+        with pytest.raises(ContractError, match=error):
+            validate(_with_witness(**extra))

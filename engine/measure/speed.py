@@ -227,7 +227,7 @@ class Measurement:
             prompts = self.jobdir / "witness-prompts"
             # no warm-up of its own: the run's samples have just warmed caches and clocks
             self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0,
-                                                  stop=witness.stop_for(claims, improved, spec)))
+                                                  stop=witness.stop_for(claims, improved)))
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
                spec: WitnessSpec) -> witness.Timed:

@@ -97,20 +97,16 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
 @dataclass(frozen=True)
 class Stop:
     """What the samples' printed rates claim of a witness (from `claimed_saving`): the bot
-    confirms a cell when the lower bound clears `margin_s` (`stop_margin`) plus the output
-    work the head's processes may have skipped (`unverified_work_s` of `output_s`), and
-    contradicts the claims when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
+    confirms a cell when the lower bound clears `margin_s` (`stop_margin`) plus the work the
+    head's invented ids may have skipped (`unverified_work_s`), and contradicts the claims
+    when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
 
     margin_s: float = 0.0
     claimed_s: float = 0.0
-    output_s: float = 0.0
 
 
-def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str],
-             spec: WitnessSpec | None = None) -> Stop:
-    output_s = output_work_s(claims, spec.cells, spec.output_tokens) if spec else 0.0
-    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()),
-                output_s)
+def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
+    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
 
 
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
@@ -127,7 +123,7 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     d = pair_savings(samples, need_verified=True)
     if len(d) < MIN_PAIRS:
         return False
-    skipped = unverified_work_s(samples, stop.output_s)
+    skipped = unverified_work_s(samples)
     if skipped > 0 and unresolvable(spec, d, stop.claimed_s - stop.margin_s - skipped):
         return True
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
@@ -191,34 +187,26 @@ def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,
     return tokens * (b - h), tokens * b
 
 
-def output_work_s(claims: Mapping[str, tuple[float, float]], cells: Mapping[str, int],
-                  output_tokens: int) -> float:
-    """main's seconds for the work of one witness process that its output ids stand for: each
-    id is one position of each covered cell's work (a free-running decode step, a
-    teacher-forced step, a scored prompt position), so a cell of `tokens` contributes
-    min(1, output_tokens / tokens) of main's time for it; the rest (a prompt every output id
-    depends on) cannot be skipped without spoiling them all. A covered cell without printed
-    rates has no scale: its work counts as unbounded."""
-    total = 0.0
-    for key, tokens in cells.items():
-        if key not in claims:
-            return math.inf
-        total += claims[key][1] * min(1.0, output_tokens / max(tokens, 1))
-    return total
-
-
-def unverified_work_s(samples: Sequence[Mapping[str, Any]], output_s: float) -> float:
-    """The part of the mean per-pair saving that skipped work may explain: a head process whose
-    ids agree with main's on a share a of the positions proves only that share of its output
-    work (invented ids cost nothing), so it may have saved up to (1 - a) x `output_s` without
-    being faster; averaged over the head processes of the pairs `pair_savings` keeps. A
-    sample without `agreement` (a harness before it) counts as agreeing everywhere."""
-    pairs = {int(s["pair"]) for s in samples if s["side"] == "base" and s.get("verified")
-             and not s["dropped"]}
-    head = [float(s.get("agreement", 1.0)) for s in samples if s["side"] == "head"
-            and s.get("verified") and not s["dropped"] and int(s["pair"]) in pairs]
-    share = float(np.mean([1.0 - min(max(a, 0.0), 1.0) for a in head])) if head else 0.0
-    return share * output_s if share > 0 else 0.0
+def unverified_work_s(samples: Sequence[Mapping[str, Any]]) -> float:
+    """The part of the mean per-pair saving that skipped work may explain. A head process whose
+    ids agree with main's on a share a of the positions proves only that share of the work its
+    ids stand for (invented ids cost nothing), so it may have saved up to 1 - a of main's time
+    for that work without being faster. main's time for it is bounded by what the harness
+    measured of main's whole witness process (by the witness's clock; a load or a prompt every
+    id depends on is counted too, on the head's side of the bound), not by main's printed
+    rates, whose own noise would leave a precise witness a few milliseconds to forge.
+    Averaged over the pairs `pair_savings` keeps. A sample without `agreement` (a harness
+    before it) counts as agreeing everywhere."""
+    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for s in samples:
+        if s.get("verified") and not s["dropped"]:
+            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
+    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
+    if not full:
+        return 0.0
+    share = float(np.mean([1.0 - min(max(float(p["head"].get("agreement", 1.0)), 0.0), 1.0)
+                           for p in full]))
+    return share * float(np.mean([p["base"]["seconds"] for p in full])) if share > 0 else 0.0
 
 
 def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:

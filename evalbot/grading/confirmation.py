@@ -8,10 +8,10 @@ witness's own sd, or pooled with its calibrated floor (`sd_floor_s`, `floor_df`)
 guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.md).
 
   confirmed     the lower bound, less the other covered cells' claimed savings (positive ones)
-                and less the output work the head may have skipped (a process agreeing with
-                main on a share a of its ids proves only that share: up to 1 - a of main's
-                time for its output work, `unverified_work_s`; a witness credits only
-                verified work), is above 0: some saving of c's own is certain at the
+                and less the work the head may have skipped (a process agreeing with main
+                on a share a of its ids proves only that share: up to 1 - a of main's
+                measured witness time, `unverified_work_s`; a witness credits only verified
+                work), is above 0: some saving of c's own is certain at the
                 policy's 1 - alpha (never below 1 - MAX_CONFIRM_ALPHA). That lower bound,
                 as a rate gain over main's time for c's work, caps the cell's lower bound, so
                 the tier is never more than the harness measured (the printed interval stays
@@ -45,7 +45,6 @@ from engine.measure.witness import (
     SHOWN_FRACTION,
     claimed_saving,
     others_claims,
-    output_work_s,
     pair_savings,
     unverified_work_s,
 )
@@ -130,9 +129,8 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict, sd=bounds.sd)
     claims = {k: v for k, v in claims.items() if k in witness["cells"]}
     total = sum(max(v[0], 0.0) for v in claims.values())
-    skipped = unverified_work_s(samples, output_work_s(
-        claims, witness["cells"], int(witness.get("output_tokens") or 0))) if confirming else 0.0
-    out["unverified_s"] = skipped if math.isfinite(skipped) else None
+    skipped = unverified_work_s(samples) if confirming else 0.0
+    out["unverified_s"] = skipped
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
