@@ -17,13 +17,19 @@ Heads:
   lie F one       prints F x on the first witnessed cell only
   lie F ctx       prints F x on every cell at the first witnessed cell's context only
   honest +G       really G faster on every cell, printing the truth
+  junk tail a     its witness computes the first share a of its output ids and invents the
+                  rest (agreement a, verified at the profiles' min_agreement 0.5), its bench
+                  tool skips the same share of its decode work and prints rates true to the
+                  work it did (so the samples' wall times agree with them): a claimed saving
+                  of 1 - a of the decode work, made of work it never did
 
 Columns: P(tier) = share of evaluations with a tier; witnesses alone = the same, had the
 samples' wall-time check never fired (a head that hides its claim there, e.g. by skipping work
 the samples do not time: only the witnesses stand between it and a tier); unwitnessed = the
 same results graded as a harness before witnesses graded them (the statistics alone);
 P(spoofed) = share rejected as spoofed; measure s = mean box time of the measuring (warm-up
-included) per evaluation; witness s = that of the witnesses the harness ran, and its ratio to
+included) per evaluation; witness s = that of the witnesses the harness ran (each process's
+`wall_s`, start to exit: a handoff clock's own seconds leave out the load), and its ratio to
 the measuring (added); witnesses alone: s and added, the same had the samples' check never
 fired (an upper bound: that check only spares witnesses).
 
@@ -44,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +85,23 @@ class Box:
     handoff_jitter_s: float = 0.005  # the handoff clock's own (pipe, scheduling): assumed
     pair_drift_s: float = 0.0  # a slow drift both processes of a pair share (cancels in it)
     sample_jitter_s: float | None = None  # a sample process's wall jitter (None: load_jitter_s)
+    # a run's own sample time where it differs from sample_s, by "model@largest ctx"
+    run_sample_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Head:
+    """A head of the table: the factor its printed rates carry per cell key, its real gain on
+    every cell, and the share of its witness's output ids it computes (the rest invented)."""
+
+    name: str
+    printed: dict[str, float]
+    gain: float = 0.0
+    agreement: float = 1.0
+
+    def real(self, metric: str) -> float:
+        """Its real speed-up of a cell's work in a sample (skipped work included)."""
+        return (1 + self.gain) / (self.agreement if metric == "decode" else 1.0)
 
 
 def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> float:
@@ -96,9 +119,13 @@ BOXES = {
     # generate witness measured 15.1-15.4 s a process (sd 0.080 s) but its pairs' differences
     # only 0.047 s (6 pairs, tests/data/sparkinfer/phase2-speedup-h200.results.json): each
     # process's own jitter 0.047/sqrt(2) = 0.033 s, the rest (0.073 s) a drift a pair shares
+    # A sample: the 0/4k/32k/64k sweep 25.6 s, the 128k run's 30.7 s (both measured, the
+    # profile's comments). The MoE run has no measurement (its profile estimates ~2 min a
+    # sweep and ~440 tok/s for its witness): it is simulated at the dense model's figures.
     "sparkinfer": Box("sparkinfer measured", {"decode": 340.0, "prefill": 9000.0},
                       {"decode": 0.0025, "prefill": 0.0025}, 0.3, 0.033, 25.6,
-                      pair_drift_s=0.073, sample_jitter_s=0.08),
+                      pair_drift_s=0.073, sample_jitter_s=0.08,
+                      run_sample_s={"qwythos-9b@131072": 30.7}),
 }
 
 
@@ -111,9 +138,8 @@ def _rate(box: Box, metric: str, ctx: int) -> float:
     return _lookup(box.rates, metric, ctx, box.rates.get(metric, 1000.0))
 
 
-def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
-             rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any], float, float,
-                                                float]:
+def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator
+             ) -> tuple[dict[str, Any], dict[str, Any], float, float, float]:
     """One evaluation: (results document as the harness writes it, the same evaluation had the
     samples' own check (engine/measure/spoof.py) never fired: the witnesses alone, the
     witnesses' box s in each case, measuring box s)."""
@@ -124,9 +150,9 @@ def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
     alone: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     for run in job.runs:
-        records, n = _run_samples(run, box, head, gain, rule, rng)
+        records, n = _run_samples(run, box, head, rule, rng)
         cells += records.values()
-        measure_s += (n + job.rule.warmup) * 2 * box.sample_s
+        measure_s += (n + job.rule.warmup) * 2 * _sample_s(box, run)
         reason = _unexplained(run, records)
         if not failures:
             full.append(_samples_witness(run, records))
@@ -141,12 +167,12 @@ def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
                 continue
             claims = {k: c for k, t in spec.cells.items()
                       for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
-            w = _witness(spec, run, box, gain, witness.stop_for(claims, improved), rng)
-            witness_s += sum(s["seconds"] for s in w["samples"])
+            w = _witness(spec, run, box, head, witness.stop_for(claims, improved), rng)
+            witness_s += sum(s["wall_s"] for s in w["samples"])  # box time, whatever the clock
             alone.append(w)
             if not stopped:
                 full.append(w)
-                ran_s += sum(s["seconds"] for s in w["samples"])
+                ran_s += sum(s["wall_s"] for s in w["samples"])
     common = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
               "correctness": None, "job_id": "sim", "profile": profile.name,
               "base": {"sha": SHA}, "head": {"sha": "1" * 40}, "box": {}}
@@ -154,7 +180,11 @@ def simulate(profile: Profile, box: Box, head: dict[str, float], gain: float,
             {**common, "witnesses": alone, "failures": []}, ran_s, witness_s, measure_s)
 
 
-def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: dict[str, Any],
+def _sample_s(box: Box, run: Any) -> float:
+    return box.run_sample_s.get(f"{run.model}@{max(c.ctx for c in run.cells)}", box.sample_s)
+
+
+def _run_samples(run: Any, box: Box, head: Head, rule: dict[str, Any],
                  rng: np.random.Generator) -> tuple[dict[str, dict[str, Any]], int]:
     """A run's paired samples; each sample's wall time is the process's fixed part (load,
     untimed work: sample_s less the cells' work at main's true rates, with the load's jitter)
@@ -162,13 +192,13 @@ def _run_samples(run: Any, box: Box, head: dict[str, float], gain: float, rule: 
     last = rule["looks"][-1]
     records: dict[str, dict[str, Any]] = {}
     work = {"base": np.zeros(last), "head": np.zeros(last)}
-    fixed = box.sample_s
+    fixed = _sample_s(box, run)
     for cell in run.cells:
         true = _rate(box, cell.metric, cell.ctx)
         sd = _lookup(box.noise, cell.metric, cell.ctx, 0.01)
         base = true * np.exp(rng.normal(0, sd, last))
-        real = true * (1 + gain) * np.exp(rng.normal(0, sd, last))
-        printed = real * head.get(cell.key, 1.0)
+        real = true * head.real(cell.metric) * np.exp(rng.normal(0, sd, last))
+        printed = real * head.printed.get(cell.key, 1.0)
         tokens = _tokens(run, cell)
         fixed -= tokens / true
         work["base"] += tokens / base
@@ -233,8 +263,10 @@ def _all_decided(records: list[dict[str, Any]], pairs: int, rule: dict[str, Any]
                for looks in speed.replay_all(cut, rule))
 
 
-def _witness(spec: Any, run: Any, box: Box, gain: float, stop: witness.Stop,
+def _witness(spec: Any, run: Any, box: Box, head: Head, stop: witness.Stop,
              rng: np.random.Generator) -> dict[str, Any]:
+    """A witness's pairs up to the harness's stop; `seconds` by its clock, `wall_s` the box
+    time of the process (a handoff clock's leaves out the load)."""
     by_key = {c.key: c for c in run.cells}
     record = witness.WitnessRecord(spec)
     samples = record.samples
@@ -243,29 +275,45 @@ def _witness(spec: Any, run: Any, box: Box, gain: float, stop: witness.Stop,
             break  # the harness's own stopping rule (engine/measure/witness.py)
         drift = rng.normal(0, box.pair_drift_s) if spec.clock != "handoff" else 0.0
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
-            speedup = 1 + gain if side == "head" else 1.0
-            work = sum(tokens / (_rate(box, by_key[k].metric, by_key[k].ctx) * speedup)
+            agreement = head.agreement if side == "head" else 1.0
+            work = sum(_work_s(box, spec, by_key[k], tokens, head if side == "head" else None)
                        * math.exp(rng.normal(0, _lookup(box.noise, by_key[k].metric,
                                                          by_key[k].ctx, 0.01)))
                        for k, tokens in spec.cells.items())
+            load = box.load_s + drift + rng.normal(0, box.load_jitter_s)
             seconds = work + (rng.normal(0, box.handoff_jitter_s) if spec.clock == "handoff"
-                              else box.load_s + drift + rng.normal(0, box.load_jitter_s))
+                              else load)
             samples.append({"pair": p, "side": side, "seconds": seconds, "dropped": False,
-                            "verified": True})
+                            "verified": agreement >= spec.min_agreement,
+                            "agreement": agreement,
+                            "wall_s": seconds + (load if spec.clock == "handoff" else 0.0)})
     return record.to_dict()  # as the harness writes it: the floor the bot judges with
 
 
-def cases(profile: Profile) -> list[tuple[str, dict[str, float], float]]:
-    """(name, printed factor per cell key, true gain) for every head of the table."""
+def _work_s(box: Box, spec: Any, cell: Any, tokens: int, head: Head | None) -> float:
+    """A witness's true seconds for one cell's work: main's, or the head's at its real gain
+    less the output positions it invents (a decode cell's; the prompt every id depends on is
+    done)."""
+    main_s = tokens / _rate(box, cell.metric, cell.ctx)
+    if head is None:
+        return main_s
+    invented = (1 - head.agreement) * min(1.0, spec.output_tokens / tokens) \
+        if cell.metric == "decode" else 0.0
+    return main_s / (1 + head.gain) * (1 - invented)
+
+
+def cases(profile: Profile) -> list[Head]:
+    """Every head of the table."""
     keys = [f"{r.model}/{c.metric}@{c.ctx}" for r in profile.runs for c in r.cells]
     first = next(k for r in profile.runs for w in r.witnesses for k in w.cells)
     ctx = first.rsplit("@", 1)[1]
-    out: list[tuple[str, dict[str, float], float]] = []
+    out: list[Head] = []
     for f in (1.05, 1.1, 1.3, 2.0, 10.0):
-        out.append((f"lie {f:g}x all", {k: f for k in keys}, 0.0))
-        out.append((f"lie {f:g}x one", {first: f}, 0.0))
-        out.append((f"lie {f:g}x ctx", {k: f for k in keys if k.endswith("@" + ctx)}, 0.0))
-    out += [(f"honest +{100 * g:.0f}%", {}, g) for g in (0.03, 0.05, 0.10)]
+        out.append(Head(f"lie {f:g}x all", {k: f for k in keys}))
+        out.append(Head(f"lie {f:g}x one", {first: f}))
+        out.append(Head(f"lie {f:g}x ctx", {k: f for k in keys if k.endswith("@" + ctx)}))
+    out += [Head(f"junk tail {a:g}", {}, agreement=a) for a in (0.5, 0.75, 0.9)]
+    out += [Head(f"honest +{100 * g:.0f}%", {}, g) for g in (0.03, 0.05, 0.10)]
     return out
 
 
@@ -275,13 +323,13 @@ def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
     print("| head | P(tier) | witnesses alone | unwitnessed | P(spoofed) | measure s | "
           "witness s | added | witnesses alone: s | added |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, head, gain in cases(profile):
-        if only and not any(word in name for word in only):
+    for head in cases(profile):
+        if only and not any(word in head.name for word in only):
             continue
         tiers = alone = spoofed = plain = 0
         ran = wit = mea = 0.0
         for _ in range(sims):
-            results, witnessed, r, w, m = simulate(profile, box, head, gain, rng)
+            results, witnessed, r, w, m = simulate(profile, box, head, rng)
             verdict = grade(results, POLICY)
             tiers += verdict["tier"] is not None
             spoofed += verdict["kind"] == "spoofed"
@@ -289,7 +337,7 @@ def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
             legacy = {k: v for k, v in witnessed.items() if k != "witnesses"}
             plain += grade(legacy, POLICY)["tier"] is not None
             ran, wit, mea = ran + r, wit + w, mea + m
-        print(f"| {name} | {100 * tiers / sims:.1f}% | {100 * alone / sims:.1f}% | "
+        print(f"| {head.name} | {100 * tiers / sims:.1f}% | {100 * alone / sims:.1f}% | "
               f"{100 * plain / sims:.0f}% | {100 * spoofed / sims:.1f}% | {mea / sims:.1f} | "
               f"{ran / sims:.1f} | {100 * ran / mea:.0f}% | {wit / sims:.1f} | "
               f"{100 * wit / mea:.0f}% |", flush=True)
@@ -328,9 +376,10 @@ def demo_table(runs: int) -> None:
 
 
 def _box_times(results: dict[str, Any]) -> tuple[float, float]:
-    """Witness CPU-clock seconds, and the measuring's wall seconds (samples + 1 warm-up pair)."""
-    wit = sum(s["seconds"] for w in results["witnesses"] if w["source"] == "witness"
-              for s in w["samples"])
+    """Witness box seconds (each process's start to exit; its clock's seconds from a harness
+    before `wall_s`), and the measuring's wall seconds (samples + 1 warm-up pair)."""
+    wit = sum(s.get("wall_s", s["seconds"]) for w in results["witnesses"]
+              if w["source"] == "witness" for s in w["samples"])
     first = [w for w in results["witnesses"] if w["source"] == "samples"]
     mea = sum(s["seconds"] for w in first for s in w["samples"])
     pairs = sum(len(w["samples"]) for w in first) / 2

@@ -83,6 +83,9 @@ def _witness(w: dict[str, Any], where: str) -> None:
         field(s, at, "seconds", float)
         field(s, at, "dropped", bool)
         field(s, at, "verified", bool)
+        # the process's start-to-exit box time, whatever its clock (optional: added in v1)
+        if (field(s, at, "wall_s", float, optional=True) or 0) < 0:
+            raise ContractError(f"{at}.wall_s: seconds are >= 0")
 
 
 def _correctness(corr: dict[str, Any]) -> None:

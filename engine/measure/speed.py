@@ -248,7 +248,7 @@ class Measurement:
             log.unlink(missing_ok=True)
         throttled = bool((before or {}).get("throttled") or (after or {}).get("throttled"))
         seconds = {"cpu": cpu, "handoff": done.handoff_s or 0.0}.get(spec.clock, done.wall_s)
-        return witness.Timed(not error, done.output, seconds, throttled, error)
+        return witness.Timed(not error, done.output, seconds, throttled, error, done.wall_s)
 
     def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
         return arg.format(

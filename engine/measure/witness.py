@@ -54,6 +54,7 @@ class Timed:
     seconds: float  # by the spec's clock
     throttled: bool
     error: str = ""
+    wall_s: float | None = None  # start to exit, the box time it took (None: not known)
 
 
 # (side, argv, timeout_s, prompt ids) -> Timed; the ids are for a handoff clock's stdin
@@ -84,7 +85,8 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
             record.samples.append({
                 "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
                 "verified": bool(got) and error == "" and agree >= spec.min_agreement,
-                "agreement": round(agree, 4), "error": error})
+                "agreement": round(agree, 4), "error": error,
+                **({} if t.wall_s is None else {"wall_s": round(t.wall_s, 4)})})
         if not dropped:
             pair += 1
             if settled(spec, record, pair, stop or Stop()):
@@ -95,8 +97,9 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
 @dataclass(frozen=True)
 class Stop:
     """What the samples' printed rates claim of a witness (from `claimed_saving`): the bot
-    confirms a cell when the lower bound clears `margin_s` (`stop_margin`), and contradicts
-    the claims when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
+    confirms a cell when the lower bound clears `margin_s` (`stop_margin`) plus the work the
+    head's invented ids may have skipped (`unverified_work_s`), and contradicts the claims
+    when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
 
     margin_s: float = 0.0
     claimed_s: float = 0.0
@@ -109,7 +112,9 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str])
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
     """At a look before the last, what the bot would decide on these pairs is decided: the
     claim confirmed at the look's stop_t, contradicted at its spoof_t, or a head output
-    that failed verification (the witness can no longer confirm)."""
+    that failed verification (the witness can no longer confirm), or a head that invents
+    ids whose claim, less what they may have skipped, the last look could not confirm even
+    were every printed rate true (`unresolvable`)."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
         return False
     samples = record.samples
@@ -118,12 +123,29 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     d = pair_savings(samples, need_verified=True)
     if len(d) < MIN_PAIRS:
         return False
+    skipped = unverified_work_s(samples)
+    if skipped > 0 and unresolvable(spec, d, stop.claimed_s - stop.margin_s - skipped):
+        return True
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
-    if bounds.lo > stop.margin_s:
+    if bounds.lo > stop.margin_s + skipped:
         return True
     return stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s
+
+
+def unresolvable(spec: WitnessSpec, d: np.ndarray, own_claim_s: float) -> bool:
+    """Would the bot's last look miss `own_claim_s` (what a cell claims beyond the margin) even
+    were it the mean saving? Its lower bound then lies a critical value times the sd over
+    sqrt(pairs) below it: the calibrated floor's where the witness has one, else the pairs' own
+    so far. The harness stops there only for a head whose ids disagree with main's: an honest
+    head's small claim is measured to the end."""
+    n = spec.looks[-1]
+    if spec.sd_floor_s > 0 and spec.pooled_stop_t:
+        width = spec.pooled_stop_t[-1] * spec.sd_floor_s / math.sqrt(n)
+    else:
+        width = spec.stop_t[-1] * float(np.std(d, ddof=1)) / math.sqrt(n)
+    return own_claim_s <= width
 
 
 def look_critical(spec: WitnessSpec, k: int) -> Critical:
@@ -163,6 +185,28 @@ def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,
     if higher_is_better:
         return tokens * (1.0 / b - 1.0 / h), tokens / b
     return tokens * (b - h), tokens * b
+
+
+def unverified_work_s(samples: Sequence[Mapping[str, Any]]) -> float:
+    """The part of the mean per-pair saving that skipped work may explain. A head process whose
+    ids agree with main's on a share a of the positions proves only that share of the work its
+    ids stand for (invented ids cost nothing), so it may have saved up to 1 - a of main's time
+    for that work without being faster. main's time for it is bounded by what the harness
+    measured of main's whole witness process (by the witness's clock; a load or a prompt every
+    id depends on is counted too, on the head's side of the bound), not by main's printed
+    rates, whose own noise would leave a precise witness a few milliseconds to forge.
+    Averaged over the pairs `pair_savings` keeps. A sample without `agreement` (a harness
+    before it) counts as agreeing everywhere."""
+    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for s in samples:
+        if s.get("verified") and not s["dropped"]:
+            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
+    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
+    if not full:
+        return 0.0
+    share = float(np.mean([1.0 - min(max(float(p["head"].get("agreement", 1.0)), 0.0), 1.0)
+                           for p in full]))
+    return share * float(np.mean([p["base"]["seconds"] for p in full])) if share > 0 else 0.0
 
 
 def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:

@@ -7,11 +7,15 @@ main's and the head's witness times, measured by the harness, as a one-sided t i
 witness's own sd, or pooled with its calibrated floor (`sd_floor_s`, `floor_df`) unless the F
 guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.md).
 
-  confirmed     the lower bound, less the other covered cells' claimed savings (positive ones),
-                is above 0: some saving of c's own is certain at the policy's 1 - alpha (never
-                below 1 - MAX_CONFIRM_ALPHA). That lower bound, as a rate gain over main's time
-                for c's work, caps the cell's lower bound, so the tier is never more than the
-                harness measured (the printed interval stays the estimate when it is tighter)
+  confirmed     the lower bound, less the other covered cells' claimed savings (positive ones)
+                and less the work the head may have skipped (a process agreeing with main
+                on a share a of its ids proves only that share: up to 1 - a of main's
+                measured witness time, `unverified_work_s`; a witness credits only verified
+                work), is above 0: some saving of c's own is certain at the
+                policy's 1 - alpha (never below 1 - MAX_CONFIRM_ALPHA). That lower bound,
+                as a rate gain over main's time for c's work, caps the cell's lower bound, so
+                the tier is never more than the harness measured (the printed interval stays
+                the estimate when it is tighter)
   contradicted  the upper bound at 1 - SPOOF_ALPHA lies below SHOWN_FRACTION of the claimed
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
@@ -42,6 +46,7 @@ from engine.measure.witness import (
     claimed_saving,
     others_claims,
     pair_savings,
+    unverified_work_s,
 )
 from engine.measure.witness_interval import (
     NO_FLOOR,
@@ -124,8 +129,10 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict, sd=bounds.sd)
     claims = {k: v for k, v in claims.items() if k in witness["cells"]}
     total = sum(max(v[0], 0.0) for v in claims.values())
+    skipped = unverified_work_s(samples) if confirming else 0.0
+    out["unverified_s"] = skipped
     for key, (claim, main_s) in claims.items():
-        others = others_claims(claims, key)  # taken as true
+        others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
         if total > 0 and hi_strict < SHOWN_FRACTION * total:
             status = "contradicted"
