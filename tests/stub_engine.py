@@ -88,7 +88,7 @@ def make_repo(root: Path, variants: dict[str, dict[str, object]],
     return repo, main_sha, shas
 
 
-def decode_witness(new_tokens: int = 512, pairs: int = 4) -> dict[str, object]:
+def decode_witness(new_tokens: int = 256, pairs: int = 4) -> dict[str, object]:
     """A witness for the stub's decode@128 cell: `new_tokens` of true decode work (CPU-bound,
     so its CPU time is the work's, whatever the machine runs beside it)."""
     return {"name": "decode-128", "argv": ["{python}", "{build}/build/engine.py", "--generate",
