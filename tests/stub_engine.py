@@ -88,6 +88,17 @@ def make_repo(root: Path, variants: dict[str, dict[str, object]],
     return repo, main_sha, shas
 
 
+def decode_cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, object]:
+    """A results cell of the stub's decode@128 with n pairs at constant printed rates (for the
+    confirmation's table tests)."""
+    samples = []
+    for p in range(n):
+        samples += [{"pair": p, "side": "base", "value": base_rate, "dropped": False},
+                    {"pair": p, "side": "head", "value": head_rate, "dropped": False}]
+    return {"model": "m", "metric": "decode", "ctx": 128, "higher_is_better": True,
+            "samples": samples}
+
+
 def decode_witness(new_tokens: int = 256, pairs: int = 4) -> dict[str, object]:
     """A witness for the stub's decode@128 cell: `new_tokens` of true decode work (CPU-bound,
     so its CPU time is the work's, whatever the machine runs beside it)."""

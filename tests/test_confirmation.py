@@ -21,20 +21,11 @@ from engine.measure import witness
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
-from tests.stub_engine import decode_witness, job_doc, make_repo
+from tests.stub_engine import decode_cell, decode_witness, job_doc, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
-
-
-def _cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, Any]:
-    samples = []
-    for p in range(n):
-        samples += [{"pair": p, "side": "base", "value": base_rate, "dropped": False},
-                    {"pair": p, "side": "head", "value": head_rate, "dropped": False}]
-    return {"model": "m", "metric": "decode", "ctx": 128, "higher_is_better": True,
-            "samples": samples}
 
 
 def _witness(base_s: float, head_s: float, n: int = 5, jitter: float = 0.01,
@@ -74,13 +65,13 @@ def _status(cell: dict[str, Any], witness: dict[str, Any]) -> str:
     ],
 )
 def test_confirmation_table(head_rate, base_s, head_s, jitter, verified, source, expected):
-    assert _status(_cell(100.0, head_rate), _witness(base_s, head_s, jitter=jitter,
+    assert _status(decode_cell(100.0, head_rate), _witness(base_s, head_s, jitter=jitter,
                                                     verified=verified, source=source)) == expected
 
 
 def test_the_tier_is_judged_on_no_more_than_the_witness_measured() -> None:
     # printed 2x (lower bound +90%), but the witness saw 3 of the claimed 5 s: about +43%
-    results = {"rule": {"alpha": 0.01}, "cells": [_cell(100.0, 200.0)],
+    results = {"rule": {"alpha": 0.01}, "cells": [decode_cell(100.0, 200.0)],
                "witnesses": [_witness(12.0, 9.0)]}
     graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.9}]
     confirmation.confirm(results, graded)
@@ -89,12 +80,12 @@ def test_the_tier_is_judged_on_no_more_than_the_witness_measured() -> None:
 
 
 def test_too_few_pairs_confirm_nothing() -> None:
-    assert _status(_cell(100.0, 200.0), _witness(12.0, 7.0, n=2)) == "unconfirmed"
+    assert _status(decode_cell(100.0, 200.0), _witness(12.0, 7.0, n=2)) == "unconfirmed"
 
 
 def test_looks_split_alpha_so_stopping_early_confirms_no_more() -> None:
     # 4 pairs saving 0.48 s, sd 0.15: confirmed as one fixed look, not as the first of two
-    cell, timed = _cell(100.0, 105.0), _witness(12.0, 11.52, n=4, jitter=0.085)
+    cell, timed = decode_cell(100.0, 105.0), _witness(12.0, 11.52, n=4, jitter=0.085)
     assert _status(cell, timed) == "improved"
     assert _status(cell, {**timed, "looks": [4, 8]}) == "unconfirmed"
 
@@ -139,7 +130,7 @@ def test_witness_looks_must_increase_from_three(pairs) -> None:
 def test_a_lie_on_one_cell_is_not_covered_by_a_real_saving_on_another() -> None:
     # One witness covers two cells: a real 2x on the first (5 s) and a claimed 2x on the second
     # (another 5 s) that the witness does not show: the second cell must not be confirmed.
-    real, lie = _cell(100.0, 200.0), {**_cell(100.0, 200.0), "ctx": 4096}
+    real, lie = decode_cell(100.0, 200.0), {**decode_cell(100.0, 200.0), "ctx": 4096}
     witness = {**_witness(22.0, 17.0), "cells": {"m/decode@128": 1000, "m/decode@4096": 1000}}
     graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.5},
               {"key": "m/decode@4096", "decision": "improved", "tier": "XL", "lo": 0.5}]
@@ -151,7 +142,7 @@ def test_a_lie_on_one_cell_is_not_covered_by_a_real_saving_on_another() -> None:
 def test_regressions_and_cells_without_witness() -> None:
     graded = [{"key": "m/decode@128", "decision": "regressed", "tier": None},
               {"key": "m/prefill@9", "decision": "improved", "tier": "L", "lo": 0.5}]
-    results = {"rule": {"alpha": 0.01}, "cells": [_cell(100.0, 50.0)], "witnesses": []}
+    results = {"rule": {"alpha": 0.01}, "cells": [decode_cell(100.0, 50.0)], "witnesses": []}
     confirmation.confirm(results, graded)
     assert graded[0]["decision"] == "regressed"  # a regression needs no confirmation
     assert (graded[1]["decision"], graded[1]["tier"]) == ("unconfirmed", None)

@@ -22,7 +22,7 @@ from engine.measure import witness
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
-from tests.stub_engine import _git, decode_witness, job_doc, make_repo
+from tests.stub_engine import _git, decode_cell, decode_witness, job_doc, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
@@ -66,15 +66,6 @@ def test_samples_without_agreement_are_graded_as_before() -> None:
     assert witness.unverified_work_s(samples) == 0.0
 
 
-def _cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, Any]:
-    samples = []
-    for p in range(n):
-        samples += [{"pair": p, "side": "base", "value": base_rate, "dropped": False},
-                    {"pair": p, "side": "head", "value": head_rate, "dropped": False}]
-    return {"model": "m", "metric": "decode", "ctx": 128, "higher_is_better": True,
-            "samples": samples}
-
-
 # main decodes 1000 output ids at 100 tok/s: 10 s of a 12 s witness; a share 1 - a invented
 # is credited as up to (1 - a) x 12 s skipped
 @pytest.mark.parametrize(("head_rate", "head_s", "agreement", "expected"), [
@@ -91,7 +82,7 @@ def test_a_witness_confirms_only_what_verified_work_shows(head_rate, head_s, agr
     w = {"name": "w", "source": "witness", "cells": {KEY: 1000}, "output_tokens": 1000,
          "samples": _samples([agreement] * 5, head_s=head_s)}
     graded = [{"key": KEY, "decision": "improved", "tier": "XL", "lo": 0.9}]
-    confirmation.confirm({"rule": {"alpha": 0.01}, "cells": [_cell(100.0, head_rate)],
+    confirmation.confirm({"rule": {"alpha": 0.01}, "cells": [decode_cell(100.0, head_rate)],
                           "witnesses": [w]}, graded)
     assert graded[0]["decision"] == expected
 

@@ -160,12 +160,18 @@ def look_critical(spec: WitnessSpec, k: int) -> Critical:
 
 def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
     """main's time minus the head's, per kept pair with both sides (verified, when asked)."""
+    return np.array([p["base"]["seconds"] - p["head"]["seconds"]
+                     for p in full_pairs(samples, need_verified)])
+
+
+def full_pairs(samples: Sequence[Mapping[str, Any]],
+               need_verified: bool) -> list[dict[str, Mapping[str, Any]]]:
+    """The kept pairs with both sides (verified ones, when asked), each as side -> sample."""
     by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
     for s in samples:
         if not s["dropped"] and (s.get("verified") or not need_verified):
             by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
-    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
-    return np.array([p["base"]["seconds"] - p["head"]["seconds"] for p in full])
+    return [p for p in by_pair.values() if set(p) == {"base", "head"}]
 
 
 def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,
@@ -197,16 +203,12 @@ def unverified_work_s(samples: Sequence[Mapping[str, Any]]) -> float:
     rates, whose own noise would leave a precise witness a few milliseconds to forge.
     Averaged over the pairs `pair_savings` keeps. A sample without `agreement` (a harness
     before it) counts as agreeing everywhere."""
-    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
-    for s in samples:
-        if s.get("verified") and not s["dropped"]:
-            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
-    full = [p for p in by_pair.values() if set(p) == {"base", "head"}]
+    full = full_pairs(samples, need_verified=True)
     if not full:
         return 0.0
     share = float(np.mean([1.0 - min(max(float(p["head"].get("agreement", 1.0)), 0.0), 1.0)
                            for p in full]))
-    return share * float(np.mean([p["base"]["seconds"] for p in full])) if share > 0 else 0.0
+    return share * float(np.mean([p["base"]["seconds"] for p in full]))
 
 
 def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:
