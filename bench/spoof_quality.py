@@ -87,6 +87,9 @@ class Box:
     sample_jitter_s: float | None = None  # a sample process's wall jitter (None: load_jitter_s)
     # a run's own sample time where it differs from sample_s, by "model@largest ctx"
     run_sample_s: dict[str, float] = field(default_factory=dict)
+    # main's true rate in a witness process where its tool is slower than the bench's (the first
+    # match wins, else `rates`)
+    witness_rates: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,12 +112,15 @@ def _lookup(table: dict[str, float], metric: str, ctx: int, default: float) -> f
 
 
 BOXES = {
-    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; whole witness
-    # processes 3.51-4.25 s (sd 0.24 s) for ~1.1 s of work, samples 8.6-9.9 s
+    # docs/gpu-e2e.md (H200, Qwen3-0.6B synthetic F16): CV between processes; samples 8.6-9.9 s
+    # (sd 0.24 s); the handoff witness (scripts/gpu_witness_timings.sh, 25 A/A pairs): 2.11 s on
+    # its clock (0.1 s of prefill, 896 decode steps of 2.24 ms: 446 tok/s against llama-bench's
+    # 526), 3.67 s a process (sd 0.18 s), so a load of 1.57 s
     "llamacpp": Box("llamacpp measured", {"decode@0": 585.0, "decode@4096": 526.0,
                                           "prefill@0": 41000.0, "prefill@4096": 26400.0},
                     {"decode": 0.011, "prefill@0": 0.054, "prefill@4096": 0.012},
-                    2.7, 0.24, 9.0),
+                    1.57, 0.18, 9.0, sample_jitter_s=0.24,
+                    witness_rates={"decode@4096": 446.0}),
     # shared/engines/README.md (H200, synthetic Qwythos-9B): 0.04-0.25% between rounds; the
     # generate witness measured 15.1-15.4 s a process (sd 0.080 s) but its pairs' differences
     # only 0.047 s (6 pairs, tests/data/sparkinfer/phase2-speedup-h200.results.json): each
@@ -167,7 +173,8 @@ def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator
                 continue
             claims = {k: c for k, t in spec.cells.items()
                       for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
-            w = _witness(spec, run, box, head, witness.stop_for(claims, improved), rng)
+            allowance = job.rule.witness_share * measure_s - witness_s  # as speed.py gives it
+            w = _witness(spec, run, box, head, witness.stop_for(claims, improved), rng, allowance)
             witness_s += sum(s["wall_s"] for s in w["samples"])  # box time, whatever the clock
             alone.append(w)
             if not stopped:
@@ -264,15 +271,20 @@ def _all_decided(records: list[dict[str, Any]], pairs: int, rule: dict[str, Any]
 
 
 def _witness(spec: Any, run: Any, box: Box, head: Head, stop: witness.Stop,
-             rng: np.random.Generator) -> dict[str, Any]:
-    """A witness's pairs up to the harness's stop; `seconds` by its clock, `wall_s` the box
-    time of the process (a handoff clock's leaves out the load)."""
+             rng: np.random.Generator, allowance_s: float) -> dict[str, Any]:
+    """A witness's pairs up to the harness's stop (a settled look, or the pair that would not
+    fit in its share of the box time); `seconds` by its clock, `wall_s` the box time of the
+    process (a handoff clock's leaves out the load)."""
     by_key = {c.key: c for c in run.cells}
     record = witness.WitnessRecord(spec)
     samples = record.samples
     for p in range(spec.pairs):
         if p and witness.settled(spec, record, p, stop):
-            break  # the harness's own stopping rule (engine/measure/witness.py)
+            record.stopped = "settled"  # the harness's own stopping rule (engine/measure/witness.py)
+            break
+        if not witness.fits(samples, p, allowance_s):
+            record.stopped = "box_time"
+            break
         drift = rng.normal(0, box.pair_drift_s) if spec.clock != "handoff" else 0.0
         for side in (("base", "head") if p % 2 == 0 else ("head", "base")):
             agreement = head.agreement if side == "head" else 1.0
@@ -294,7 +306,8 @@ def _work_s(box: Box, spec: Any, cell: Any, tokens: int, head: Head | None) -> f
     """A witness's true seconds for one cell's work: main's, or the head's at its real gain
     less the output positions it invents (a decode cell's; the prompt every id depends on is
     done)."""
-    main_s = tokens / _rate(box, cell.metric, cell.ctx)
+    main_s = tokens / _lookup(box.witness_rates, cell.metric, cell.ctx,
+                              _rate(box, cell.metric, cell.ctx))
     if head is None:
         return main_s
     invented = (1 - head.agreement) * min(1.0, spec.output_tokens / tokens) \

@@ -84,6 +84,9 @@ class StoppingRule:
     # keeps measuring until its tier is settled (empty: no tier test)
     tier_edges: dict[str, list[float]] = field(default_factory=dict)
     calibrated: list[str] = field(default_factory=list)  # cells whose floor is the box's A/A
+    # the most box time the witnesses may take, as a share of the measuring's (engine/measure/
+    # witness.py `fits`): a witness that would go past it stops, its claim unconfirmed
+    witness_share: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,15 @@ def _witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
     return spec
 
 
+def _share(d: Any) -> float:
+    share = get(d, "rule", "witness_share", float, optional=True)
+    if share is None:
+        return StoppingRule.witness_share
+    if not 0 < share <= 10:
+        raise ContractError("rule.witness_share: a share of the measuring's box time, in (0, 10]")
+    return share
+
+
 def _rule(d: Any) -> StoppingRule:
     w = "rule"
     looks = [int(x) for x in get(d, w, "looks", list)]
@@ -237,6 +249,7 @@ def _rule(d: Any) -> StoppingRule:
         guard=_per_look(d, "guard", len(looks)),
         tier_edges={str(k): [float(x) for x in v] for k, v in (d.get("tier_edges") or {}).items()},
         calibrated=[str(k) for k in d.get("calibrated") or []],
+        witness_share=_share(d),
     )
 
 

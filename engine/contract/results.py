@@ -16,6 +16,7 @@ SIDES = ("base", "head", "harness")
 STAGES = ("prepare", "checkout", "build", "speed", "score", "harness")
 ATTRIBUTIONS = ("pr", "infra")
 FAILURE_KINDS = ("build-failed", "crashed", "timeout", "spoofed", "infra-error")
+WITNESS_STOPS = ("", "settled", "box_time")  # engine/measure/witness.py WitnessRecord.stopped
 
 
 def validate(doc: Any) -> dict[str, Any]:
@@ -76,6 +77,10 @@ def _witness(w: dict[str, Any], where: str) -> None:
     if (field(w, where, "sd_floor_s", float, optional=True) or 0) < 0 \
             or (field(w, where, "floor_df", int, optional=True) or 0) < 0:
         raise ContractError(f"{where}.sd_floor_s, floor_df: a floor and its df are >= 0")
+    # why the harness stopped it (engine/measure/witness.py; optional: added in v1)
+    one_of(field(w, where, "stopped", str, optional=True) or "", WITNESS_STOPS, f"{where}.stopped")
+    if (field(w, where, "allowance_s", float, optional=True) or 0) < 0:
+        raise ContractError(f"{where}.allowance_s: seconds are >= 0")
     for j, s in enumerate(field(w, where, "samples", list)):
         at = f"{where}.samples[{j}]"
         one_of(field(s, at, "side", str), ("base", "head"), f"{at}.side")

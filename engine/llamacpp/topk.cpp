@@ -209,6 +209,10 @@ static int decode(const char * model_path, int n_prefill, const char * ids_path,
     cp.n_ctx = (uint32_t) n_total + 16;
     cp.n_batch = (uint32_t) n_prefill;  // the prefill is one llama_decode call
     cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
+    // as the profile's llama-bench (-fa 0): with the CUDA FA kernels left out of the build, "auto"
+    // picked a fallback whose decode steps took twice as long on the H200 (4.4 s for the handoff's
+    // work against 2.1 s, the same ids; docs/gpu-e2e.md)
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
     int rc = 0;

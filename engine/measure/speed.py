@@ -87,6 +87,10 @@ class Measurement:
         self.deadline = time.monotonic() + job.rule.budget_s
         self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
         self.witnesses: list[witness.WitnessRecord] = []  # every run's, in run order
+        # box seconds of every sample process (warm-ups included) and of every witness process:
+        # the witnesses may take the rule's witness_share of the first, all runs so far together
+        self.measured_s = 0.0
+        self.witnessed_s = 0.0
 
     def run_all(self, progress: Any = None) -> None:
         locked, note = gpu.lock_clocks() if self.job.rule.lock_clocks else (
@@ -170,6 +174,7 @@ class Measurement:
         before = gpu.gpu_state()
         done = proc.run(argv, cwd=built.artifact_dir, timeout_s=run.timeout_s, log=log, env=self.job.env)
         after = gpu.gpu_state()
+        self.measured_s += done.wall_s
         if done.timed_out:
             raise SampleFailure(side, "timeout", f"sample exceeded {run.timeout_s:.0f} s", log)
         if done.returncode != 0:
@@ -225,9 +230,13 @@ class Measurement:
                       if c is not None}
             launch = functools.partial(self._timed, spec=spec)
             prompts = self.jobdir / "witness-prompts"
+            allowance = max(self.job.rule.witness_share * self.measured_s - self.witnessed_s, 0.0)
             # no warm-up of its own: the run's samples have just warmed caches and clocks
-            self.witnesses.append(witness.measure(spec, fill, launch, prompts, warmup=0,
-                                                  stop=witness.stop_for(claims, improved)))
+            record = witness.measure(spec, fill, launch, prompts, warmup=0,
+                                     stop=witness.stop_for(claims, improved),
+                                     allowance_s=allowance)
+            self.witnessed_s += sum(float(s.get("wall_s") or 0.0) for s in record.samples)
+            self.witnesses.append(record)
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
                spec: WitnessSpec) -> witness.Timed:

@@ -35,6 +35,8 @@ class WitnessRecord:
 
     spec: WitnessSpec
     samples: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str = ""  # "settled" (at a look), "box_time" (`fits`), "": every pair it could
+    allowance_s: float = math.inf  # the box time it was given (`fits`)
 
     def to_dict(self) -> dict[str, Any]:
         s = asdict(self.spec)
@@ -42,7 +44,10 @@ class WitnessRecord:
                 "looks": list(s["looks"]), "clock": s["clock"],
                 "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
                 "sd_floor_s": s["sd_floor_s"], "floor_df": s["floor_df"],
-                "source": "witness", "samples": self.samples}
+                "source": "witness", "stopped": self.stopped,
+                **({} if math.isinf(self.allowance_s) else
+                   {"allowance_s": round(self.allowance_s, 3)}),
+                "samples": self.samples}
 
 
 @dataclass(frozen=True)
@@ -62,16 +67,21 @@ Launch = Callable[[str, list[str], float, list[int]], Timed]
 
 
 def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
-            prompts: Path, warmup: int = 1, stop: Stop | None = None) -> WitnessRecord:
+            prompts: Path, warmup: int = 1, stop: Stop | None = None,
+            allowance_s: float = math.inf) -> WitnessRecord:
     """Warm-up, then kept pairs in ABBA order, each pair on a fresh prompt, up to the first look
-    that settles (see `settled`) or the last."""
-    record = WitnessRecord(spec)
+    that settles (see `settled`), the last, or the pair that would not fit in `allowance_s` of
+    box time (see `fits`)."""
+    record = WitnessRecord(spec, allowance_s=allowance_s)
     for _ in range(warmup):
         for side in ("base", "head"):
             warm = _prompt(spec, prompts)
             launch(side, _argv(spec, fill, side, warm, prompts), spec.timeout_s, warm)
     pair, attempts = 0, 0
     while pair < spec.pairs and attempts < 2 * spec.pairs:
+        if not fits(record.samples, pair, allowance_s):
+            record.stopped = "box_time"
+            break
         attempts += 1
         prompt = _prompt(spec, prompts)
         order = ("base", "head") if pair % 2 == 0 else ("head", "base")
@@ -90,8 +100,22 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
         if not dropped:
             pair += 1
             if settled(spec, record, pair, stop or Stop()):
+                record.stopped = "settled"
                 break
     return record
+
+
+def fits(samples: Sequence[Mapping[str, Any]], kept: int, allowance_s: float) -> bool:
+    """May the witness start another pair within `allowance_s` seconds of box time (the share of
+    the measuring's that the profile gives the witnesses)? The next pair is taken to cost what
+    the last one did (each process's `wall_s`, start to exit); a witness that cannot reach
+    MIN_PAIRS kept pairs within the allowance stops at once, for the bot could not judge it.
+    The first pair always starts while any allowance is left: nothing tells its cost before."""
+    if not samples:
+        return allowance_s > 0
+    walls = [float(s.get("wall_s") or 0.0) for s in samples]
+    need = max(MIN_PAIRS - kept, 1)
+    return sum(walls) + need * sum(walls[-2:]) <= allowance_s
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         lock_clocks=box.lock_clocks,
         tier_edges=_tier_edges(profile, policy),
         calibrated=sorted(sd_floors or {}),
+        witness_share=speed.witness_share,
         **rule_lists(bounds),
     )
     return Job(

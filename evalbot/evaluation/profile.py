@@ -53,6 +53,7 @@ class SpeedSettings:
     significance: float | None  # overrides of the policy's s and t, from calibration
     tolerance: float | None
     sd_floor_df: int = 0  # degrees of freedom of the floors' measurement; 0: the first rule
+    witness_share: float = 0.25  # the witnesses' box time at most, as a share of the measuring's
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def load_profile(name_or_path: str) -> Profile:
                                                            "namespace"}))
     names = {m.name for m in models}
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
-                                  "significance", "tolerance", "sd_floor_df"})
+                                  "significance", "tolerance", "sd_floor_df", "witness_share"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
                                                                "witnesses"}))
@@ -137,6 +138,7 @@ def load_profile(name_or_path: str) -> Profile:
             significance=speed.get("significance", float, None),
             tolerance=speed.get("tolerance", float, None),
             sd_floor_df=_floor_df(speed),
+            witness_share=_witness_share(speed),
         ),
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
@@ -221,6 +223,16 @@ def _floor_df(speed: Section) -> int:
     if df < 0:
         raise speed.doc.error(speed.path("sd_floor_df"), f"{df} degrees of freedom")
     return df
+
+
+def _witness_share(speed: Section) -> float:
+    """The witnesses' box time is bounded by the measuring's: above 0 (a witness must be able to
+    run), at most 10 times it (a typo, not a policy)."""
+    share: float = speed.get("witness_share", float, 0.25)
+    if not 0 < share <= 10:
+        raise speed.doc.error(speed.path("witness_share"),
+                              f"{share} is not a share of the measuring's box time in (0, 10]")
+    return share
 
 
 def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:

@@ -116,7 +116,7 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
                                     if s["side"] == "head")
     d = pair_savings(samples, need_verified=confirming)
     out: dict[str, Any] = {"name": witness["name"], "source": witness.get("source", "witness"),
-                           "pairs": len(d), "cells": {}}
+                           "pairs": len(d), "stopped": witness.get("stopped", ""), "cells": {}}
     if len(d) < MIN_PAIRS:
         out["note"] = f"{len(d)} usable pairs"
         return out

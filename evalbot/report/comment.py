@@ -146,8 +146,30 @@ def _named(cell: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     return f"{cell['model']} {where}" if len({c['model'] for c in cells}) > 1 else where
 
 
+def witness_lines(verdict: dict[str, Any]) -> list[str]:
+    """One line per witness the harness timed: its pairs, what it showed, why it stopped short."""
+    out = []
+    for w in verdict.get("witnesses") or []:
+        if w.get("source", "witness") != "witness":
+            continue
+        shown = sorted({c["status"] for c in (w.get("cells") or {}).values()}) or ["not judged"]
+        cut = "; stopped at its share of the box time" if w.get("stopped") == "box_time" else ""
+        n = w["pairs"]
+        out.append(f"Witness `{w['name']}` (the harness's own clock): {n} usable "
+                   f"pair{'' if n == 1 else 's'}, {', '.join(shown)}{cut}")
+    return out
+
+
+CUT_BY_BOX_TIME = ("the harness's clock ran out of the box time its witness may take (a share "
+                   "of the measuring's) before it could confirm the speed-up; comment "
+                   "`/evalbot rerun` to measure again.")
+
+
 def next_step(verdict: dict[str, Any]) -> str:
     kind = verdict["kind"]
+    if kind == "unconfirmed" and any(w.get("stopped") == "box_time"
+                                     for w in verdict.get("witnesses") or []):
+        return CUT_BY_BOX_TIME
     if kind in NEXT_STEPS:
         return NEXT_STEPS[kind]
     reasons = "; ".join(verdict.get("reasons") or [])

@@ -93,6 +93,7 @@ def _comment_context(verdict: dict[str, Any], ctx: CommentContext) -> dict[str, 
         repo_arg=_repo_arg(ctx),
         verdict_url=f"{ctx.run_url}/verdict.json" if ctx.run_url else "",
         guards=[_guard_text(g) for g in verdict.get("correctness_guards") or []],
+        witnesses=comment.witness_lines(verdict),
     )
 
 
