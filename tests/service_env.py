@@ -28,6 +28,7 @@ speed:
   warmup: 1
   sd_floor: 0.001
   budget_s: 600
+  witness_share: 10   # the stub's samples are tiny beside its witness (tests/test_witness_box_time.py)
   runs:
     - model: m
       argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]

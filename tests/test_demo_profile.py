@@ -56,7 +56,9 @@ def test_the_cut_profile_is_the_shipped_one_with_its_witnessed_cell_only(tmp_pat
     assert cut_run.pop("cells") == [{"metric": "decode", "ctx": 64}]
     run.pop("cells")
     assert cut_run == run  # the same argv, parser and witness
-    assert cut["speed"] == shipped["speed"]  # looks, floors, budget
+    # looks, floors, budget; the witness's share of box time grows as the samples shrink
+    assert cut["speed"].pop("witness_share") == 4 * shipped["speed"].pop("witness_share")
+    assert cut["speed"] == shipped["speed"]
     assert {k: cut[k] for k in ("build", "env", "models")} == \
         {k: shipped[k] for k in ("build", "env", "models")}
     assert cut["correctness"]["long_windows"] == 0

@@ -81,6 +81,7 @@ speed:
   significance: 0.05
   tolerance: 0.05
   budget_s: 300
+  witness_share: 10   # the stub's samples are tiny beside its witness (tests/test_witness_box_time.py)
   runs:
     - model: m
       argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]

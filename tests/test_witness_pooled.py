@@ -8,6 +8,7 @@ the floor, and exactly today's own-sd interval without a floor.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -212,9 +213,21 @@ def test_the_sparkinfer_witnesses_carry_the_measured_floor_into_the_job(tmp_path
     (measured,) = [w for w in doc["witnesses"] if w["source"] == "witness"]
     d = witness.pair_savings(measured["samples"], need_verified=False)
     assert (len(d) - 1, round(float(np.std(d, ddof=1)), 2)) == (5, 0.05)
-    # no measurement of the handoff clock's pairs on the GPU yet (the demo's floor is this
-    # machine's CPU clock, evalbot/profiles/demo.yaml)
-    assert all(w.sd_floor_s == 0 for r in load_profile("llamacpp").runs for w in r.witnesses)
+
+
+def test_the_llamacpp_witness_floor_is_its_h200_a_a() -> None:
+    # scripts/gpu_witness_timings.sh: A/A pairs of the shipped tool (FA off, "nofa") on the
+    # handoff clock, one fresh prompt a pair; "base" is the tool before, with FA left on auto
+    rows = list(csv.DictReader(open(Path(__file__).parent / "data" / "llamacpp"
+                                    / "h200-witness-aa.tsv"), delimiter="\t"))
+    pairs: dict[int, dict[str, float]] = {}
+    for row in rows:
+        if row["variant"] == "nofa":
+            pairs.setdefault(int(row["pair"]), {})[row["side"]] = float(row["handoff_s"])
+    d = [p["a"] - p["b"] for p in pairs.values() if len(p) == 2]
+    [spec] = [w for r in load_profile("llamacpp").runs for w in r.witnesses]
+    assert (len(d) - 1, round(float(np.std(d, ddof=1)), 3)) == (spec.floor_df, 0.032)
+    assert spec.sd_floor_s == 0.032
 
 
 def test_a_profile_floor_without_its_df_is_refused_naming_the_key(tmp_path: Path) -> None:
