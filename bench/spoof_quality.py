@@ -62,14 +62,16 @@ if str(ROOT) not in sys.path:
 
 from engine.measure import speed, spoof, stats, witness  # noqa: E402
 from evalbot.config.settings import BoxConfig  # noqa: E402
-from evalbot.evaluation.jobspec import make_job  # noqa: E402
+from evalbot.evaluation.jobspec import WITNESS_FLOOR, make_job  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading.grade import grade  # noqa: E402
 from evalbot.grading.policy import load_labels  # noqa: E402
+from evalbot.service.calibrate import calibration_job  # noqa: E402
 
 POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 BOX = BoxConfig(name="sim", kind="local", workdir="/tmp/sim", repo="/tmp/sim")
 SHA = "0" * 40
+CALIBRATION_PAIRS = 12  # evalbot calibrate's default --pairs
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,14 @@ def _rate(box: Box, metric: str, ctx: int) -> float:
     return _lookup(box.rates, metric, ctx, box.rates.get(metric, 1000.0))
 
 
-def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator
+def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator,
+             floors: dict[str, float] | None = None
              ) -> tuple[dict[str, Any], dict[str, Any], float, float, float]:
     """One evaluation: (results document as the harness writes it, the same evaluation had the
     samples' own check (engine/measure/spoof.py) never fired: the witnesses alone, the
     witnesses' box s in each case, measuring box s)."""
-    job = make_job(profile, POLICY, BOX, SHA, "1" * 40, seed=1)
+    job = make_job(profile, POLICY, BOX, SHA, "1" * 40, seed=1, sd_floors=floors,
+                   floor_df=CALIBRATION_PAIRS - 1)
     rule = asdict(job.rule)
     cells, measure_s, witness_s, ran_s = [], 0.0, 0.0, 0.0
     full: list[dict[str, Any]] = []  # what the harness records: it stops at a spoofed run
@@ -330,9 +334,24 @@ def cases(profile: Profile) -> list[Head]:
     return out
 
 
+def calibrated(profile: Profile, box: Box, rng: np.random.Generator) -> dict[str, float]:
+    """The witnesses' floors an `evalbot calibrate` (its default pairs) would store on this box:
+    each witness's A/A, simulated as the evaluations' witnesses are."""
+    job = calibration_job(profile, POLICY, BOX, SHA, CALIBRATION_PAIRS, witnesses=True)
+    floors = {}
+    for run in job.runs:
+        for spec in run.witnesses:
+            w = _witness(spec, run, box, Head("a/a", {}), witness.Stop(), rng, math.inf)
+            d = witness.pair_savings(w["samples"], need_verified=True)
+            floors[WITNESS_FLOOR + spec.name] = float(np.std(d, ddof=1))
+    return floors
+
+
 def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
-          only: list[str]) -> None:
-    print(f"\n### {profile.name} profile, {box.name} ({sims} evaluations per head)\n")
+          only: list[str], calibrate: bool = False) -> None:
+    floors = calibrated(profile, box, rng) if calibrate else None
+    how = f", witness floors calibrated on it ({CALIBRATION_PAIRS} A/A pairs)" if calibrate else ""
+    print(f"\n### {profile.name} profile, {box.name}{how} ({sims} evaluations per head)\n")
     print("| head | P(tier) | witnesses alone | unwitnessed | P(spoofed) | measure s | "
           "witness s | added | witnesses alone: s | added |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -342,7 +361,7 @@ def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
         tiers = alone = spoofed = plain = 0
         ran = wit = mea = 0.0
         for _ in range(sims):
-            results, witnessed, r, w, m = simulate(profile, box, head, rng)
+            results, witnessed, r, w, m = simulate(profile, box, head, rng, floors)
             verdict = grade(results, POLICY)
             tiers += verdict["tier"] is not None
             spoofed += verdict["kind"] == "spoofed"
@@ -424,7 +443,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profiles", default="llamacpp,sparkinfer")
     ap.add_argument("--heads", default="", help="only heads whose name contains one of these "
                     "comma-separated words (e.g. honest,1.05x)")
-    ap.add_argument("--noise", default="measured,1%", help="measured, 1%% or both")
+    ap.add_argument("--noise", default="measured,1%", help="measured, 1%% or both; either with "
+                    "+calibrated: the witnesses' floors are the box's own (evalbot calibrate)")
     a = ap.parse_args(argv)
     only = [w for w in a.heads.split(",") if w]
     rng = np.random.default_rng(a.seed)
@@ -433,7 +453,8 @@ def main(argv: list[str] | None = None) -> None:
         profile = load_profile(name)
         boxes = {"measured": BOXES[name], "1%": at_noise(BOXES[name], 0.01)}
         for noise in filter(None, a.noise.split(",")):
-            table(profile, boxes[noise], a.sims, rng, only)
+            table(profile, boxes[noise.removesuffix("+calibrated")], a.sims, rng, only,
+                  calibrate=noise.endswith("+calibrated"))
     if a.demo:
         demo_table(a.demo)
     print(f"\n({time.time() - started:.0f} s)")

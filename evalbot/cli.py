@@ -26,7 +26,7 @@ COMMANDS = {
                "Copy the store while the service runs (SQLite online backup), integrity-checked."),
     "box": ("evalbot.service.boxinit:box_group", "Set up and inspect GPU boxes."),
     "calibrate": ("evalbot.service.calibrate:calibrate_cmd",
-                  "A/A on a box: store each cell's noise as its sd floor."),
+                  "A/A on a box: store each cell's noise as its sd floor, and each witness's."),
     "dashboard": ("evalbot.report.dashboard:dashboard",
                   "Write the static dashboard: main's speed over time, recent verdicts, box noise."),
     "doctor": ("evalbot.service.doctor:doctor",

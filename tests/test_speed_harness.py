@@ -22,7 +22,7 @@ from engine.contract.job import Job, parse_job
 from engine.contract.results import validate
 from engine.harness.steps import run_job
 from engine.measure import speed
-from evalbot.config.errors import ResultsError
+from evalbot.config.errors import ConfigError, ResultsError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, load_profile
@@ -216,3 +216,37 @@ def test_calibrate_stores_the_noise_per_cell(repo: tuple[Path, dict[str, str]],
     assert floors == {k: sd for k, (sd, _) in noise.items()}
     later = make_job(profile, POLICY, box, shas["main"], shas["neutral"], sd_floors=floors)
     assert later.rule.sd_floors == floors
+
+
+def test_calibrate_measures_each_witness_floor_for_later_jobs(
+        repo: tuple[Path, dict[str, str]], profile: Profile, tmp_path: Path) -> None:
+    # an A/A decides nothing improved, so its witnesses would not run: `witnesses` makes them
+    path, shas = repo
+    box = _box(path, tmp_path)
+    job = calibration_job(profile, POLICY, box, shas["main"], pairs=6, witnesses=True)
+    [spec] = [w for r in job.runs for w in r.witnesses]
+    assert (spec.pairs, spec.looks, spec.sd_floor_s) == (6, (6,), 0.0)
+    results = _run(job, tmp_path)
+    noise = aa_noise(results)
+    sd, n = noise["witness:decode-4k"]
+    assert n == 6 and sd > 0
+    store = NoiseStore(tmp_path / "evalbot.sqlite3")
+    store.record(box.name, profile.name, shas["main"], noise)
+    floors, df = store.floors(box.name, profile.name), store.degrees(box.name, profile.name)
+    store.close()
+    later = make_job(profile, POLICY, box, shas["main"], shas["faster"], sd_floors=floors,
+                     floor_df=df)
+    [witnessed] = [w for r in later.runs for w in r.witnesses]
+    assert (witnessed.sd_floor_s, witnessed.floor_df) == (sd, 5)
+    assert len(witnessed.pooled_stop_t) == len(witnessed.looks)  # pooled with the box's floor
+    assert "witness:decode-4k" not in later.rule.sd_floors  # not a cell's log-ratio sd
+    assert "witness:decode-4k" not in later.rule.calibrated
+
+
+@pytest.mark.parametrize("sd", [0.0, float("nan"), -0.1])
+def test_a_stored_witness_floor_that_is_no_measurement_is_named(
+        repo: tuple[Path, dict[str, str]], profile: Profile, tmp_path: Path, sd: float) -> None:
+    path, shas = repo
+    with pytest.raises(ConfigError, match="witness decode-4k"):
+        make_job(profile, POLICY, _box(path, tmp_path), shas["main"], shas["faster"],
+                 sd_floors={"witness:decode-4k": sd})

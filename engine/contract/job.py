@@ -87,6 +87,9 @@ class StoppingRule:
     # the most box time the witnesses may take, as a share of the measuring's (engine/measure/
     # witness.py `fits`): a witness that would go past it stops, its claim unconfirmed
     witness_share: float = 0.25
+    # an A/A calibration (evalbot calibrate --witnesses): every witness runs its pairs, whatever
+    # the cells' decisions, so the box's per-pair sd of each is measured
+    witness_aa: bool = False
 
 
 @dataclass(frozen=True)
@@ -250,6 +253,7 @@ def _rule(d: Any) -> StoppingRule:
         tier_edges={str(k): [float(x) for x in v] for k, v in (d.get("tier_edges") or {}).items()},
         calibrated=[str(k) for k in d.get("calibrated") or []],
         witness_share=_share(d),
+        witness_aa=get(d, w, "witness_aa", bool, optional=True) or False,
     )
 
 

@@ -6,10 +6,12 @@ import math
 import os
 import secrets
 import uuid
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from engine.contract.checks import sha as check_sha
 from engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
+from engine.contract.witness_spec import WitnessSpec
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.profile import Profile
@@ -18,6 +20,7 @@ from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
 
 CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
+WITNESS_FLOOR = "witness:"  # the noise store's key of a witness's floor: the prefix, then its name
 
 
 def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, head_sha: str,
@@ -34,9 +37,10 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     speed = profile.speed
     significance = speed.significance if speed.significance is not None else policy.significance
     tolerance = speed.tolerance if speed.tolerance is not None else policy.tolerance
-    floors = _floors(profile, sd_floors or {})
+    cell_floors, witness_floors = split_floors(sd_floors or {})
+    floors = _floors(profile, cell_floors)
     pool_df = 0 if not speed.sd_floor_df else min(
-        [speed.sd_floor_df] + ([floor_df] if sd_floors else []))
+        [speed.sd_floor_df] + ([floor_df] if cell_floors else []))
     bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df)
     rule = StoppingRule(
         looks=list(speed.looks),
@@ -51,7 +55,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         sd_floors=floors,
         lock_clocks=box.lock_clocks,
         tier_edges=_tier_edges(profile, policy),
-        calibrated=sorted(sd_floors or {}),
+        calibrated=sorted(cell_floors),
         witness_share=speed.witness_share,
         **rule_lists(bounds),
     )
@@ -71,13 +75,35 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
                        {"decode": r.decode_tokens},
-                       [with_stops(w, policy.alpha) for w in r.witnesses]) for r in profile.runs],
+                       [with_stops(_witness_floor(w, witness_floors, floor_df), policy.alpha)
+                        for w in r.witnesses]) for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
         env=dict(profile.env),
         cache_dir=str(PurePosixPath(box.workdir) / "cache"),
         box=box.name,
     )
+
+
+def split_floors(calibrated: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """The box's calibration as (cell key -> sd of the log-ratio, witness name -> sd of a pair's
+    saving in seconds): the noise store keeps a witness's under WITNESS_FLOOR + its name."""
+    cells = {k: v for k, v in calibrated.items() if not k.startswith(WITNESS_FLOOR)}
+    witnesses = {k[len(WITNESS_FLOOR):]: v for k, v in calibrated.items()
+                 if k.startswith(WITNESS_FLOOR)}
+    return cells, witnesses
+
+
+def _witness_floor(spec: WitnessSpec, calibrated: dict[str, float], floor_df: int) -> WitnessSpec:
+    """The witness with the box's own floor where `evalbot calibrate --witnesses` measured one
+    (over the profile's, which is another box's)."""
+    if spec.name not in calibrated:
+        return spec
+    sd = calibrated[spec.name]
+    if not (math.isfinite(sd) and sd > 0):
+        raise ConfigError(f"calibrated floor of witness {spec.name} is {sd}: not a noise "
+                          f"measurement; re-run `evalbot calibrate --witnesses` on this box")
+    return replace(spec, sd_floor_s=float(sd), floor_df=floor_df)
 
 
 def _floors(profile: Profile, calibrated: dict[str, float]) -> dict[str, float]:

@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from engine.contract.job import Job
 from engine.measure import speed, stats
+from engine.measure.witness import pair_savings
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
-from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.jobspec import WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
+from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import Policy
 from evalbot.grading.sequential import rule_lists, schedule
 from evalbot.store.noise import NoiseStore
@@ -31,8 +34,10 @@ MIN_PAIRS = 6  # fewer pairs give an sd too uncertain to floor anything on
 
 
 def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
-                    pairs: int) -> Job:
-    """The profile's job with base = head and a single look after `pairs` pairs."""
+                    pairs: int, witnesses: bool = False) -> Job:
+    """The profile's job with base = head and a single look after `pairs` pairs; with
+    `witnesses`, every witness runs `pairs` pairs too, on its own sd (the periodic A/A of
+    evalbot.service.health leaves them out: their box time would double some checks)."""
     if pairs < MIN_PAIRS:
         raise EvalbotError(f"calibrate: {pairs} pairs is too few (at least {MIN_PAIRS})")
     job = make_job(profile, policy, box, sha, sha)
@@ -40,8 +45,14 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
     rule = dataclasses.replace(
         job.rule, looks=[pairs], sd_floors={}, sd_floor=1e-6, tier_edges={}, calibrated=[],
         **rule_lists(schedule([pairs], profile.cell_count, policy.alpha)),
-        budget_s=max(job.rule.budget_s, 1.0) * 4)
-    return dataclasses.replace(job, rule=rule, job_id=f"aa-{job.job_id}")
+        budget_s=max(job.rule.budget_s, 1.0) * 4, witness_aa=witnesses,
+        witness_share=10.0 if witnesses else job.rule.witness_share)
+    runs = job.runs
+    if witnesses:
+        runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
+            w, pairs=pairs, looks=(pairs,), sd_floor_s=0.0, floor_df=0), policy.alpha)
+            for w in r.witnesses]) for r in job.runs]
+    return dataclasses.replace(job, rule=rule, runs=runs, job_id=f"aa-{job.job_id}")
 
 
 def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
@@ -64,6 +75,24 @@ def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
             raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured no noise at all "
                                f"(sd 0 over {n} pairs); the engine's rates are not measurements")
         out[speed.cell_key(record)] = (sd, n)
+    return out | witness_noise(results)
+
+
+def witness_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """WITNESS_FLOOR + name -> (sd of a pair's saving in seconds, verified pairs) of every
+    witness an A/A ran (`calibration_job(witnesses=True)`): the box's floor for it."""
+    out = {}
+    for w in results.get("witnesses") or []:
+        if w.get("source") != "witness":
+            continue
+        d = pair_savings(w["samples"], need_verified=True)
+        if len(d) < 2:
+            raise EvalbotError(f"calibrate: witness {w['name']} has {len(d)} verified pairs")
+        sd = float(np.std(d, ddof=1))
+        if not sd > 0:
+            raise EvalbotError(f"calibrate: witness {w['name']} measured no noise at all "
+                               f"(sd 0 over {len(d)} pairs)")
+        out[WITNESS_FLOOR + w["name"]] = (sd, len(d))
     return out
 
 
@@ -94,10 +123,12 @@ def sick_cells(results: dict[str, Any]) -> list[str]:
               help="the bot's SQLite store file (default with --config: the config's)")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("evalbot-calibrate"),
               show_default=True, help="where the A/A results.json goes")
+@click.option("--witnesses/--no-witnesses", default=True, show_default=True,
+              help="also run every witness --pairs pairs and store its floor")
 def calibrate_cmd(config_file: Path | None, box_name: str | None, repo_path: str | None,
                   sha: str, profile_name: str, policy_name: str, pairs: int, models_dir: str,
-                  workdir: Path, store_path: Path | None, out: Path) -> None:
-    """A/A on a box: store each cell's noise as its sd floor."""
+                  workdir: Path, store_path: Path | None, out: Path, witnesses: bool) -> None:
+    """A/A on a box: store each cell's noise as its sd floor, and each witness's."""
     import sys
 
     from evalbot.config.settings import load_config
@@ -120,7 +151,8 @@ def calibrate_cmd(config_file: Path | None, box_name: str | None, repo_path: str
         labels_file = LABELS_FILE
     if repo_path:
         box_config = dataclasses.replace(box_config, repo=repo_path)
-    _calibrate(box_config, profile_name, policy_name, labels_file, sha, pairs, store_path, out)
+    _calibrate(box_config, profile_name, policy_name, labels_file, sha, pairs, store_path, out,
+               witnesses)
 
 
 def _config_box(boxes: tuple[BoxConfig, ...], name: str | None) -> BoxConfig:
@@ -134,7 +166,7 @@ def _config_box(boxes: tuple[BoxConfig, ...], name: str | None) -> BoxConfig:
 
 
 def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, labels_file: Path,
-               sha: str, pairs: int, store_path: Path, out: Path) -> None:
+               sha: str, pairs: int, store_path: Path, out: Path, witnesses: bool) -> None:
     from evalbot.evaluation import pipeline
     from evalbot.evaluation.profile import load_profile
     from evalbot.grading.policy import load_labels
@@ -142,7 +174,7 @@ def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, label
 
     profile = load_profile(profile_name)
     policy = load_labels(labels_file).policy(policy_name)
-    job = calibration_job(profile, policy, box_config, sha, pairs)
+    job = calibration_job(profile, policy, box_config, sha, pairs, witnesses)
     out.mkdir(parents=True, exist_ok=True)
     box = open_box(box_config)
     try:
@@ -153,11 +185,14 @@ def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, label
     store = NoiseStore(store_path)
     store.record(box_config.name, profile.name, sha, noise)
     store.close()
-    for cell, (sd, n) in noise.items():
-        click.echo(f"{cell:<32} sd of ln(head/base) {100 * sd:6.3f}%  over {n} pairs  "
+    for key, (sd, n) in noise.items():
+        if key.startswith(WITNESS_FLOOR):
+            click.echo(f"{key:<32} sd of a pair's saving {sd:.4f} s  over {n} pairs")
+            continue
+        click.echo(f"{key:<32} sd of ln(head/base) {100 * sd:6.3f}%  over {n} pairs  "
                    f"(per run about {100 * sd / math.sqrt(2):.3f}%)")
     sick = sick_cells(results)
     if sick:
         raise EvalbotError(f"A/A not neutral in {', '.join(sick)}: the box is not steady")
-    click.echo(f"stored {len(noise)} cell floors for box {box_config.name!r}, "
-               f"profile {profile.name!r}")
+    click.echo(f"stored {len(noise)} floors (cells and witnesses) for box "
+               f"{box_config.name!r}, profile {profile.name!r}")
