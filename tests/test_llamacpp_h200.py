@@ -53,3 +53,24 @@ def test_the_other_gpu_evaluations_grade_as_published(name: str, kind: str) -> N
     else:
         assert "regressed" not in decisions.values()
         assert "improved" not in decisions.values()
+
+
+def test_the_shipped_witness_confirms_at_its_first_look_within_its_share() -> None:
+    """The same evaluation with the witness of this revision (flash attention off, the H200
+    A/A's floor, looks at 3/5/8, the box-time share): confirmed at 3 pairs on the pooled sd,
+    its processes a twentieth of the measuring's box time."""
+    results, verdict = _graded("speedup-witness-fa-off")
+    (witness,) = [w for w in results["witnesses"] if w["source"] == "witness"]
+    assert (witness["stopped"], len(witness["samples"]), witness["sd_floor_s"]) == \
+        ("settled", 6, 0.032)
+    assert all(s["verified"] for s in witness["samples"])
+    assert all(s["seconds"] < 2.3 for s in witness["samples"])  # was 4.4 s with FA on auto
+    spent = sum(s["wall_s"] for s in witness["samples"])
+    measured = sum(s["seconds"] for w in results["witnesses"] if w["source"] == "samples"
+                   for s in w["samples"])
+    assert spent <= witness["allowance_s"] and spent < 0.06 * measured
+    cells = {c["key"]: c for c in verdict["cells"]}
+    assert (cells[KEY]["decision"], cells[KEY]["confirmation"]) == ("improved", "confirmed")
+    assert 0.06 <= cells[KEY]["witness_gain"] < 0.10 and cells[KEY]["witness_lo"] > 0.03
+    assert [j["sd"] for j in verdict["witnesses"] if j["source"] == "witness"] == ["pooled"]
+    assert verdict["headline"] == "eval:M"
