@@ -155,7 +155,8 @@ def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator,
     job = make_job(profile, POLICY, BOX, SHA, "1" * 40, seed=1, sd_floors=floors,
                    floor_df=CALIBRATION_PAIRS - 1)
     rule = asdict(job.rule)
-    cells, measure_s, witness_s, ran_s = [], 0.0, 0.0, 0.0
+    cells: list[dict[str, Any]] = []
+    measure_s, witness_s, ran_s = 0.0, 0.0, 0.0
     full: list[dict[str, Any]] = []  # what the harness records: it stops at a spoofed run
     alone: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
@@ -350,7 +351,9 @@ def calibrated(profile: Profile, box: Box, rng: np.random.Generator) -> dict[str
 def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
           only: list[str], calibrate: bool = False) -> None:
     floors = calibrated(profile, box, rng) if calibrate else None
-    how = f", witness floors calibrated on it ({CALIBRATION_PAIRS} A/A pairs)" if calibrate else ""
+    how = (f", witness floors calibrated on it ({CALIBRATION_PAIRS} A/A pairs: " + ", ".join(
+        f"{k.removeprefix(WITNESS_FLOOR)} {v:.4f} s" for k, v in floors.items()) + ")"
+        if floors else "")
     print(f"\n### {profile.name} profile, {box.name}{how} ({sims} evaluations per head)\n")
     print("| head | P(tier) | witnesses alone | unwitnessed | P(spoofed) | measure s | "
           "witness s | added | witnesses alone: s | added |")
