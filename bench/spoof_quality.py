@@ -180,11 +180,11 @@ def simulate(profile: Profile, box: Box, head: Head, rng: np.random.Generator,
                       for c in [witness.claimed_saving(records[k]["samples"], t)] if c}
             allowance = job.rule.witness_share * measure_s - witness_s  # as speed.py gives it
             w = _witness(spec, run, box, head, witness.stop_for(claims, improved), rng, allowance)
-            witness_s += sum(s["wall_s"] for s in w["samples"])  # box time, whatever the clock
+            witness_s += witness.box_s(w["samples"])  # box time, whatever the clock
             alone.append(w)
             if not stopped:
                 full.append(w)
-                ran_s += sum(s["wall_s"] for s in w["samples"])
+                ran_s += witness.box_s(w["samples"])
     common = {"rule": rule, "models": [asdict(m) for m in job.models], "cells": cells,
               "correctness": None, "job_id": "sim", "profile": profile.name,
               "base": {"sha": SHA}, "head": {"sha": "1" * 40}, "box": {}}

@@ -87,8 +87,8 @@ class StoppingRule:
     # the most box time the witnesses may take, as a share of the measuring's (engine/measure/
     # witness.py `fits`): a witness that would go past it stops, its claim unconfirmed
     witness_share: float = 0.25
-    # an A/A calibration (evalbot calibrate --witnesses): every witness runs its pairs, whatever
-    # the cells' decisions, so the box's per-pair sd of each is measured
+    # an A/A calibration (evalbot calibrate --witnesses): every witness runs all its pairs,
+    # whatever the cells' decisions and the share, so the box's per-pair sd of each is measured
     witness_aa: bool = False
 
 

@@ -11,6 +11,7 @@ chose; decided cells stop looking, and a run stops once all its cells are decide
 from __future__ import annotations
 
 import functools
+import math
 import resource
 import sys
 import time
@@ -230,12 +231,14 @@ class Measurement:
                       if c is not None}
             launch = functools.partial(self._timed, spec=spec)
             prompts = self.jobdir / "witness-prompts"
-            allowance = max(self.job.rule.witness_share * self.measured_s - self.witnessed_s, 0.0)
+            # an A/A calibration measures every pair of every witness: no share bounds it
+            allowance = math.inf if self.job.rule.witness_aa else max(
+                self.job.rule.witness_share * self.measured_s - self.witnessed_s, 0.0)
             # no warm-up of its own: the run's samples have just warmed caches and clocks
             record = witness.measure(spec, fill, launch, prompts, warmup=0,
                                      stop=witness.stop_for(claims, improved),
                                      allowance_s=allowance)
-            self.witnessed_s += sum(float(s.get("wall_s") or 0.0) for s in record.samples)
+            self.witnessed_s += witness.box_s(record.samples)
             self.witnesses.append(record)
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],

@@ -113,9 +113,14 @@ def fits(samples: Sequence[Mapping[str, Any]], kept: int, allowance_s: float) ->
     The first pair always starts while any allowance is left: nothing tells its cost before."""
     if not samples:
         return allowance_s > 0
-    walls = [float(s.get("wall_s") or 0.0) for s in samples]
     need = max(MIN_PAIRS - kept, 1)
-    return sum(walls) + need * sum(walls[-2:]) <= allowance_s
+    return box_s(samples) + need * box_s(samples[-2:]) <= allowance_s
+
+
+def box_s(samples: Sequence[Mapping[str, Any]]) -> float:
+    """The box time these witness processes took: each one's `wall_s`, start to exit, whatever
+    the witness's clock (0 for a process that could not start)."""
+    return sum(float(s.get("wall_s") or 0.0) for s in samples)
 
 
 @dataclass(frozen=True)

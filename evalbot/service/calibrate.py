@@ -45,8 +45,7 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
     rule = dataclasses.replace(
         job.rule, looks=[pairs], sd_floors={}, sd_floor=1e-6, tier_edges={}, calibrated=[],
         **rule_lists(schedule([pairs], profile.cell_count, policy.alpha)),
-        budget_s=max(job.rule.budget_s, 1.0) * 4, witness_aa=witnesses,
-        witness_share=10.0 if witnesses else job.rule.witness_share)
+        budget_s=max(job.rule.budget_s, 1.0) * 4, witness_aa=witnesses)
     runs = job.runs
     if witnesses:
         runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
