@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.measure.spoof import Sample, unexplained_saving
@@ -54,3 +55,19 @@ def test_unpaired_samples_are_ignored() -> None:
     samples = _pairs(1.0, 1.0, 0.4, 0.04)
     assert unexplained_saving([s for s in samples if s.pair != 0 or s.side == "base"])
     assert unexplained_saving(samples[:5]) is None  # pairs 0, 1 full, pair 2 half: too few
+
+
+def test_a_neutral_head_whose_processes_ran_longer_is_no_spoof() -> None:
+    # What a CI run saw: a neutral head "claimed" 0.1 ms a sample (its printed rates scatter
+    # around main's) while its processes ran 5.2 ms longer. The shortfall alone is beyond the
+    # noise; the claim is not, so there is nothing to contradict.
+    rng = np.random.default_rng(7)
+    claims = 0.0001 + rng.normal(0, 0.0004, 12)
+    walls = -0.0052 + rng.normal(0, 0.001, 12)
+    neutral = [s for p in range(12) for s in (Sample(p, "base", 0.300, 0.0282 + claims[p]),
+                                              Sample(p, "head", 0.300 - walls[p], 0.0282))]
+    assert unexplained_saving(neutral) is None
+    # The same wall times under a precise claim of 5 ms: contradicted.
+    lie = [s for p in range(12) for s in (Sample(p, "base", 0.300, 0.0332),
+                                          Sample(p, "head", 0.300 - walls[p], 0.0282))]
+    assert unexplained_saving(lie) is not None
