@@ -3,6 +3,7 @@ the fake GitHub), the audit trail in a real SQLite file, and pooling of two real
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,7 @@ def test_measure_more_on_an_inconclusive_pr_pools_a_second_run_with_the_first(fa
     from evalbot.github.service import make_handlers, make_publisher
     from evalbot.service.worker import Settings, Worker
     from evalbot.store.jobs import Store
+    from evalbot.store.noise import NoiseStore
     from tests.github.accounts import BOT, fast_backoff
     from tests.service_env import write_config
 
@@ -217,6 +219,9 @@ def test_measure_more_on_an_inconclusive_pr_pools_a_second_run_with_the_first(fa
     profile = tmp_path / "stub.yaml"  # a 5% noise floor: 5 pairs cannot decide anything
     profile.write_text(profile.read_text().replace("sd_floor: 0.001", "sd_floor: 0.05"))
     store = Store(config.store)
+    noise = NoiseStore(config.store)  # the box's calibrated witness floor: both runs take it
+    noise.record(config.boxes[0].name, "stub", main, {"witness:decode-128": (0.0123, 9)})
+    noise.close()
     handlers = make_handlers(config, store, port, fast_backoff())
     publisher = make_publisher(config, port, fast_backoff())
     worker = Worker("w0", config.boxes[0], load_profile(config.profile), policy(), config.store,
@@ -244,4 +249,8 @@ def test_measure_more_on_an_inconclusive_pr_pools_a_second_run_with_the_first(fa
     assert second["verdict"] == grade(pooled, policy())  # graded on the pooled samples
     [comment] = [c for c in fake.comments_on(21) if c["author"] == BOT]
     assert second["job_id"] in comment["body"] and "measure-more ×2" in comment["body"]
+    for job_id in (first["job_id"], second["job_id"]):
+        [sent] = (tmp_path / "box-0").rglob(f"{job_id}/job.json")
+        [witness] = [w for r in json.loads(sent.read_text())["runs"] for w in r["witnesses"]]
+        assert (witness["sd_floor_s"], witness["floor_df"]) == (0.0123, 8), job_id
     store.close()

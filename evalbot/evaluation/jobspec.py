@@ -26,11 +26,12 @@ WITNESS_FLOOR = "witness:"  # the noise store's key of a witness's floor: the pr
 def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, head_sha: str,
              *, seed: int | None = None, merge_base: str | None = None,
              job_id: str | None = None, sd_floors: dict[str, float] | None = None,
-             floor_df: int = CALIBRATION_DF) -> Job:
+             floor_df: int = CALIBRATION_DF, witness_df: int | None = None) -> Job:
     """A complete job; the seed is fresh per evaluation unless given (it is recorded).
 
     `sd_floors` are the box's calibrated per-cell noise (evalbot.service.calibrate), by cell key, each
-    measured with at least `floor_df` degrees of freedom.
+    measured with at least `floor_df` degrees of freedom (the witnesses' with `witness_df`, by
+    default the same).
     """
     check_sha(base_sha, "base")
     check_sha(head_sha, "head")
@@ -75,7 +76,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
                        {"decode": r.decode_tokens},
-                       [with_stops(_witness_floor(w, witness_floors, floor_df), policy.alpha)
+                       [with_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
+                                   policy.alpha)
                         for w in r.witnesses]) for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),

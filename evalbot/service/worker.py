@@ -34,7 +34,7 @@ from evalbot.config.errors import EvalbotError, PipelineError, ResultsError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
 from evalbot.evaluation.evaluate import failure_verdict, record_outputs
-from evalbot.evaluation.jobspec import CALIBRATION_DF, make_job
+from evalbot.evaluation.jobspec import CALIBRATION_DF, WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.grade import grade
 from evalbot.grading.overrides import Overrides, pool, scale_job
@@ -178,9 +178,10 @@ class Worker:
         store.set_base(job.id, base)
         if earlier is None:  # an earlier run's base says nothing about where main is now
             self._main_moved(store, job.repo, base)
-        floors, floor_df = self._floors(earlier)
+        floors, floor_df, witness_df = self._floors(earlier)
         spec = make_job(self.profile, self.policy, self.box_config, base, job.head_sha,
-                        job_id=job.id, sd_floors=floors, floor_df=floor_df)
+                        job_id=job.id, sd_floors=floors, floor_df=floor_df,
+                        witness_df=witness_df)
         if factor > 1.0:
             spec = scale_job(spec, factor)
         out = self.out_root / job.id
@@ -260,22 +261,26 @@ class Worker:
             return None, plan.factor
         return found[0], plan.factor
 
-    def _floors(self, earlier: dict[str, Any] | None) -> tuple[dict[str, float], int]:
-        """The box's calibrated noise floors and their degrees of freedom; a measure-more keeps
-        the earlier run's, so both runs are judged by the same rule."""
-        if earlier is not None:
-            rule = earlier["rule"]
-            calibrated = rule.get("calibrated")
-            floors = dict(rule.get("sd_floors") or {})
-            if calibrated is not None:  # the profile's own per-cell floors come back by themselves
-                floors = {k: v for k, v in floors.items() if k in calibrated}
-            return floors, int(rule.get("pool_df") or CALIBRATION_DF)
+    def _floors(self, earlier: dict[str, Any] | None) -> tuple[dict[str, float], int, int]:
+        """The box's calibrated noise floors, their degrees of freedom and the witnesses' (for
+        make_job). A measure-more keeps the earlier run's cell floors, so both runs' samples are
+        judged by one rule; its witnesses are judged alone (the pooled results keep the later
+        run's), with the box's floors as any job's."""
         noise = NoiseStore(self.store_path)
         try:
-            return (noise.floors(self.box_config.name, self.profile.name),
-                    noise.degrees(self.box_config.name, self.profile.name) or CALIBRATION_DF)
+            stored = noise.floors(self.box_config.name, self.profile.name)
+            degrees = noise.degrees(self.box_config.name, self.profile.name) or CALIBRATION_DF
         finally:
             noise.close()
+        if earlier is None:
+            return stored, degrees, degrees
+        rule = earlier["rule"]
+        calibrated = rule.get("calibrated")
+        floors = dict(rule.get("sd_floors") or {})
+        if calibrated is not None:  # the profile's own per-cell floors come back by themselves
+            floors = {k: v for k, v in floors.items() if k in calibrated}
+        floors |= {k: v for k, v in stored.items() if k.startswith(WITNESS_FLOOR)}
+        return floors, int(rule.get("pool_df") or CALIBRATION_DF), degrees
 
     # ---- box health -------------------------------------------------------------------------
     def _last_health(self) -> Health | None:
