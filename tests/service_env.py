@@ -39,11 +39,14 @@ speed:
       cells:
         - {{metric: decode, ctx: 128}}
         - {{metric: prefill, ctx: 4096}}
-      witnesses:   # tests/stub_engine.py's witness mode: 512 tokens of CPU-bound decode
+      # tests/stub_engine.py's witness mode: 512 tokens of CPU-bound decode. A busy machine's
+      # interpreter start-up (its CPU time, 60-90 ms) scatters enough that 4 pairs left a CI
+      # run's `faster` unconfirmed: such a box measures on to 8.
+      witnesses:
         - {{name: decode-128, argv: ["{{python}}", "{{build}}/build/engine.py", "--generate",
            "{{prompt_json}}", "--new", "512"], prompt_tokens: 16,
            output: {{kind: ids_line, prefix: "OUTPUT_IDS:"}}, output_tokens: 512,
-           cells: {{"decode@128": 512}}, pairs: 4, min_agreement: 1.0, clock: cpu}}
+           cells: {{"decode@128": 512}}, pairs: [4, 8], min_agreement: 1.0, clock: cpu}}
 """
 
 
