@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 SHOWN_FRACTION = 0.5  # at least half of a claimed saving must be visible in the wall time
-# ... or it is contradicted: the wall saving's upper bound at 99.9% (one-sided t over the run's
-# pairs; a spoof is REJECT-grade) is below half of the claim, the witnesses' rule
-# (engine/measure/witness.py). A test against the whole claim rejected an honest head whose wall
-# time showed its saving a little short in 1 of 200 simulated evaluations. t quantiles at 0.999:
+# ... unless the shortfall against the whole claim is within the noise: a one-sided t test at
+# 99.9% (a spoof is REJECT-grade). A flat 3 sigma at 3-5 pairs is a t test at 95-98%: honest
+# heads whose small saving sat inside a busy box's noise were rejected. Tested against half the
+# claim instead, the demo's 2x liar got past it on a busy CI machine and its witness confirmed
+# it. t quantiles at 0.999 by degrees of freedom:
 T_999 = {2: 22.327, 3: 10.215, 4: 7.173, 5: 5.893, 6: 5.208, 7: 4.785, 8: 4.501, 9: 4.297,
          10: 4.144, 11: 4.025, 12: 3.930, 13: 3.852, 14: 3.787, 15: 3.733, 16: 3.686,
          17: 3.646, 18: 3.610, 19: 3.579, 20: 3.552, 25: 3.450, 30: 3.385, 40: 3.307,
@@ -44,9 +45,10 @@ def unexplained_saving(samples: Sequence[Sample]) -> str | None:
     claimed = np.array([p["base"].claimed_s - p["head"].claimed_s for p in full])
     wall = np.array([p["base"].wall_s - p["head"].wall_s for p in full])
     c, w = float(np.mean(claimed)), float(np.mean(wall))
-    # The claim must be beyond the noise too: a neutral head's rates scatter around main's, and a
-    # CI run saw one "claim" 0.1 ms a sample while its processes ran 5 ms longer than main's.
-    if _beyond_noise(claimed) and _beyond_noise(SHOWN_FRACTION * claimed - wall):
+    # Both must be beyond the noise: a claim (a neutral head's rates scatter around main's), and
+    # a shortfall (wall times scatter more). A neutral head "claiming" 0.1 ms was called a spoof
+    # when its processes happened to run 5 ms longer than main's on a busy machine.
+    if w < SHOWN_FRACTION * c and _beyond_noise(claimed) and _beyond_noise(claimed - wall):
         return (f"head claims to save {1000 * c:.1f} ms of work per sample, but its processes "
                 f"ran only {1000 * w:.1f} ms shorter than main's (timed by the harness)")
     return None
