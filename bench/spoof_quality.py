@@ -66,7 +66,7 @@ from evalbot.evaluation.jobspec import WITNESS_FLOOR, make_job  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading.grade import grade  # noqa: E402
 from evalbot.grading.policy import load_labels  # noqa: E402
-from evalbot.service.calibrate import calibration_job  # noqa: E402
+from evalbot.service.calibrate import calibration_job, witness_noise  # noqa: E402
 
 POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 BOX = BoxConfig(name="sim", kind="local", workdir="/tmp/sim", repo="/tmp/sim")
@@ -339,13 +339,9 @@ def calibrated(profile: Profile, box: Box, rng: np.random.Generator) -> dict[str
     """The witnesses' floors an `evalbot calibrate` (its default pairs) would store on this box:
     each witness's A/A, simulated as the evaluations' witnesses are."""
     job = calibration_job(profile, POLICY, BOX, SHA, CALIBRATION_PAIRS, witnesses=True)
-    floors = {}
-    for run in job.runs:
-        for spec in run.witnesses:
-            w = _witness(spec, run, box, Head("a/a", {}), witness.Stop(), rng, math.inf)
-            d = witness.pair_savings(w["samples"], need_verified=True)
-            floors[WITNESS_FLOOR + spec.name] = float(np.std(d, ddof=1))
-    return floors
+    ran = [_witness(spec, run, box, Head("a/a", {}), witness.Stop(), rng, math.inf)
+           for run in job.runs for spec in run.witnesses]
+    return {key: sd for key, (sd, _) in witness_noise({"witnesses": ran}).items()}
 
 
 def table(profile: Profile, box: Box, sims: int, rng: np.random.Generator,
