@@ -39,13 +39,12 @@ speed:
       cells:
         - {{metric: decode, ctx: 128}}
         - {{metric: prefill, ctx: 4096}}
-      # tests/stub_engine.py's witness mode: 512 tokens of CPU-bound decode. A busy machine's
-      # interpreter start-up (its CPU time, 60-90 ms) scatters enough that 4 pairs left a CI
-      # run's `faster` unconfirmed: such a box measures on to 8.
+      # tests/stub_engine.py's witness mode: 512 steps of CPU-bound decode, fed one at a time.
+      # A busy machine's scatter left a CI run's `faster` unconfirmed at 4 pairs: such a box
+      # measures on to 8.
       witnesses:
-        - {{name: decode-128, argv: ["{{python}}", "{{build}}/build/engine.py", "--generate",
-           "{{prompt_json}}", "--new", "512"], prompt_tokens: 16,
-           output: {{kind: ids_line, prefix: "OUTPUT_IDS:"}}, output_tokens: 512,
+        - {{name: decode-128, argv: ["{{python}}", "{{build}}/build/engine.py", "--witness"],
+           prompt_tokens: 16, steps: 512, output: {{kind: step_lines}}, output_tokens: 513,
            cells: {{"decode@128": 512}}, pairs: [4, 8], min_agreement: 1.0, clock: cpu}}
 """
 

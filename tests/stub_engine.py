@@ -12,7 +12,31 @@ import os
 import subprocess
 from pathlib import Path
 
-ENGINE = r'''
+# evalbot's stepped witness protocol as a stub (engine/contract/witness_spec.py): it "loads",
+# says READY, reads the prompt line, then answers each id fed to it; each answer is CPU work at
+# the given pace (so the CPU clock sees it whatever else the machine runs) and an id that
+# depends on every id so far (a head that skips a step cannot know it).
+WITNESS = r'''
+def witness(step_s, prompt_s=0.0):
+    import sys, time
+    def burn(seconds):
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+    print("EVALBOT_READY", flush=True)
+    prompt = [int(t) for t in sys.stdin.readline().split()]
+    burn(prompt_s)
+    last = sum(prompt) % 1000
+    print(f"EVALBOT_STEP {last}", flush=True)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            sys.exit(0)
+        burn(step_s)
+        last = (int(line) * 7 + last) % 1000
+        print(f"EVALBOT_STEP {last}", flush=True)
+'''
+ENGINE = WITNESS + r'''
 import json, random, sys, time
 args = sys.argv[1:]
 cfg = json.load(open(__file__.replace("engine.py", "speed.json")))
@@ -20,16 +44,8 @@ if cfg.get("crash"):
     sys.exit(3)
 if cfg.get("hang"):
     time.sleep(3600)
-if "--generate" in args:  # a witness: the true work for a prompt, ids that depend on it
-    prompt = json.load(open(args[args.index("--generate") + 1]))
-    new = int(args[args.index("--new") + 1])
-    # CPU-bound, so the harness's CPU clock sees it whatever else the machine is running
-    end = time.process_time() + len(prompt) / cfg["prefill"] + new / cfg["decode"]
-    while time.process_time() < end:
-        pass
-    ids = [(prompt[i % len(prompt)] * 31 + i) % 1000 for i in range(new)]
-    print("OUTPUT_IDS: " + " ".join(map(str, ids)))
-    sys.exit(0)
+if "--witness" in args:  # the true work: a 16-id prompt, then one decode step per id
+    witness(1 / cfg["decode"], 16 / cfg["prefill"])
 ctxs = [int(c) for c in args[args.index("--ctxs") + 1].split(",")]
 rng = random.Random()
 out = {}
@@ -100,13 +116,19 @@ def decode_cell(base_rate: float, head_rate: float, n: int = 6) -> dict[str, obj
 
 
 def decode_witness(new_tokens: int = 256, pairs: int = 4) -> dict[str, object]:
-    """A witness for the stub's decode@128 cell: `new_tokens` of true decode work (CPU-bound,
-    so its CPU time is the work's, whatever the machine runs beside it)."""
-    return {"name": "decode-128", "argv": ["{python}", "{build}/build/engine.py", "--generate",
-                                           "{prompt_json}", "--new", str(new_tokens)],
-            "cells": {"m/decode@128": new_tokens}, "prompt_tokens": 16,
-            "output": {"kind": "ids_line", "prefix": "OUTPUT_IDS:"},
-            "output_tokens": new_tokens, "pairs": pairs, "min_agreement": 1.0, "clock": "cpu"}
+    """A witness for the stub's decode@128 cell: `new_tokens` steps of true decode work fed one
+    at a time (CPU-bound, so its CPU time is the work's, whatever the machine runs beside it)."""
+    return stepped_witness("decode-128", "m/decode@128", new_tokens, pairs)
+
+
+def stepped_witness(name: str, cell: str, steps: int, pairs: int | list[int],
+                    argv: tuple[str, ...] = ("{python}", "{build}/build/engine.py", "--witness"),
+                    clock: str = "cpu") -> dict[str, object]:
+    """The contract's form of a stub's stepped witness (WITNESS above) crediting `steps` decode
+    tokens of `cell`."""
+    return {"name": name, "argv": list(argv), "cells": {cell: steps}, "prompt_tokens": 16,
+            "steps": steps, "output": {"kind": "step_lines"}, "output_tokens": steps + 1,
+            "pairs": pairs, "min_agreement": 1.0, "clock": clock}
 
 
 def job_doc(repo: Path, base: str, head: str, *, looks: list[int] | None = None,

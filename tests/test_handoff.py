@@ -87,4 +87,106 @@ def test_a_handoff_witness_takes_no_prompt_in_its_argv() -> None:
     with pytest.raises(ContractError, match="stdin"):
         _spec(argv=["stub", "{prompt}"])
     with pytest.raises(ValueError, match="exceeds"):
-        witness.handoff_of(_spec(), [999] * 20_000)
+        witness.handoff_of(_stepped(4, prompt_tokens=20_000), [999] * 20_004)
+
+
+# A stepped witness that notes, before each answer, whether its next input was already there
+# (it must never be: the harness writes it only after reading this answer), then answers the
+# running sum of its inputs mod 1000 (an answer that needs every input so far).
+STEPPED = textwrap.dedent(f"""
+    import select, sys
+    print({READY!r}, flush=True)
+    total, early = sum(int(t) for t in sys.stdin.readline().split()), []
+    while True:
+        early.append(bool(select.select([sys.stdin], [], [], 0.05)[0]))
+        print("EVALBOT_STEP", total % 1000, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            break
+        total += int(line)
+    open("early.txt", "w").write(repr(early))
+""")
+
+
+def _stepped(steps: int, **kw: object) -> WitnessSpec:
+    return _spec(steps=steps, output={"kind": "step_lines"}, output_tokens=steps + 1,
+                 cells={"m/decode@64": steps}, **kw)
+
+
+def _run_stepped(tmp_path: Path, script: str, spec: WitnessSpec, ids: list[int],
+                 timeout_s: float = 60, **kw: object) -> proc.Finished:
+    (tmp_path / "stub.py").write_text(script)
+    return proc.run([sys.executable, str(tmp_path / "stub.py")], cwd=tmp_path,
+                    timeout_s=timeout_s, log=tmp_path / "w.log", trusted=True,
+                    handoff=witness.handoff_of(spec, ids), **kw)  # type: ignore[arg-type]
+
+
+def test_a_stepped_witness_gets_each_id_only_after_its_previous_answer(tmp_path: Path) -> None:
+    spec = _stepped(20)
+    ids = witness._prompt(spec, tmp_path / "prompts")
+    assert len(ids) == 8 + 20
+    done = _run_stepped(tmp_path, STEPPED, spec, ids)
+    assert done.ok and done.handoff_s is not None, done.output
+    got = witness.read_output_ids(done.output, spec.output)
+    assert got == [sum(ids[:8 + k]) % 1000 for k in range(21)]
+    assert eval((tmp_path / "early.txt").read_text()) == [False] * 21
+
+
+def test_a_head_that_waits_for_two_steps_to_batch_them_never_finishes(tmp_path: Path) -> None:
+    """The batching attack: read ahead to run two steps as one pass. The second id is never
+    written before the first answer is read, so the process waits until its timeout: no time,
+    no verified output."""
+    script = textwrap.dedent(f"""
+        import sys
+        print({READY!r}, flush=True)
+        sys.stdin.readline()
+        print("EVALBOT_STEP 0", flush=True)
+        batch = [sys.stdin.readline(), sys.stdin.readline()]  # waits for an id never sent
+        print("EVALBOT_STEP 1", flush=True)
+    """)
+    done = _run_stepped(tmp_path, script, _stepped(4), list(range(12)), timeout_s=5)
+    assert done.timed_out and done.handoff_s is None
+
+
+ORPHAN = textwrap.dedent(f"""
+    import os, sys, time
+    print({READY!r}, flush=True)
+    if os.fork():
+        os._exit(0)  # the parent leaves at once: its own CPU time is nothing
+    prompt = sys.stdin.readline()
+    for _ in range({{steps}} + 1):
+        end = time.process_time() + 0.02
+        while time.process_time() < end:
+            pass
+        print("EVALBOT_STEP 0", flush=True)
+        sys.stdin.readline()
+""")
+
+
+def test_the_cpu_clock_counts_an_orphan_s_work(tmp_path: Path) -> None:
+    """The forking head: the witness process forks and exits, its orphan does the work. The
+    run's cgroup counts the orphan's CPU time (RUSAGE_CHILDREN, the clock before, saw none of
+    it)."""
+    from engine.sandbox import cpu_meter
+
+    if not cpu_meter.available():
+        pytest.skip("this machine lets the harness make no cgroup (the handoff clock is tested "
+                    "without one below)")
+    spec = _stepped(10, clock="cpu")
+    with cpu_meter.run_cgroup(True) as group:
+        done = _run_stepped(tmp_path, ORPHAN.replace("{steps}", "10"), spec, list(range(18)),
+                            cgroup=group)
+    assert done.cpu_s is not None and done.cpu_s >= 11 * 0.02, done
+
+
+def test_without_a_cgroup_the_handoff_clock_still_times_the_orphan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unprivileged harness makes no cgroup: the witness falls back to the handoff clock,
+    which runs from the prompt's write to the last answer's read, whoever computed it."""
+    from engine.sandbox import cpu_meter
+
+    monkeypatch.setattr(cpu_meter, "HIERARCHIES", ((tmp_path / "no-cgroups", "cpu.stat", 1e-6),))
+    assert not cpu_meter.available()
+    done = _run_stepped(tmp_path, ORPHAN.replace("{steps}", "10"), _stepped(10), list(range(18)))
+    assert done.ok and done.handoff_s is not None and done.handoff_s >= 11 * 0.02
+    assert done.cpu_s is None

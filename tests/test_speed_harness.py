@@ -29,6 +29,7 @@ from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.service.calibrate import aa_noise, calibration_job, sick_cells
+from tests.stub_engine import WITNESS
 from evalbot.store.noise import NoiseStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,17 +38,12 @@ POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 
 # Each process draws its rates from a generator seeded by (the build's speed.json, how many
 # samples this build has given so far): reproducible, and different from sample to sample.
-ENGINE = r'''
+ENGINE = WITNESS + r'''
 import hashlib, json, os, random, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 cfg = json.load(open(os.path.join(here, "speed.json")))
-if "--witness" in sys.argv:  # real CPU work at the true decode@4096 rate, ids from the prompt
-    prompt = json.load(open(sys.argv[sys.argv.index("--witness") + 1]))
-    end = time.process_time() + 600 / (cfg["decode"] * cfg["effect"].get("decode@4096", 1.0))
-    while time.process_time() < end:
-        pass
-    print("OUTPUT_IDS: " + " ".join(str(t * 7 % 1000) for t in prompt[:16]))
-    sys.exit(0)
+if "--witness" in sys.argv:  # real CPU work at the true decode@4096 rate, one step per id
+    witness(1 / (cfg["decode"] * cfg["effect"].get("decode@4096", 1.0)))
 state = os.path.join(os.environ["STUB_STATE"], hashlib.sha256(json.dumps(cfg).encode()).hexdigest())
 count = int(open(state).read()) if os.path.exists(state) else 0
 open(state, "w").write(str(count + 1))
@@ -93,10 +89,9 @@ speed:
         - {{metric: decode, ctx: 4096}}
         - {{metric: prefill, ctx: 512}}
       witnesses:
-        - {{name: decode-4k, argv: ["{{python}}", "{{build}}/build/engine.py", "--witness",
-           "{{prompt_json}}"], prompt_tokens: 16, output: {{kind: ids_line, prefix: "OUTPUT_IDS:"}},
-           output_tokens: 16, cells: {{"decode@4096": 600}}, pairs: 4, min_agreement: 1.0,
-           clock: cpu}}
+        - {{name: decode-4k, argv: ["{{python}}", "{{build}}/build/engine.py", "--witness"],
+           prompt_tokens: 16, steps: 600, output: {{kind: step_lines}}, output_tokens: 601,
+           cells: {{"decode@4096": 600}}, pairs: 4, min_agreement: 1.0, clock: cpu}}
     - model: g
       argv: ["{{python}}", "{{build}}/build/engine.py", "--ctxs", "{{ctxs}}"]
       parse: {parse}

@@ -1,5 +1,13 @@
 """A witness workload as the job describes it (`runs[].witnesses[]`), validated where the job is
 parsed; engine.measure.witness runs it.
+
+The witness protocol (docs/trust.md): the process loads and warms up, prints READY, and only
+then gets its input from the harness: the prompt as one line (work the cell times as one batch,
+a prefill), then, for a stepped witness, one id per line, each written only after the harness
+has read the previous step's output line (STEP), so no decode step can be batched, cached or
+computed before its input exists. Only the time from the prompt's write to the last output's
+read counts. The contract refuses a witness that credits decode work to ids it had before its
+work started.
 """
 
 from __future__ import annotations
@@ -10,9 +18,10 @@ from typing import Any
 from engine.contract.checks import ContractError, one_of
 from engine.contract.checks import field as get
 
-OUTPUT_KINDS = ("ids_line", "json_path", "score_lines")
+OUTPUT_KINDS = ("ids_line", "json_path", "score_lines", "step_lines")
 CLOCKS = ("wall", "cpu", "handoff")
 READY = "EVALBOT_READY"  # the line a handoff witness prints when its start-up is done
+STEP = "EVALBOT_STEP "  # a stepped witness's output line: the argmax after its latest input
 # Placeholders only a witness argv may use: the harness's fresh prompt as a file of ids separated
 # by spaces, as a JSON list, or (an argument that is exactly "{prompt_ids}") one argument per id.
 PROMPT_PLACEHOLDERS = ("prompt", "prompt_json", "prompt_ids")
@@ -53,6 +62,10 @@ class WitnessSpec:
     # moment its output line is read (engine.sandbox.proc.Handoff): no model load in the time
     clock: str = "wall"
     timeout_s: float = 300.0
+    # A stepped witness (handoff or cpu clock): after the prompt, `steps` ids fed one per line,
+    # each after the previous STEP line was read; its output is steps + 1 STEP lines (the argmax
+    # after the prompt, then after each fed id). 0: the whole input is the prompt.
+    steps: int = 0
 
 
 def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
@@ -83,18 +96,53 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
         timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
+        steps=get(d, where, "steps", int, optional=True) or 0,
     )
     if spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
         raise ContractError(f"{where}: prompt_tokens, output_tokens >= 1")
-    if spec.clock == "handoff" and any("{prompt" in a for a in spec.argv):
+    if spec.clock != "wall" and any("{prompt" in a for a in spec.argv):
         # the prompt arrives on stdin after READY; in argv it would be known before the clock
-        raise ContractError(f"{where}.argv: a handoff witness takes its prompt on stdin, not "
-                            "from a {prompt...} placeholder")
+        raise ContractError(f"{where}.argv: a {spec.clock} witness takes its prompt on stdin, "
+                            "not from a {prompt...} placeholder")
+    _check_steps(spec, where)
     for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard"):
         if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
             raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
     _check_floor(spec, where)
     return spec
+
+
+def _check_steps(spec: WitnessSpec, where: str) -> None:
+    """Decode work is credited only to ids the process could not have had before its work: ids
+    fed one per step, or ids it generated itself after a prompt no longer than the cell's
+    context (a free-running greedy decode). A prompt longer than that carries forced decode ids
+    all at once, and those steps could be batched into one pass."""
+    if spec.steps < 0:
+        raise ContractError(f"{where}.steps: {spec.steps} steps")
+    stepped = spec.steps > 0
+    if stepped != (spec.output.get("kind") == "step_lines"):
+        raise ContractError(f"{where}: a stepped witness (steps > 0) and output kind "
+                            "step_lines go together")
+    if stepped and spec.clock == "wall":
+        raise ContractError(f"{where}.clock: a stepped witness is fed after READY: handoff or cpu")
+    if spec.clock == "cpu" and not stepped:
+        raise ContractError(f"{where}.clock: the cpu clock times a stepped witness only")
+    if stepped and spec.output_tokens != spec.steps + 1:
+        raise ContractError(f"{where}.output_tokens: a stepped witness prints steps + 1 = "
+                            f"{spec.steps + 1} ids, not {spec.output_tokens}")
+    for key, tokens in spec.cells.items():
+        metric, _, ctx = key.rpartition("/")[2].partition("@")
+        if metric == "decode":
+            free = not stepped and spec.prompt_tokens <= int(ctx or 0)
+            most = spec.steps if stepped else spec.output_tokens if free else 0
+            if tokens > most:
+                raise ContractError(
+                    f"{where}.cells: {key} credits {tokens} decode tokens, but only {most} "
+                    "reach the process one step at a time (feed decode ids with `steps`; a "
+                    "prompt longer than the cell's context is read before the work starts)")
+        elif tokens > spec.prompt_tokens:
+            raise ContractError(f"{where}.cells: {key} credits {tokens} prefill tokens of a "
+                                f"{spec.prompt_tokens}-id prompt")
 
 
 def _check_floor(spec: WitnessSpec, where: str) -> None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import functools
 import math
-import resource
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from engine.contract.job import Cell, Job, SpeedRun
 from engine.contract.witness_spec import WitnessSpec
 from engine.measure import gpu, spoof, stats, witness
 from engine.measure.parsing import ParseError, read_argmax, read_rates
-from engine.sandbox import proc
+from engine.sandbox import cpu_meter, proc
 from engine.sides.build import Built, verify
 
 SIDES = ("base", "head")
@@ -106,7 +105,7 @@ class Measurement:
             for run in self.job.runs:
                 self._run(run, progress)
                 self._check_claims(run)  # every run's claims, not only the last one's
-                self._witness(run)
+            self._witness_all()
         finally:
             if locked:
                 gpu.reset_clocks()
@@ -219,52 +218,90 @@ class Measurement:
                              "dropped": s["dropped"], "verified": False} for s in first]})
         return out + [w.to_dict() for w in self.witnesses]
 
-    def _witness(self, run: SpeedRun) -> None:
-        """The run's witness workloads, timed here; judged by the bot (evalbot/confirmation)."""
+    def _witness_all(self) -> None:
+        """Every run's witness workloads, after all the measuring (so the share counts all of
+        it), the one whose cells claim the highest tier first; a witness whose cells claim no
+        higher tier than one already confirmed is not run: it could not change the tier."""
+        todo = [(run, spec, self._improved(spec)) for run in self.job.runs
+                for spec in run.witnesses]
+        todo = sorted([t for t in todo if t[2]], key=lambda t: self._claimed_rank(t[0], t[2]),
+                      reverse=True)
+        confirmed: tuple[int, float] | None = None
+        for run, spec, improved in todo:
+            rank = self._claimed_rank(run, improved)
+            if confirmed is not None and rank[0] <= confirmed[0] and not self.job.rule.witness_aa:
+                continue
+            record = self._witness(run, spec, improved)
+            if record.settled_by == "confirmed":
+                confirmed = max(confirmed or rank, rank)
+
+    def _improved(self, spec: WitnessSpec) -> list[str]:
+        """The covered cells to confirm (every one in an A/A calibration of the witnesses)."""
+        if self.job.rule.witness_aa:
+            return list(spec.cells)
+        return witness.to_confirm(
+            spec, {k: r.looks[-1]["decision"] for k, r in self.records.items() if r.looks})
+
+    def _claimed_rank(self, run: SpeedRun, cells: list[str]) -> tuple[int, float]:
+        """The highest (tier, estimate) the cells' own measuring claims: the tier's index in
+        the rule's edges (0: below the lowest), then the speedup."""
+        best = (0, -math.inf)
+        for key in cells:
+            rec = self.records[key]
+            est = float(rec.looks[-1]["estimate"]) if rec.looks else 0.0
+            gain = math.log1p(est) if est > -1 else -math.inf
+            edges = self.job.rule.tier_edges.get(rec.cell.key, [])
+            best = max(best, (sum(gain >= e for e in edges), est))
+        return best
+
+    def _witness(self, run: SpeedRun, spec: WitnessSpec, improved: list[str]) -> witness.WitnessRecord:
+        """One witness workload, timed here; judged by the bot (evalbot/confirmation)."""
         def fill(arg: str, side: str) -> str:
             return self._fill(arg, run, self.built[side])
 
-        for spec in run.witnesses:
-            improved = list(spec.cells) if self.job.rule.witness_aa else witness.to_confirm(
-                spec, {k: r.looks[-1]["decision"] for k, r in self.records.items() if r.looks})
-            if not improved:
-                continue  # nothing to confirm: a regression or neutral cell needs no witness
-            claims = {key: c for key, tokens in spec.cells.items()
-                      for c in [witness.claimed_saving(self.records[key].samples, tokens,
-                                                       self.records[key].cell.higher_is_better)]
-                      if c is not None}
-            launch = functools.partial(self._timed, spec=spec)
-            prompts = self.jobdir / "witness-prompts"
-            # an A/A calibration measures every pair of every witness: no share bounds it
-            allowance = math.inf if self.job.rule.witness_aa else max(
-                self.job.rule.witness_share * self.measured_s - self.witnessed_s, 0.0)
-            # no warm-up of its own: the run's samples have just warmed caches and clocks
-            record = witness.measure(spec, fill, launch, prompts, warmup=0,
-                                     stop=witness.stop_for(claims, improved),
-                                     allowance_s=allowance)
-            self.witnessed_s += witness.box_s(record.samples)
-            self.witnesses.append(record)
+        if spec.clock == "cpu" and not cpu_meter.available():
+            spec = replace(spec, clock="handoff")  # no cgroup here: the handoff clock alone
+        claims = {key: c for key, tokens in spec.cells.items()
+                  for c in [witness.claimed_saving(self.records[key].samples, tokens,
+                                                   self.records[key].cell.higher_is_better)]
+                  if c is not None}
+        launch = functools.partial(self._timed, spec=spec)
+        prompts = self.jobdir / "witness-prompts"
+        # an A/A calibration measures every pair of every witness: no room bounds it
+        room = None if self.job.rule.witness_aa else witness.Room(
+            spec.looks[0], max(self.deadline - self.now(), 0.0),
+            max(self.job.rule.witness_share * self.measured_s - self.witnessed_s, 0.0))
+        # no warm-up of its own: the samples have just warmed caches and clocks
+        record = witness.measure(spec, fill, launch, prompts, warmup=0,
+                                 stop=witness.stop_for(claims, improved), room=room)
+        self.witnessed_s += witness.box_s(record.samples)
+        self.witnesses.append(record)
+        return record
 
     def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
                spec: WitnessSpec) -> witness.Timed:
         built, log = self._verified(side, "witness")
-        before, cpu0 = gpu.gpu_state(), _children_cpu_s()
+        before = gpu.gpu_state()
         handoff = witness.handoff_of(spec, prompt)
         try:
-            done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
-                            env=self.job.env, handoff=handoff)
+            with cpu_meter.run_cgroup(spec.clock == "cpu") as group:
+                done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
+                                env=self.job.env, handoff=handoff, cgroup=group)
         except OSError as exc:  # e.g. a witness tool the build did not produce: no proof
             return witness.Timed(False, "", 0.0, False, f"could not start: {exc.strerror}")
-        cpu, after = _children_cpu_s() - cpu0, gpu.gpu_state()
+        after = gpu.gpu_state()
+        seconds = done.cpu_s if spec.clock == "cpu" else done.handoff_s
         error = ("timeout" if done.timed_out else
                  f"exit status {done.returncode}" if done.returncode != 0 else
-                 "no ready line, or no output after it" if handoff and done.handoff_s is None
-                 else "")
+                 "no ready line, or not every output line after it"
+                 if handoff and seconds is None else "")
         if not error:
             log.unlink(missing_ok=True)
         throttled = bool((before or {}).get("throttled") or (after or {}).get("throttled"))
-        seconds = {"cpu": cpu, "handoff": done.handoff_s or 0.0}.get(spec.clock, done.wall_s)
-        return witness.Timed(not error, done.output, seconds, throttled, error, done.wall_s)
+        if spec.clock == "wall":
+            seconds = done.wall_s
+        return witness.Timed(not error, done.output, seconds or 0.0, throttled, error,
+                             done.wall_s)
 
     def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
         return arg.format(
@@ -305,12 +342,6 @@ class Measurement:
                 side, "spoofed",
                 f"rates imply {claimed:.3f} s of work in a {wall:.3f} s process", log,
             )
-
-
-def _children_cpu_s() -> float:
-    """User + system CPU of every finished child process (the kernel's count, not the PR's)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:

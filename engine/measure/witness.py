@@ -1,11 +1,13 @@
 """Witness workloads: work the harness times itself, so a printed rate can be checked.
 
 A witness is a process whose cost is dominated by some cells' work (a long decode, a prefill at
-the cell's context), fed a prompt the harness draws fresh for every pair (the PR cannot have
-computed its answer before), timed by the harness from process start to exit, and accepted only
-when its output ids agree with main's for the same prompt (the work was done). Pairs alternate
-as the samples do (ABBA). The harness only records; the bot judges the record
-(evalbot/grading/confirmation.py), so re-grading recomputes the check.
+the cell's context), fed ids the harness draws fresh for every pair (the PR cannot have computed
+its answer before), timed by the harness, and accepted only when its output ids agree with
+main's for the same ids (the work was done). The protocol (engine/contract/witness_spec.py):
+the prompt after READY, then a stepped witness's decode ids one at a time, each after the
+previous step's output was read; only that span is timed. Pairs alternate as the samples do
+(ABBA). The harness only records; the bot judges the record (evalbot/grading/confirmation.py),
+so re-grading recomputes the check.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.contract.witness_spec import READY, WitnessSpec
+from engine.contract.witness_spec import READY, STEP, WitnessSpec
 from engine.measure.witness_interval import Critical, Floor, saving_interval
 from engine.sandbox import proc
 
@@ -36,7 +38,8 @@ class WitnessRecord:
     spec: WitnessSpec
     samples: list[dict[str, Any]] = field(default_factory=list)
     stopped: str = ""  # "settled" (at a look), "box_time" (`fits`), "": every pair it could
-    allowance_s: float = math.inf  # the box time it was given (`fits`)
+    room: Room | None = None  # the box time it was given (`fits`); None: unbounded
+    settled_by: str = ""  # why it settled: confirmed, contradicted, failed, unresolvable
 
     def to_dict(self) -> dict[str, Any]:
         s = asdict(self.spec)
@@ -44,10 +47,25 @@ class WitnessRecord:
                 "looks": list(s["looks"]), "clock": s["clock"],
                 "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
                 "sd_floor_s": s["sd_floor_s"], "floor_df": s["floor_df"],
-                "source": "witness", "stopped": self.stopped,
-                **({} if math.isinf(self.allowance_s) else
-                   {"allowance_s": round(self.allowance_s, 3)}),
+                "steps": s["steps"], "source": "witness", "stopped": self.stopped,
+                **({"settled_by": self.settled_by} if self.settled_by else {}),
+                **({} if self.room is None else self.room.to_dict()),
                 "samples": self.samples}
+
+
+@dataclass(frozen=True)
+class Room:
+    """The box time a witness may take: up to its first look, what is left of the PR's budget
+    (an honest witness always reaches the look it can first confirm at); beyond it, what is
+    left of the witnesses' share of the measuring's box time."""
+
+    first_look: int
+    budget_s: float
+    share_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first_look": self.first_look, "budget_s": round(self.budget_s, 3),
+                "allowance_s": round(self.share_s, 3)}
 
 
 @dataclass(frozen=True)
@@ -68,18 +86,18 @@ Launch = Callable[[str, list[str], float, list[int]], Timed]
 
 def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
             prompts: Path, warmup: int = 1, stop: Stop | None = None,
-            allowance_s: float = math.inf) -> WitnessRecord:
-    """Warm-up, then kept pairs in ABBA order, each pair on a fresh prompt, up to the first look
-    that settles (see `settled`), the last, or the pair that would not fit in `allowance_s` of
-    box time (see `fits`)."""
-    record = WitnessRecord(spec, allowance_s=allowance_s)
+            room: Room | None = None) -> WitnessRecord:
+    """Warm-up, then kept pairs in ABBA order, each pair on fresh ids, up to the first look
+    that settles (see `settled`), the last, or the pair that would not fit in its `room` of box
+    time (see `fits`)."""
+    record = WitnessRecord(spec, room=room)
     for _ in range(warmup):
         for side in ("base", "head"):
             warm = _prompt(spec, prompts)
             launch(side, _argv(spec, fill, side, warm, prompts), spec.timeout_s, warm)
     pair, attempts = 0, 0
     while pair < spec.pairs and attempts < 2 * spec.pairs:
-        if not fits(record.samples, pair, allowance_s):
+        if room is not None and not fits(record.samples, pair, room):
             record.stopped = "box_time"
             break
         attempts += 1
@@ -99,22 +117,25 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
                 **({} if t.wall_s is None else {"wall_s": round(t.wall_s, 4)})})
         if not dropped:
             pair += 1
-            if settled(spec, record, pair, stop or Stop()):
+            record.settled_by = settled(spec, record, pair, stop or Stop())
+            if record.settled_by:
                 record.stopped = "settled"
                 break
     return record
 
 
-def fits(samples: Sequence[Mapping[str, Any]], kept: int, allowance_s: float) -> bool:
-    """May the witness start another pair within `allowance_s` seconds of box time (the share of
-    the measuring's that the profile gives the witnesses)? The next pair is taken to cost what
-    the last one did (each process's `wall_s`, start to exit); a witness that cannot reach
-    MIN_PAIRS kept pairs within the allowance stops at once, for the bot could not judge it.
-    The first pair always starts while any allowance is left: nothing tells its cost before."""
+def fits(samples: Sequence[Mapping[str, Any]], kept: int, room: Room) -> bool:
+    """May the witness start another pair? The next pair is taken to cost what the last one did
+    (each process's `wall_s`, start to exit). Before its first look it may take what is left
+    of the PR's budget, but only if that reaches the first look (the bot could not judge fewer
+    pairs); after it, a pair must fit in the share. The first pair always starts while any
+    budget is left: nothing tells its cost before."""
     if not samples:
-        return allowance_s > 0
-    need = max(MIN_PAIRS - kept, 1)
-    return box_s(samples) + need * box_s(samples[-2:]) <= allowance_s
+        return room.budget_s > 0
+    spent, pair_s = box_s(samples), box_s(samples[-2:])
+    if kept < room.first_look:
+        return spent + (room.first_look - kept) * pair_s <= room.budget_s
+    return spent + pair_s <= min(room.share_s, room.budget_s)
 
 
 def box_s(samples: Sequence[Mapping[str, Any]]) -> float:
@@ -138,29 +159,31 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str])
     return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
 
 
-def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> bool:
-    """At a look before the last, what the bot would decide on these pairs is decided: the
-    claim confirmed at the look's stop_t, contradicted at its spoof_t, or a head output
-    that failed verification (the witness can no longer confirm), or a head that invents
-    ids whose claim, less what they may have skipped, the last look could not confirm even
-    were every printed rate true (`unresolvable`)."""
+def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
+    """At a look before the last, what the bot would decide on these pairs is decided, and
+    why: the claim `confirmed` at the look's stop_t, `contradicted` at its spoof_t, a head
+    output that `failed` verification (the witness can no longer confirm), or a head that
+    invents ids whose claim, less what they may have skipped, the last look could not confirm
+    even were every printed rate true (`unresolvable`). "": measure on."""
     if not spec.stop_t or pairs not in spec.looks[:-1]:
-        return False
+        return ""
     samples = record.samples
     if any(not s["verified"] and not s["dropped"] for s in samples if s["side"] == "head"):
-        return True
+        return "failed"
     d = pair_savings(samples, need_verified=True)
     if len(d) < MIN_PAIRS:
-        return False
+        return ""
     skipped = unverified_work_s(samples)
     if skipped > 0 and unresolvable(spec, d, stop.claimed_s - stop.margin_s - skipped):
-        return True
+        return "unresolvable"
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
     if bounds.lo > stop.margin_s + skipped:
-        return True
-    return stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s
+        return "confirmed"
+    if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s:
+        return "contradicted"
+    return ""
 
 
 def unresolvable(spec: WitnessSpec, d: np.ndarray, own_claim_s: float) -> bool:
@@ -261,10 +284,11 @@ def stop_margin(claims: Mapping[str, tuple[float, float]], improved: Iterable[st
 
 
 def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
-    """Fresh ids from the OS's random source, written where the sandbox may read them (a
-    handoff witness's are never written: they reach the process on stdin after READY)."""
-    ids = [secrets.randbelow(spec.id_range) for _ in range(spec.prompt_tokens)]
-    if spec.clock == "handoff":
+    """Fresh ids from the OS's random source (the prompt's, then a stepped witness's one per
+    step), written where the sandbox may read them only for a wall-clock witness (the others'
+    reach the process on stdin after READY)."""
+    ids = [secrets.randbelow(spec.id_range) for _ in range(spec.prompt_tokens + spec.steps)]
+    if spec.clock != "wall":
         return ids
     prompts.mkdir(parents=True, exist_ok=True)
     prompts.chmod(0o755)
@@ -275,16 +299,19 @@ def _prompt(spec: WitnessSpec, prompts: Path) -> list[int]:
     return ids
 
 
-def handoff_of(spec: WitnessSpec, prompt: list[int]) -> proc.Handoff | None:
-    """What a handoff clock writes after READY (one line of ids) and reads back (the output
-    line); None for the other clocks."""
-    if spec.clock != "handoff":
+def handoff_of(spec: WitnessSpec, ids: list[int]) -> proc.Handoff | None:
+    """What the harness writes after READY (the prompt's ids as one line, then a stepped
+    witness's one per output line) and the output lines it answers; None for a wall clock."""
+    if spec.clock == "wall":
         return None
+    prompt, steps = ids[:spec.prompt_tokens], ids[spec.prompt_tokens:]
     line = (" ".join(map(str, prompt)) + "\n").encode()
     if len(line) > HANDOFF_PROMPT_CAP:  # one pipe buffer: the write never waits on the process
         raise ValueError(f"witness {spec.name}: a {len(line)}-byte prompt exceeds the "
                          f"handoff's {HANDOFF_PROMPT_CAP} bytes")
-    return proc.Handoff(READY.encode(), line, str(spec.output.get("prefix", "")).encode())
+    prefix = STEP if spec.steps else str(spec.output.get("prefix", ""))
+    return proc.Handoff(READY.encode(), line, prefix.encode(),
+                        tuple(f"{i}\n".encode() for i in steps))
 
 
 def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,
@@ -313,9 +340,11 @@ def _ids(spec: WitnessSpec, timed: Timed) -> tuple[list[int], str]:
 
 
 def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
-    """The ids a witness printed: one prefixed line of ids, a list inside a prefixed JSON line,
-    or the argmax column of `S` score lines."""
+    """The ids a witness printed: one STEP line per step, one prefixed line of ids, a list
+    inside a prefixed JSON line, or the argmax column of `S` score lines."""
     kind, prefix = how["kind"], str(how.get("prefix", ""))
+    if kind == "step_lines":
+        return [int(ln[len(STEP):].strip()) for ln in output.splitlines() if ln.startswith(STEP)]
     if kind == "score_lines":
         return [int(ln.split(" am=")[1].split()[0]) for ln in output.splitlines()
                 if ln.startswith("S i=")]

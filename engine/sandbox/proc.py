@@ -11,10 +11,11 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.sandbox import cpu_meter
 from engine.sandbox import session as sandbox
 
 LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
@@ -38,13 +39,16 @@ class Handoff:
     """Hand the process its input only once it says it is ready, and time from there.
 
     The process prints `ready` on a line of its own when its start-up (model load) is done; the
-    harness then writes `prompt` to its stdin and closes it, and stops the clock when a line
-    starting with `prefix` (the verified output) is complete. Start-up jitter stays out of the
-    time, and the input cannot be known before the clock starts."""
+    harness then writes `prompt` to its stdin. Each output line starting with `prefix` is then
+    answered with the next of `steps` (one line each), so a step's input exists only after the
+    previous step's output was read; after the output line that answers the last step (the first
+    one, without steps) the clock stops and stdin closes. Start-up jitter stays out of the time,
+    and no input can be known before the clock starts."""
 
     ready: bytes
     prompt: bytes
     prefix: bytes
+    steps: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class Finished:
     wall_s: float
     timed_out: bool
     handoff_s: float | None = None  # with a Handoff: ready-and-fed to output read; None if not
+    cpu_s: float | None = None  # with a cgroup: its CPU time over the handoff's span (or all)
 
     @property
     def ok(self) -> bool:
@@ -69,13 +74,15 @@ def run(
     env: Mapping[str, str] | None = None,
     trusted: bool = False,
     handoff: Handoff | None = None,
+    cgroup: cpu_meter.RunCgroup | None = None,
 ) -> Finished:
     """Run argv (never through a shell), write its output to `log`, kill its group at the end.
 
     Inside an active sandbox (engine.sandbox.session.enter) argv runs as the sandbox user with the
     stage's limits, and afterwards every process of that user is killed. A `trusted` run (the
     reference, the tokenizer: harness code) never runs as the sandbox user: it runs as the
-    harness, in a HOME only the harness can enter."""
+    harness, in a HOME only the harness can enter. With a `cgroup` (cpu_meter) the process starts
+    inside it: every process it starts is counted and killed at the end."""
     home = sandbox.fresh_home(trusted)
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
                 **{k: v for k, v in (env or {}).items() if not k.startswith("PYTHON")},
@@ -84,10 +91,22 @@ def run(
     preexec = None
     if not trusted:
         argv, full_env, preexec = sandbox.wrap(argv, cwd, full_env)
+    if cgroup is not None:
+        preexec = _joined(cgroup, preexec)
     try:
-        return _run(argv, cwd, timeout_s, log, full_env, preexec, handoff)
+        return _run(argv, cwd, timeout_s, log, full_env, preexec, handoff, cgroup)
     finally:
         sandbox.after_run(home)
+
+
+def _joined(cgroup: cpu_meter.RunCgroup,
+            then: sandbox.Preexec | None) -> sandbox.Preexec:
+    """The child joins the run's cgroup before anything else (the sandbox's set-up included)."""
+    def preexec() -> None:
+        cgroup.join()
+        if then is not None:
+            then()
+    return preexec
 
 
 def isolated(argv: list[str]) -> list[str]:
@@ -103,7 +122,8 @@ def isolated(argv: list[str]) -> list[str]:
 
 
 def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict[str, str],
-         preexec: sandbox.Preexec | None, handoff: Handoff | None = None) -> Finished:
+         preexec: sandbox.Preexec | None, handoff: Handoff | None = None,
+         cgroup: cpu_meter.RunCgroup | None = None) -> Finished:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log, "wb") as sink:
@@ -117,27 +137,34 @@ def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict
             start_new_session=True,
             preexec_fn=preexec,
         )
-        timed_out, clock = False, _Clock(proc, handoff)
+        timed_out = False
+        clock = _Clock(proc, handoff, cgroup.usage_s if cgroup is not None else None)
         try:
             _drain(proc, sink, start + timeout_s, clock)
         except TimeoutError:
             timed_out = True
         finally:
             clock.close()
-            _kill_group(proc)
+            _kill_group(proc, cgroup)
     wall = time.perf_counter() - start
     output = log.read_bytes().decode("utf-8", errors="replace")
+    cpu = clock.cpu_seconds() if handoff else cgroup.usage_s() if cgroup is not None else None
     return Finished(None if timed_out else proc.returncode, output, wall, timed_out,
-                    clock.seconds())
+                    clock.seconds(), cpu)
 
 
 class _Clock:
-    """The handoff protocol over the output as it streams: feed at `ready`, stop at `prefix`."""
+    """The handoff protocol over the output as it streams: feed at `ready`, answer each output
+    line with the next step, stop at the last output line. `meter` (the run's CPU clock, when
+    it has one) is read at the same two moments."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], handoff: Handoff | None) -> None:
-        self.proc, self.handoff, self.line = proc, handoff, b""
+    def __init__(self, proc: subprocess.Popen[bytes], handoff: Handoff | None,
+                 meter: Callable[[], float] | None = None) -> None:
+        self.proc, self.handoff, self.meter, self.line = proc, handoff, meter, b""
         self.fed: float | None = None
         self.read: float | None = None
+        self.cpu: list[float] = []
+        self.answered = 0  # output lines seen since the feed
 
     def see(self, chunk: bytes) -> None:
         if self.handoff is None or self.read is not None:
@@ -148,17 +175,37 @@ class _Clock:
             if self.fed is None and line.strip() == self.handoff.ready:
                 self._feed()
             elif self.fed is not None and line.startswith(self.handoff.prefix):
-                self.read = time.perf_counter()
-                return
+                if self.answered == len(self.handoff.steps):
+                    self.read = time.perf_counter()
+                    self._read_meter()
+                    self.close()
+                    return
+                self._write(self.handoff.steps[self.answered])
+                self.answered += 1
 
     def _feed(self) -> None:
         assert self.proc.stdin is not None and self.handoff is not None
+        self._read_meter()
         self.fed = time.perf_counter()
+        os.set_blocking(self.proc.stdin.fileno(), False)  # a process that stops reading
+        self._write(self.handoff.prompt)  # never blocks the harness: its clock just never stops
+        if not self.handoff.steps:
+            self.close()
+
+    def _write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        if self.proc.stdin.closed:
+            return
         try:  # a process that stopped reading gets nothing more: its output cannot verify
-            self.proc.stdin.write(self.handoff.prompt)
-        except (BrokenPipeError, OSError):
+            if os.write(self.proc.stdin.fileno(), data) == len(data):
+                return
+        except (BrokenPipeError, BlockingIOError, OSError):
             pass
         self.close()
+
+    def _read_meter(self) -> None:
+        if self.meter is not None:
+            self.cpu.append(self.meter())
 
     def close(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
@@ -169,6 +216,9 @@ class _Clock:
 
     def seconds(self) -> float | None:
         return None if self.fed is None or self.read is None else self.read - self.fed
+
+    def cpu_seconds(self) -> float | None:
+        return self.cpu[1] - self.cpu[0] if len(self.cpu) == 2 and self.read else None
 
 
 def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: _Clock) -> None:
@@ -198,7 +248,7 @@ def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: 
         raise TimeoutError from exc
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes], cgroup: cpu_meter.RunCgroup | None = None) -> None:
     """Kill everything the sample started, so nothing lingers into the next sample.
 
     The process group catches ordinary children; the sandbox's kill reaches the ones that left
@@ -209,6 +259,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass  # a sudo launcher is root's: the sandbox's kill below ends it through its child
     try:
         sandbox.kill_all()
+        if cgroup is not None:
+            cgroup.kill_all()
     finally:
         proc.wait()
     if proc.stdout is not None:
