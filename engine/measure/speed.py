@@ -224,12 +224,12 @@ class Measurement:
         higher tier than one already confirmed is not run: it could not change the tier."""
         todo = [(run, spec, self._improved(spec)) for run in self.job.runs
                 for spec in run.witnesses]
-        todo = sorted([t for t in todo if t[2]], key=lambda t: self._claimed_rank(t[0], t[2]),
+        todo = sorted([t for t in todo if t[2]], key=lambda t: self._claimed_rank(t[2]),
                       reverse=True)
         confirmed: tuple[int, float] | None = None
         for run, spec, improved in todo:
-            rank = self._claimed_rank(run, improved)
-            if confirmed is not None and rank[0] <= confirmed[0] and not self.job.rule.witness_aa:
+            rank = self._claimed_rank(improved)
+            if confirmed is not None and rank[0] <= confirmed[0]:
                 continue
             record = self._witness(run, spec, improved)
             if record.settled_by == "confirmed":
@@ -242,7 +242,7 @@ class Measurement:
         return witness.to_confirm(
             spec, {k: r.looks[-1]["decision"] for k, r in self.records.items() if r.looks})
 
-    def _claimed_rank(self, run: SpeedRun, cells: list[str]) -> tuple[int, float]:
+    def _claimed_rank(self, cells: list[str]) -> tuple[int, float]:
         """The highest (tier, estimate) the cells' own measuring claims: the tier's index in
         the rule's edges (0: below the lowest), then the speedup."""
         best = (0, -math.inf)
