@@ -7,14 +7,20 @@
 //   evalbot-topk score MODEL TOPK WINDOWS.txt   one window per line, token ids separated by spaces,
 //                                               optionally led by `@F ` (score positions F.. only)
 //   evalbot-topk tokenize MODEL TEXT.txt        prints the token ids of the whole file, one line
-//   evalbot-topk decode MODEL N_PREFILL IDS.txt  a witness (engine/measure/witness.py): prefills the first
-//       N_PREFILL ids in one batch, then decodes the rest one token per step (teacher-forced) and
-//       prints `OUTPUT_IDS: <argmax after each decode step> ...`, one line
-//   evalbot-topk decode MODEL N_PREFILL - N_TOTAL   the same witness on the handoff clock: loads
-//       the model, makes a context for N_TOTAL ids and warms it (one prefill and one step of
-//       throw-away ids, then the cache cleared), prints `EVALBOT_READY`, and only then reads its
-//       N_TOTAL ids as one line from stdin (the harness times from writing them to reading the
-//       OUTPUT_IDS line: the model load is not in the time)
+//   evalbot-topk decode MODEL N_PREFILL IDS.txt  prefills the first N_PREFILL ids in one batch,
+//       then decodes the rest one token per step (teacher-forced) and prints
+//       `OUTPUT_IDS: <argmax after each decode step> ...`, one line: the witness's work with every
+//       id known up front, for scripts and for checking a witness's STEP ids offline
+//   evalbot-topk witness MODEL N_PREFILL N_STEPS  the same work as a stepped witness on the handoff
+//       clock (engine/measure/witness.py, engine/contract/witness_spec.py): loads the model, makes
+//       a context for N_PREFILL + N_STEPS ids and warms it (one prefill and one step of throw-away
+//       ids, then the memory cleared), prints `EVALBOT_READY`; then reads the prompt, N_PREFILL
+//       ids as one line, runs it as one batch and prints `EVALBOT_STEP <argmax>`; then N_STEPS
+//       times reads one line of one id, decodes it as one step and prints `EVALBOT_STEP <argmax>`.
+//       Each id is written only after the previous STEP line was read, so no two steps can share
+//       a forward pass. N_STEPS + 1 STEP lines in all; exits 0 at the EOF that follows. A
+//       malformed line (a wrong count of ids, an id outside the vocabulary, EOF too early, input
+//       after the last step) fails with `[FAIL] ...` on stderr.
 //
 // score prints, per window, `W <n tokens>` (`W <n tokens> <F>` when led by @F), then one line per
 // scored position in the format of sparkinfer's qwen3_gguf_score (so one parser reads both), then
@@ -26,6 +32,7 @@
 #include "llama.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -154,23 +161,37 @@ static int tokenize(const char * model_path, const char * text_path) {
     return 0;
 }
 
-static std::vector<llama_token> read_stdin_ids(size_t n_total) {
-    std::string line;
-    std::vector<llama_token> ids;
-    if (!std::getline(std::cin, line)) return ids;
-    std::istringstream in(line);
-    long id;
-    while (in >> id) ids.push_back((llama_token) id);
-    if (ids.size() != n_total) ids.clear();
-    return ids;
+static llama_token argmax_last(llama_context * ctx, int n_vocab) {
+    const float * logits = llama_get_logits_ith(ctx, -1);
+    return (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+}
+
+static bool in_vocab(const std::vector<llama_token> & ids, int n_vocab) {
+    for (llama_token t : ids) {
+        if (t < 0 || t >= n_vocab) { fprintf(stderr, "[FAIL] token %d out of vocab\n", t); return false; }
+    }
+    return true;
+}
+
+// One context for both modes: the prefill is one llama_decode call of n_prefill ids.
+static llama_context * make_context(llama_model * model, size_t n_ids, int n_prefill) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) n_ids + 16;
+    cp.n_batch = (uint32_t) n_prefill;
+    cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
+    // as the profile's llama-bench (-fa 0): with the CUDA FA kernels left out of the build, "auto"
+    // picked a fallback whose decode steps took twice as long on the H200 (4.4 s for the handoff's
+    // work against 2.1 s, the same ids; docs/gpu-e2e.md)
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) fprintf(stderr, "[FAIL] context\n");
+    return ctx;
 }
 
 // Prefill the first n_prefill ids in one batch, then decode the rest one step each, printing the
 // argmax after every step.
 static int run_decode(llama_context * ctx, int n_vocab, std::vector<llama_token> & ids, int n_prefill) {
-    for (llama_token t : ids) {
-        if (t < 0 || t >= n_vocab) { fprintf(stderr, "[FAIL] token %d out of vocab\n", t); return 2; }
-    }
+    if (!in_vocab(ids, n_vocab)) return 2;
     if (llama_decode(ctx, llama_batch_get_one(ids.data(), n_prefill)) != 0) {
         fprintf(stderr, "[FAIL] prefill\n");
         return 3;
@@ -181,8 +202,7 @@ static int run_decode(llama_context * ctx, int n_vocab, std::vector<llama_token>
             fprintf(stderr, "[FAIL] decode step %zu\n", i);
             return 3;
         }
-        const float * logits = llama_get_logits_ith(ctx, -1);
-        out.push_back((llama_token) (std::max_element(logits, logits + n_vocab) - logits));
+        out.push_back(argmax_last(ctx, n_vocab));
     }
     printf("OUTPUT_IDS:");
     for (llama_token t : out) printf(" %d", t);
@@ -191,49 +211,108 @@ static int run_decode(llama_context * ctx, int n_vocab, std::vector<llama_token>
     return 0;
 }
 
-static int decode(const char * model_path, int n_prefill, const char * ids_path, long n_total) {
-    const bool handoff = std::string(ids_path) == "-";
+static int decode(const char * model_path, int n_prefill, const char * ids_path) {
+    auto windows = read_windows(ids_path);
     std::vector<llama_token> ids;
-    if (!handoff) {
-        auto windows = read_windows(ids_path);
-        if (windows.size() == 1) ids = windows[0].tokens;
-        n_total = (long) ids.size();
-    }
-    if (n_prefill < 1 || n_total <= n_prefill || (!handoff && ids.empty())) {
+    if (windows.size() == 1) ids = windows[0].tokens;
+    if (n_prefill < 1 || ids.size() <= (size_t) n_prefill) {
         fprintf(stderr, "[FAIL] one line of ids, longer than N_PREFILL >= 1\n");
         return 2;
     }
     llama_model * model = load(model_path);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t) n_total + 16;
-    cp.n_batch = (uint32_t) n_prefill;  // the prefill is one llama_decode call
-    cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
-    // as the profile's llama-bench (-fa 0): with the CUDA FA kernels left out of the build, "auto"
-    // picked a fallback whose decode steps took twice as long on the H200 (4.4 s for the handoff's
-    // work against 2.1 s, the same ids; docs/gpu-e2e.md)
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    llama_context * ctx = llama_init_from_model(model, cp);
-    if (!ctx) { fprintf(stderr, "[FAIL] context\n"); return 2; }
-    int rc = 0;
-    if (handoff) {
-        std::vector<llama_token> warm((size_t) n_prefill + 1, 0);  // kernels, graphs, buffers
-        if (llama_decode(ctx, llama_batch_get_one(warm.data(), n_prefill)) != 0 ||
-            llama_decode(ctx, llama_batch_get_one(&warm[n_prefill], 1)) != 0) {
-            fprintf(stderr, "[FAIL] warm-up\n");
-            rc = 3;
+    llama_context * ctx = make_context(model, ids.size(), n_prefill);
+    int rc = ctx ? run_decode(ctx, n_vocab, ids, n_prefill) : 2;
+    if (ctx) llama_free(ctx);
+    llama_model_free(model);
+    return rc;
+}
+
+// Kernels, graphs and buffers come up before READY, so the first timed step pays none of it; the
+// memory is cleared so the prompt starts at position 0, as in the file mode.
+static bool warm_up(llama_context * ctx, int n_prefill) {
+    std::vector<llama_token> warm((size_t) n_prefill + 1, 0);
+    bool ok = llama_decode(ctx, llama_batch_get_one(warm.data(), n_prefill)) == 0 &&
+              llama_decode(ctx, llama_batch_get_one(&warm[n_prefill], 1)) == 0;
+    llama_memory_clear(llama_get_memory(ctx), true);
+    if (!ok) fprintf(stderr, "[FAIL] warm-up\n");
+    return ok;
+}
+
+// One stdin line of exactly `want` ids in [0, n_vocab). Strict, so that a harness bug (a line
+// split or merged, a stray token) fails the witness instead of shifting its steps.
+static bool read_line_ids(const char * what, size_t want, int n_vocab, std::vector<llama_token> & ids) {
+    std::string line;
+    if (!std::getline(std::cin, line)) {
+        fprintf(stderr, "[FAIL] %s: EOF, expected a line of %zu id(s)\n", what, want);
+        return false;
+    }
+    ids.clear();
+    std::istringstream in(line);
+    std::string word;
+    while (in >> word) {
+        char * end = nullptr;
+        errno = 0;
+        long id = strtol(word.c_str(), &end, 10);
+        if (*end != '\0' || errno != 0 || id < 0 || id >= n_vocab) {
+            fprintf(stderr, "[FAIL] %s: '%.32s' is not an id in [0, %d)\n", what, word.c_str(), n_vocab);
+            return false;
         }
-        llama_memory_clear(llama_get_memory(ctx), true);
+        ids.push_back((llama_token) id);
+    }
+    if (ids.size() != want) {
+        fprintf(stderr, "[FAIL] %s: %zu id(s) on the line, expected %zu\n", what, ids.size(), want);
+        return false;
+    }
+    return true;
+}
+
+static void print_step(llama_context * ctx, int n_vocab) {
+    printf("EVALBOT_STEP %d\n", argmax_last(ctx, n_vocab));
+    fflush(stdout);  // the harness writes the next id only once it has read this line
+}
+
+// The timed span: the prompt as one batch, then each id as one step as soon as it arrives.
+static int run_stepped(llama_context * ctx, int n_vocab, int n_prefill, int n_steps) {
+    std::vector<llama_token> ids;
+    if (!read_line_ids("prompt", (size_t) n_prefill, n_vocab, ids)) return 2;
+    if (llama_decode(ctx, llama_batch_get_one(ids.data(), n_prefill)) != 0) {
+        fprintf(stderr, "[FAIL] prefill\n");
+        return 3;
+    }
+    print_step(ctx, n_vocab);
+    for (int i = 1; i <= n_steps; i++) {
+        const std::string what = "step " + std::to_string(i) + " of " + std::to_string(n_steps);
+        if (!read_line_ids(what.c_str(), 1, n_vocab, ids)) return 2;
+        if (llama_decode(ctx, llama_batch_get_one(ids.data(), 1)) != 0) {
+            fprintf(stderr, "[FAIL] decode %s\n", what.c_str());
+            return 3;
+        }
+        print_step(ctx, n_vocab);
+    }
+    std::string extra;
+    if (std::getline(std::cin, extra)) {  // the harness closes stdin after the last STEP line
+        fprintf(stderr, "[FAIL] input after the last of %d steps\n", n_steps);
+        return 2;
+    }
+    return 0;
+}
+
+static int witness(const char * model_path, int n_prefill, int n_steps) {
+    if (n_prefill < 1 || n_steps < 1) {
+        fprintf(stderr, "[FAIL] N_PREFILL >= 1 and N_STEPS >= 1\n");
+        return 2;
+    }
+    llama_model * model = load(model_path);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    llama_context * ctx = make_context(model, (size_t) n_prefill + (size_t) n_steps, n_prefill);
+    int rc = !ctx ? 2 : warm_up(ctx, n_prefill) ? 0 : 3;
+    if (rc == 0) {
         printf("EVALBOT_READY\n");
         fflush(stdout);
-        ids = read_stdin_ids((size_t) n_total);
-        if (rc == 0 && ids.empty()) {
-            fprintf(stderr, "[FAIL] expected one line of %ld ids on stdin\n", n_total);
-            rc = 2;
-        }
+        rc = run_stepped(ctx, n_vocab, n_prefill, n_steps);
     }
-    if (rc == 0) rc = run_decode(ctx, n_vocab, ids, n_prefill);
-    llama_free(ctx);
+    if (ctx) llama_free(ctx);
     llama_model_free(model);
     return rc;
 }
@@ -247,10 +326,17 @@ int main(int argc, char ** argv) {
         llama_backend_free();
         return rc;
     }
-    if (cmd == "decode" && (argc == 5 || (argc == 6 && std::string(argv[4]) == "-"))) {
+    if (cmd == "decode" && argc == 5) {
         llama_log_set(quiet, nullptr);
         llama_backend_init();
-        int rc = decode(argv[2], atoi(argv[3]), argv[4], argc == 6 ? atol(argv[5]) : 0);
+        int rc = decode(argv[2], atoi(argv[3]), argv[4]);
+        llama_backend_free();
+        return rc;
+    }
+    if (cmd == "witness" && argc == 5) {
+        llama_log_set(quiet, nullptr);
+        llama_backend_init();
+        int rc = witness(argv[2], atoi(argv[3]), atoi(argv[4]));
         llama_backend_free();
         return rc;
     }
@@ -259,6 +345,6 @@ int main(int argc, char ** argv) {
         return tokenize(argv[2], argv[3]);
     }
     fprintf(stderr, "usage: evalbot-topk score MODEL TOPK WINDOWS.txt | tokenize MODEL TEXT.txt"
-                    " | decode MODEL N_PREFILL IDS.txt | decode MODEL N_PREFILL - N_TOTAL\n");
+                    " | decode MODEL N_PREFILL IDS.txt | witness MODEL N_PREFILL N_STEPS\n");
     return 64;
 }
