@@ -161,8 +161,11 @@ def test_next_steps_for_undecided_unconfirmed_and_infra() -> None:
     unconfirmed = {**gpu_verdicts()["aa"], "kind": "unconfirmed", "headline": "eval:none"}
     unconfirmed["cells"][2] = {**unconfirmed["cells"][2], "decision": "unconfirmed"}
     text = render_comment(unconfirmed)
-    assert "harness's own clock" in text.splitlines()[3]
-    assert "❓ faster? not confirmed" in text
+    assert text.splitlines()[3] == ("❓ prefill @ 0: faster, not confirmed: no witness covers "
+                                    "this cell (prefill@0)\\")
+    assert text.splitlines()[4].startswith("**Next:** Maintainer: add a witness covering "
+                                           "prefill@0 to the profile. Contributor: nothing")
+    assert "| ❓ faster, not confirmed |" in text
     infra = failure_verdict(_job(), load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default"),
                             "demo", "the box did not answer")
     text = render_comment(infra)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalbot.grading.grade import ctx_name
+from evalbot.report import unconfirmed
 from evalbot.report.history import box_label, cell_page, recent_main
 from evalbot.report.numbers import interval, pct, rate, sparkline
 
@@ -20,12 +21,15 @@ DECISIONS: dict[str, tuple[str, str, int]] = {
     "regressed": ("slower", "🔻", 0),
     "spoofed": ("speed not believed", "⛔", 0),
     "improved": ("faster", "🟢", 2),
-    "unconfirmed": ("faster? not confirmed", "❓", 3),
+    "unconfirmed": ("faster, not confirmed", "❓", 3),
     "inconclusive": ("undecided", "❔", 4),
     "neutral": ("unchanged", "", 6),
 }
 UNKNOWN_ORDER = 5  # a decision this module does not know sorts after the undecided ones
 NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
+# Verdicts where an unconfirmed cell is why a tier is missing (or lower): their first lines say
+# why. A rejected PR's answer is its rejection; its ❓ rows stay in the table.
+TIER_KINDS = ("improved", "neutral", "inconclusive", "unconfirmed")
 
 NEXT_STEPS = {
     "improved": "nothing to do: it is faster and computes the same model.",
@@ -99,12 +103,18 @@ def _page(ctx: CommentContext, verdict: dict[str, Any], cell: dict[str, Any]) ->
     return f"{ctx.dashboard_url}/{cell_page(ctx.repo, cell['model'], cell['metric'], cell['ctx'])}"
 
 
-def counts(verdict: dict[str, Any]) -> str:
-    """`**2 slower** · 0 faster · 1 unchanged · 1 undecided`: what happened, slower first."""
+def _tally(verdict: dict[str, Any]) -> dict[str, int]:
+    """Cells per decision, a cell without pairs as not measured: the counts line's numbers."""
     tally: dict[str, int] = {}
     for c in verdict["cells"]:
         decision = c["decision"] if c["pairs"] > 0 else NOT_MEASURED
         tally[decision] = tally.get(decision, 0) + 1
+    return tally
+
+
+def counts(verdict: dict[str, Any]) -> str:
+    """`**2 slower** · 0 faster · 1 unchanged · 1 undecided`: what happened, slower first."""
+    tally = _tally(verdict)
     parts = []
     for decision in ("regressed", "improved", "neutral", "inconclusive"):
         parts.append((decision, tally.pop(decision, 0)))
@@ -130,8 +140,7 @@ def headline(verdict: dict[str, Any]) -> str:
         band = 100 * (verdict["provenance"].get("rule") or {}).get("tolerance", 0)
         return f"No speed change: every cell is within ±{band:g}% of main"
     if kind == "inconclusive":
-        open_ = sum(1 for c in cells if c["decision"] == "inconclusive")
-        return f"Not decided: {open_} of {len(cells)} cells stayed undecided within the budget"
+        return _not_decided(verdict)
     if kind == "incorrect":
         return "Rejected: the PR changes what the model computes"
     if kind == "spoofed":
@@ -141,9 +150,26 @@ def headline(verdict: dict[str, Any]) -> str:
     return kind.replace("-", " ").capitalize()
 
 
+# What keeps an inconclusive verdict open, per cell decision, as its headline says it.
+OPEN = {"unconfirmed": "faster but not confirmed by evalbot's own timed run",
+        "inconclusive": "undecided within the budget",
+        NOT_MEASURED: "not measured within the budget"}  # only a budget stop is inconclusive
+
+
+def _not_decided(verdict: dict[str, Any]) -> str:
+    """`Not decided: 4 cells faster but not confirmed …; 3 unchanged`: the counts line's
+    numbers, the ones that kept it open first (an undecided correctness check among them)."""
+    tally = _tally(verdict)
+    open_ = [f"{n} cell{'' if n == 1 else 's'} {OPEN[d]}" for d in OPEN
+             for n in [tally.pop(d, 0)] if n]
+    if (verdict.get("correctness") or {}).get("decision") == "inconclusive":
+        open_.append("correctness undecided")
+    rest = ", ".join(f"{n} {decision_word(d)}" for d, n in tally.items())
+    return f"Not decided: {', '.join(open_) or 'see the table'}" + (f"; {rest}" if rest else "")
+
+
 def _named(cell: dict[str, Any], cells: list[dict[str, Any]]) -> str:
-    where = f"{cell['metric']} @ {ctx_name(cell['ctx'])}"
-    return f"{cell['model']} {where}" if len({c['model'] for c in cells}) > 1 else where
+    return unconfirmed.cell_name(cell, len({c["model"] for c in cells}) > 1)
 
 
 def witness_lines(verdict: dict[str, Any]) -> list[str]:
@@ -160,13 +186,25 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
     return out
 
 
-CUT_BY_BOX_TIME = ("the harness's clock ran out of the box time its witness may take (a share "
-                   "of the measuring's) before it could confirm the speed-up; comment "
-                   "`/evalbot rerun` to measure again.")
+# A verdict that names no unconfirmed cell (an older one) but a witness cut for box time.
+CUT_BY_BOX_TIME = ("evalbot's own timed run ran out of box time before it could confirm the "
+                   "speed-up. Maintainer: raise `speed.witness_share` or `speed.budget_s` in the "
+                   "profile, or comment `/evalbot rerun`. Contributor: "
+                   f"{unconfirmed.NOTHING}.")
 
 
-def next_step(verdict: dict[str, Any]) -> str:
+def why_lines(verdict: dict[str, Any], results: dict[str, Any] | None = None) -> list[str]:
+    """Why each faster cell got no tier (unconfirmed.py), where that is the verdict's story."""
+    if verdict["kind"] not in TIER_KINDS:
+        return []
+    return unconfirmed.lines(unconfirmed.groups(verdict, results))
+
+
+def next_step(verdict: dict[str, Any], results: dict[str, Any] | None = None) -> str:
     kind = verdict["kind"]
+    found = unconfirmed.groups(verdict, results) if kind in TIER_KINDS else []
+    if found:  # never "nothing to do" beside a cell that measured faster and got no tier
+        return _next_for_unconfirmed(verdict, found)
     if kind == "unconfirmed" and any(w.get("stopped") == "box_time"
                                      for w in verdict.get("witnesses") or []):
         return CUT_BY_BOX_TIME
@@ -174,6 +212,18 @@ def next_step(verdict: dict[str, Any]) -> str:
         return NEXT_STEPS[kind]
     reasons = "; ".join(verdict.get("reasons") or [])
     return f"{reasons}." if reasons else "see the details below."
+
+
+def _next_for_unconfirmed(verdict: dict[str, Any], found: list[unconfirmed.Group]) -> str:
+    steps = unconfirmed.actions(found)
+    if verdict["kind"] == "improved":
+        cells = [c for c in verdict["cells"] if c["pairs"] > 0]
+        best = next(c for c in cells if c["key"] == verdict["best_cell"])
+        return f"`{verdict['headline']}` stands on {_named(best, cells)}. For the ❓ rows: {steps}"
+    if any(c["decision"] == "inconclusive" and c["pairs"] > 0 for c in verdict["cells"]):
+        undecided = NEXT_STEPS["inconclusive"]
+        return f"{steps} {undecided[0].upper()}{undecided[1:]}"
+    return steps
 
 
 def links(verdict: dict[str, Any], ctx: CommentContext) -> list[tuple[str, str]]:

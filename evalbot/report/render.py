@@ -61,7 +61,7 @@ def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
         text = env.get_template("failure.md.j2").render(**_failure_context(verdict, redact, ctx))
         return _fit(_redact_body(text, redact))
     sections = details(verdict, results)
-    values = _comment_context(verdict, ctx)
+    values = _comment_context(verdict, ctx, results)
     for drop in (None, *DROP_ORDER):
         if drop is not None:
             sections.pop(drop, None)
@@ -72,7 +72,8 @@ def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
     return _fit(text)
 
 
-def _comment_context(verdict: dict[str, Any], ctx: CommentContext) -> dict[str, Any]:
+def _comment_context(verdict: dict[str, Any], ctx: CommentContext,
+                     results: dict[str, Any] | None = None) -> dict[str, Any]:
     corr = verdict["correctness"]
     table_rows = comment.rows(verdict, ctx)
     head = comment.headline(verdict)
@@ -82,7 +83,8 @@ def _comment_context(verdict: dict[str, Any], ctx: CommentContext) -> dict[str, 
         marker=marker(verdict), icon=ICONS.get(verdict["kind"], "⚠️"), verdict=verdict,
         head=head, counts=comment.counts(verdict),
         counts_plain=comment.counts(verdict).replace("**", ""),
-        corr_line=comment_correctness.line(corr), next=comment.next_step(verdict),
+        corr_line=comment_correctness.line(corr), next=comment.next_step(verdict, results),
+        why=comment.why_lines(verdict, results),
         links=comment.links(verdict, ctx), rows=table_rows,
         show_history=any(r["history"] for r in table_rows),
         has_equivalence=any(c.get("interval") == "equivalence" for c in verdict["cells"]),

@@ -1,0 +1,171 @@
+"""Why a cell that measured faster got no tier, and whose action can change that (pure).
+
+An `unconfirmed` cell's printed rates claim a saving that no witness, evalbot's own timed run of
+the cell's work, confirmed (docs/trust.md). The comment's first lines say, per group of such
+cells, what happened to their witness; its Next line names only actions that can change the
+outcome, each with whose it is. Only the verdict (and, when given, the results) is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evalbot.grading.grade import ctx_name
+from evalbot.report.numbers import signed
+from evalbot.report.witness_view import WitnessView, witness_views
+
+OWN_RUN = "evalbot's own timed run"
+RERUN = "comment `/evalbot rerun`"
+# The same code measured again meets the same witnesses: said so, so no one re-pushes in hope.
+NOTHING = "nothing in the PR; re-pushing the same code does not change this verdict"
+
+
+@dataclass(frozen=True)
+class Why:
+    """What happened to the witness of some faster cells, and what can change it."""
+
+    reason: str  # follows "faster, not confirmed: "
+    maintainer: str = ""  # "": no maintainer action changes it
+    contributor: str = NOTHING
+
+
+@dataclass(frozen=True)
+class Group:
+    cells: tuple[str, ...]  # as the table names them
+    why: Why
+
+
+def unconfirmed_cells(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in verdict.get("cells") or []
+            if c["decision"] == "unconfirmed" and c["pairs"] > 0]
+
+
+def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None) -> list[Group]:
+    """The unconfirmed cells grouped by why, in the verdict's order of cells."""
+    cells = unconfirmed_cells(verdict)
+    if not cells:
+        return []
+    views = witness_views(verdict, results)
+    rule = (verdict.get("provenance") or {}).get("rule") or {}
+    many = len({c["model"] for c in verdict["cells"]}) > 1
+    by_why: dict[Why, list[dict[str, Any]]] = {}
+    uncovered = []
+    for cell in cells:
+        why = _why(cell["key"], views, rule)
+        if why is None:
+            uncovered.append(cell)
+        else:
+            by_why.setdefault(why, []).append(cell)
+    if uncovered:  # one line for them all, naming the cells as the profile's witnesses do
+        by_why[_no_witness(uncovered, many)] = uncovered
+    return [Group(tuple(cell_name(c, many) for c in group), why) for why, group in by_why.items()]
+
+
+def lines(found: list[Group]) -> list[str]:
+    """`❓ decode @ 128: faster, not confirmed: …` per group."""
+    return [f"❓ {', '.join(g.cells)}: faster, not confirmed: {g.why.reason}" for g in found]
+
+
+def actions(found: list[Group]) -> str:
+    """`Maintainer: …. Contributor: ….`: each actor's actions once; the contributor's "nothing"
+    only where they have no action at all."""
+    maintainer = _unique(g.why.maintainer for g in found)
+    contributor = _unique(g.why.contributor for g in found if g.why.contributor != NOTHING)
+    parts = [f"Maintainer: {'; '.join(maintainer)}."] if maintainer else []
+    parts.append(f"Contributor: {'; '.join(contributor) or NOTHING}.")
+    return " ".join(parts)
+
+
+def _unique(texts: Any) -> list[str]:
+    return list(dict.fromkeys(t for t in texts if t))
+
+
+def cell_name(cell: Mapping[str, Any], many: bool) -> str:
+    """`decode @ 4k`, with the model first when the verdict has several."""
+    where = f"{cell['metric']} @ {ctx_name(cell['ctx'])}"
+    return f"{cell['model']} {where}" if many else where
+
+
+def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | None:
+    """None: no witness covers the cell, as far as the verdict (and results) tell."""
+    covering = [w for w in views if w.covers is not None and key in w.covers]
+    if not covering:
+        unknown = [w for w in views if w.covers is None]
+        return _unjudged(unknown[0], rule) if unknown else None
+    w = max(covering, key=lambda v: v.pairs)  # the one that came closest to a judgement
+    if not w.ran:
+        return _not_run(w, rule)
+    if w.head_failed:
+        return Why(f"the PR's output in {OWN_RUN} (`{w.name}`) failed or did not agree with "
+                   "main's", contributor=f"make the PR's output in `{w.name}` agree with "
+                   "main's, then push")
+    if w.pairs < w.first_look:
+        return _short(w, rule)
+    return _not_shown(w, rule)
+
+
+def _box_time(w: WitnessView, rule: Mapping[str, Any]) -> str:
+    """The maintainer's levers on a witness's box time: the profile's share and budget."""
+    share = f" (now {rule['witness_share']:g})" if rule.get("witness_share") else ""
+    budget = f" (now {rule['budget_s']:g} s)" if rule.get("budget_s") else ""
+    return (f"raise `speed.witness_share`{share} or `speed.budget_s`{budget} in the profile "
+            f"for `{w.name}`, or {RERUN}")
+
+
+def _not_run(w: WitnessView, rule: Mapping[str, Any]) -> Why:
+    if w.stopped == "box_time":
+        return Why(f"its witness `{w.name}` was not run: no box time was left for it",
+                   maintainer=_box_time(w, rule))
+    return Why(f"its witness `{w.name}` was not run", maintainer=f"{RERUN} to run `{w.name}`")
+
+
+def _short(w: WitnessView, rule: Mapping[str, Any]) -> Why:
+    """Fewer usable pairs than its first look: cut for box time, or pairs dropped."""
+    of = f"{w.pairs} of its {w.first_look} pairs" if w.looks else \
+        f"{w.pairs} of the {w.first_look} pairs a judgement needs"
+    if w.stopped == "box_time":
+        return Why(f"{OWN_RUN} reached {of} (`{w.name}`, stopped for box time)",
+                   maintainer=_box_time(w, rule))
+    return Why(f"{OWN_RUN} kept {of} (`{w.name}`; the others were dropped)",
+               maintainer=_measure_again(w))
+
+
+def _not_shown(w: WitnessView, rule: Mapping[str, Any]) -> Why:
+    """Judged, and the saving it measured does not confirm the claim. A saving seen but inside
+    the witness's noise may confirm when measured again; none seen needs a faster head."""
+    seen = (w.saving_s or 0.0) > 0
+    cut = w.stopped == "box_time"
+    detail = f"`{w.name}`, {w.pairs} pairs{', then stopped for box time' if cut else ''}"
+    if w.saving_s is not None:
+        detail += f": {_saving(w.saving_s, w.claimed_s, seen)}"
+    return Why(f"{OWN_RUN} did not show the saving ({detail})",
+               _box_time(w, rule) if cut else _measure_again(w) if seen else "",
+               contributor=f"make the saving show in the work `{w.name}` times (the "
+                           "engine's own run, not only its printed rate), then push")
+
+
+def _saving(saving_s: float, claimed_s: float, seen: bool) -> str:
+    measured, claimed = signed(saving_s, ".2f"), signed(claimed_s, ".2f")
+    if seen:
+        return (f"{measured} s saved a run on average where the printed rates claim "
+                f"{claimed} s, within its noise")
+    return f"{measured} s saved a run where the printed rates claim {claimed} s"
+
+
+def _measure_again(w: WitnessView) -> str:
+    return f"{RERUN} to measure `{w.name}` again"
+
+
+def _unjudged(w: WitnessView, rule: Mapping[str, Any]) -> Why:
+    """Without the results a witness judged on no pairs names no cells: say only what is known."""
+    why = _not_run(w, rule) if not w.ran else _short(w, rule)
+    return Why(f"no witness judged it; {why.reason}", why.maintainer, why.contributor)
+
+
+def _no_witness(cells: list[dict[str, Any]], many: bool) -> Why:
+    keys = ", ".join(f"{c['model']} " * many + f"{c['metric']}@{c['ctx']}" for c in cells)
+    this = "this cell" if len(cells) == 1 else "these cells"
+    return Why(f"no witness covers {this} ({keys})",
+               maintainer=f"add a witness covering {keys} to the profile")
