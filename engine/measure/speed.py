@@ -11,7 +11,6 @@ chose; decided cells stop looking, and a run stops once all its cells are decide
 from __future__ import annotations
 
 import functools
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ from typing import Any
 
 from engine.contract.job import Cell, Job, SpeedRun
 from engine.contract.witness_spec import WitnessSpec
-from engine.measure import gpu, spoof, stats, witness
+from engine.measure import gpu, spoof, stats, witness, witness_plan
 from engine.measure.parsing import ParseError, read_argmax, read_rates
 from engine.sandbox import cpu_meter, proc
 from engine.sides.build import Built, verify
@@ -220,41 +219,22 @@ class Measurement:
 
     def _witness_all(self) -> None:
         """Every run's witness workloads, after all the measuring (so the share counts all of
-        it), the one whose cells claim the highest tier first; a witness whose cells claim no
-        higher tier than one already confirmed is not run: it could not change the tier."""
-        todo = [(run, spec, self._improved(spec)) for run in self.job.runs
-                for spec in run.witnesses]
-        todo = sorted([t for t in todo if t[2]], key=lambda t: self._claimed_rank(t[2]),
-                      reverse=True)
+        it), in engine.measure.witness_plan's order."""
+        rule = self.job.rule
+        todo = [(run, spec, witness_plan.to_confirm(spec, self.records, rule))
+                for run in self.job.runs for spec in run.witnesses]
+        todo = sorted([t for t in todo if t[2]], reverse=True,
+                      key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
         confirmed: tuple[int, float] | None = None
         for run, spec, improved in todo:
-            rank = self._claimed_rank(improved)
+            rank = witness_plan.claimed_rank(improved, self.records, rule)
             if confirmed is not None and rank[0] <= confirmed[0]:
-                continue
-            record = self._witness(run, spec, improved)
-            if record.settled_by == "confirmed":
+                continue  # it could not change the tier
+            if self._witness(run, spec, improved).settled_by == "confirmed":
                 confirmed = max(confirmed or rank, rank)
 
-    def _improved(self, spec: WitnessSpec) -> list[str]:
-        """The covered cells to confirm (every one in an A/A calibration of the witnesses)."""
-        if self.job.rule.witness_aa:
-            return list(spec.cells)
-        return witness.to_confirm(
-            spec, {k: r.looks[-1]["decision"] for k, r in self.records.items() if r.looks})
-
-    def _claimed_rank(self, cells: list[str]) -> tuple[int, float]:
-        """The highest (tier, estimate) the cells' own measuring claims: the tier's index in
-        the rule's edges (0: below the lowest), then the speedup."""
-        best = (0, -math.inf)
-        for key in cells:
-            rec = self.records[key]
-            est = float(rec.looks[-1]["estimate"]) if rec.looks else 0.0
-            gain = math.log1p(est) if est > -1 else -math.inf
-            edges = self.job.rule.tier_edges.get(rec.cell.key, [])
-            best = max(best, (sum(gain >= e for e in edges), est))
-        return best
-
-    def _witness(self, run: SpeedRun, spec: WitnessSpec, improved: list[str]) -> witness.WitnessRecord:
+    def _witness(self, run: SpeedRun, spec: WitnessSpec,
+                 improved: list[str]) -> witness.WitnessRecord:
         """One witness workload, timed here; judged by the bot (evalbot/confirmation)."""
         def fill(arg: str, side: str) -> str:
             return self._fill(arg, run, self.built[side])
@@ -265,14 +245,11 @@ class Measurement:
                   for c in [witness.claimed_saving(self.records[key].samples, tokens,
                                                    self.records[key].cell.higher_is_better)]
                   if c is not None}
-        launch = functools.partial(self._timed, spec=spec)
-        prompts = self.jobdir / "witness-prompts"
-        # an A/A calibration measures every pair of every witness: no room bounds it
-        room = None if self.job.rule.witness_aa else witness.Room(
-            spec.looks[0], max(self.deadline - self.now(), 0.0),
-            max(self.job.rule.witness_share * self.measured_s - self.witnessed_s, 0.0))
+        room = witness_plan.room(spec, self.job.rule, self.deadline - self.now(),
+                                 self.measured_s, self.witnessed_s)
         # no warm-up of its own: the samples have just warmed caches and clocks
-        record = witness.measure(spec, fill, launch, prompts, warmup=0,
+        record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
+                                 self.jobdir / "witness-prompts", warmup=0,
                                  stop=witness.stop_for(claims, improved), room=room)
         self.witnessed_s += witness.box_s(record.samples)
         self.witnesses.append(record)

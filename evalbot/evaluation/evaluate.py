@@ -72,7 +72,8 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     context = context_for(store.history(repo=repo), verdict, repo, reports_url)
     if links is not None:
         context = replace(links, main_history=context.main_history)
-    comment = record_outputs(out, verdict, lambda v: render_comment(v, redact, context=context))
+    comment = record_outputs(out, verdict, lambda v: render_comment(v, redact, context=context,
+                                                                  results=results))
     return Outcome(verdict, comment, out)
 
 

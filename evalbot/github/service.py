@@ -230,7 +230,7 @@ def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
     if found[0]["stale"]:
         shown = {**shown, "main_moved": _current_main(store, job.repo, job.base_sha)}
     context = context_for(store.history(repo=job.repo), shown, job.repo, reports_url)
-    comment = render_comment(shown, redact, context=context)
+    comment = render_comment(shown, redact, context=context, results=found[0].get("results"))
     verdict, comment = decorate(store.path, job.repo, job.pr, found[0]["verdict"], comment)
     waived = status_of(verdict)
     if waived is None:

@@ -1,0 +1,53 @@
+"""Which witnesses run, in what order, and with how much box time: pure, from the run's records.
+
+The witnesses run after all the measuring. Only a witness with a cell to confirm runs; the one
+whose cells claim the highest tier goes first, and once one is confirmed, a witness whose cells
+claim no higher tier could not change the tier and is skipped (docs/trust.md §2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from engine.contract.job import Cell, StoppingRule
+from engine.contract.witness_spec import WitnessSpec
+from engine.measure import witness
+
+
+class Record(Protocol):
+    cell: Cell
+    looks: list[dict[str, Any]]
+
+
+def to_confirm(spec: WitnessSpec, records: Mapping[str, Record], rule: StoppingRule) -> list[str]:
+    """The covered cells to confirm (every one in an A/A calibration of the witnesses)."""
+    if rule.witness_aa:
+        return list(spec.cells)
+    return witness.to_confirm(
+        spec, {k: r.looks[-1]["decision"] for k, r in records.items() if r.looks})
+
+
+def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],
+                 rule: StoppingRule) -> tuple[int, float]:
+    """The highest (tier, estimate) the cells' own measuring claims: the tier's index in the
+    rule's edges (0: below the lowest), then the speedup."""
+    best = (0, -math.inf)
+    for key in cells:
+        rec = records[key]
+        est = float(rec.looks[-1]["estimate"]) if rec.looks else 0.0
+        gain = math.log1p(est) if est > -1 else -math.inf
+        edges = rule.tier_edges.get(rec.cell.key, [])
+        best = max(best, (sum(gain >= e for e in edges), est))
+    return best
+
+
+def room(spec: WitnessSpec, rule: StoppingRule, budget_left_s: float, measured_s: float,
+         witnessed_s: float) -> witness.Room | None:
+    """Its box time: the PR's budget left up to its first look, the share's left beyond it;
+    None (unbounded) in an A/A calibration, which measures every pair of every witness."""
+    if rule.witness_aa:
+        return None
+    return witness.Room(spec.looks[0], max(budget_left_s, 0.0),
+                        max(rule.witness_share * measured_s - witnessed_s, 0.0))
