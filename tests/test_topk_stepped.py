@@ -22,16 +22,18 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
+from engine.contract.witness_spec import READY, STEP
+from engine.measure.witness import handoff_of, read_output_ids
+from evalbot.evaluation.profile import load_profile
+
 DATA = Path(__file__).resolve().parent / "data" / "llamacpp"
 STEPPED = DATA / "topk-cpu-tiny-stepped.txt"
 FILE_MODE = DATA / "topk-cpu-tiny-decode.txt"
-READY = "EVALBOT_READY"  # engine/contract/witness_spec.py's READY and STEP
-STEP = "EVALBOT_STEP "
 BIN = os.environ.get("EVALBOT_TOPK_BIN", "")
 MODEL = os.environ.get("EVALBOT_TOPK_MODEL", "")
 LIVE = pytest.mark.skipif(
@@ -183,6 +185,34 @@ def test_the_file_mode_printed_the_same_argmaxes_for_the_same_ids() -> None:
     (out_line,) = decoded.printed()
     assert out_line.startswith("OUTPUT_IDS: ")
     assert [int(t) for t in out_line.split()[1:]] == stepped.step_ids()[1:]
+
+
+def test_the_shipped_profile_runs_the_witness_mode() -> None:
+    """The llamacpp profile's witness is this tool's `witness MODEL N_PREFILL N_STEPS` with the
+    spec's own prompt_tokens and steps, read as the tool prints: steps + 1 STEP lines."""
+    [spec] = [w for r in load_profile("llamacpp").runs for w in r.witnesses]
+    assert spec.argv == ["{build}/evalbot-out/evalbot-topk", "witness", "{model}",
+                         str(spec.prompt_tokens), str(spec.steps)]
+    assert spec.clock == "handoff" and spec.output == {"kind": "step_lines"}
+    assert spec.output_tokens == spec.steps + 1
+
+
+def test_the_harness_feeds_and_reads_what_the_tool_recorded() -> None:
+    """engine.measure.witness's handoff for the fixture's ids is the driver's, line for line,
+    and its reader takes the recorded output as the spec's complete output."""
+    meta, t = read_fixture(STEPPED)
+    n_prefill, n_steps = int(meta["n_prefill"]), int(meta["n_steps"])
+    [shipped] = [w for r in load_profile("llamacpp").runs for w in r.witnesses]
+    spec = replace(shipped, argv=witness_argv("evalbot-topk", "MODEL", n_prefill, n_steps),
+                   prompt_tokens=n_prefill, steps=n_steps, output_tokens=n_steps + 1)
+    prompt, *steps = t.written()
+    handoff = handoff_of(spec, [int(i) for i in prompt.split()] + [int(i) for i in steps])
+    assert handoff is not None
+    assert (handoff.ready, handoff.prefix) == (READY.encode(), STEP.encode())
+    assert handoff.prompt == f"{prompt}\n".encode()
+    assert handoff.steps == tuple(f"{i}\n".encode() for i in steps)
+    ids = read_output_ids("\n".join(t.printed()) + "\n", spec.output)
+    assert ids == t.step_ids() and len(ids) == spec.output_tokens
 
 
 def test_the_driver_writes_each_id_only_after_the_step_before(tmp_path: Path) -> None:
