@@ -1,0 +1,82 @@
+"""The demo engine on a box over SSH, as a real box has it: a Python with numpy the sandbox user
+may run, the generated demo repository and model where the sandbox user can read them, and the
+box's config for `evaluate` (tests/test_demo_over_ssh.py, tests/test_witness_attacks.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.demo import DemoRepo, generate
+from evalbot.config.settings import BoxConfig
+from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, system_python
+
+NEEDS = "import numpy"  # what the demo engine and the harness import
+
+
+def _sandbox_can_run(python: str) -> bool:
+    done = subprocess.run(["runuser", "-u", SANDBOX_USER, "--", python, "-c", NEEDS],
+                          capture_output=True, timeout=120)
+    return done.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def box_python() -> Iterator[str]:
+    """A Python with numpy that the sandbox user may run, as a real box has.
+
+    When the test's own interpreter lives where the sandbox user cannot reach (pyenv under
+    /root, with an absolute runpath to its libpython there), a venv of the system Python sees
+    its site-packages through a bind mount outside /root: same packages, reachable by all."""
+    ensure_sandbox_user()
+    if _sandbox_can_run(sys.executable):
+        yield sys.executable
+        return
+    import sysconfig
+
+    with tempfile.TemporaryDirectory(prefix="evalbot-boxpy-") as tmp:
+        root = Path(tmp)
+        root.chmod(0o755)
+        site = root / "site"
+        site.mkdir()
+        subprocess.run(["mount", "--bind", "-o", "ro", sysconfig.get_paths()["purelib"],
+                        str(site)], check=True)
+        try:
+            subprocess.run([system_python(), "-m", "venv", "--without-pip", str(root / "venv")],
+                           check=True)
+            python = root / "venv" / "bin" / "python"
+            purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig."
+                                      "get_paths()['purelib'])"], check=True, text=True,
+                                     capture_output=True).stdout.strip()
+            (Path(purelib) / "box-packages.pth").write_text(f"{site}\n")
+            assert _sandbox_can_run(str(python)), "the box python cannot import numpy"
+            yield str(python)
+        finally:
+            subprocess.run(["umount", str(site)], check=True)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[Path, DemoRepo]]:
+    root = Path(tempfile.mkdtemp(prefix="evalbot-demo-ssh-"))
+    root.chmod(0o755)  # the sandbox user reads the model; the harness (root) the rest
+    try:
+        yield root, generate(root / "demo")
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(root)], check=True)
+
+
+def box_config(sshd: Sshd, root: Path, demo: DemoRepo, python: str) -> BoxConfig:
+    workdir = root / "box"
+    workdir.mkdir()
+    os.chmod(workdir, 0o711)  # the sandbox user must traverse to its job directory
+    kw = sshd.box_kwargs()
+    return BoxConfig(name="gpu1", kind="ssh", workdir=str(workdir), repo=str(demo.path),
+                     models_dir=str(demo.model_path.parent), host=str(kw["host"]),
+                     port=int(str(kw["port"])), user=str(kw["user"]),
+                     key_file=str(kw["key_file"]), known_hosts=str(kw["known_hosts"]),
+                     python=python, sandbox_user=SANDBOX_USER)  # root harness: no sudo
