@@ -1,12 +1,27 @@
 """How often do speed verdicts lie, and what do they cost? Each shipped profile's exact job, simulated.
 
-The job is what `evalbot.evaluation.jobspec.make_job` builds for the profile under the `default` policy: its
-cells and runs, looks, floors (and their degrees of freedom), critical values, tier edges,
-warm-ups and box-time budget. Paired samples are drawn for many simulated PRs at once and pushed
-through the decision code the harness and the grader run (`engine.measure.stats.decide`), look by look:
-a cell stops at its first final look, a run once all its cells are final, at its last look, or
-when the budget shared by all runs is spent (checked before each pair, as engine/measure/speed.py does);
-at each look the run's cells test their calibration together (engine.measure.stats.calibration_refuted).
+First table (per profile, per sample pace): honest heads per model and per metric, and the A/A,
+each evaluation the real harness (engine.measure.speed.Measurement: warm-ups, ABBA pairs, looks,
+the budget, the samples' checks, the witnesses' order, room and stops) on a simulated box
+(bench/_simbox.py), graded by the real grading (evalbot.grading.grade.grade). Processes' times,
+rates and noise are the profile's measured fixtures under tests/data/ (bench/_paces.py), "pace
+assumed" where none exists; `--paces` replaces every sample process's time. sparkinfer is also
+simulated with its Qwythos runs alone (one model). Heads (bench/_rows.py): faster by +3, +5 and
++10% on one model's decode cells only, its prefill cells only, or every cell; "bf16": every cell,
+its witness ids differing from main's at 1% of the steps (free-running witnesses diverge there).
+Targets: an honest head earns a tier no higher than its true one in >= 95% (where a witness
+covers a cell it changes); the A/A is wrong (a tier, a regression, spoofed) in <= 1% and
+inconclusive in <= 5%. Liars: bench/spoof_quality.py.
+
+Second table (`--rule`): the stopping rule alone, vectorised. The job is what `make_job` builds
+for the profile under the `default` policy: its cells and runs, looks, floors (and their degrees
+of freedom), critical values, tier edges, warm-ups and box-time budget. Paired samples are drawn
+for many simulated PRs at once and pushed through the decision code the harness and the grader
+run (`engine.measure.stats.decide`), look by look: a cell stops at its first final look, a run
+once all its cells are final, at its last look, or when the budget shared by all runs is spent
+(checked before each pair, as engine/measure/speed.py does); at each look the run's cells test
+their calibration together (engine.measure.stats.calibration_refuted). Its pace per process is
+the fixtures' (bench/_paces.py) or `--paces`' first.
 
 Noise per profile (what it is measured to be):
   llamacpp     resampled processes of tests/data/fixtures/h200-aa-single-rep.json (30 llama-bench
@@ -30,13 +45,17 @@ improved at a true +x%; tier = the changed cell gets the tier of a true effect a
 centre (XS 2.75%, S 4.75%, M 8%, L 14%, XL 22%): the lowest of the five, and the largest share two
 or more tiers away; <s = a tier for a true +1% (below the significance threshold); pairs = mean
 pairs per run in the A/A (and at the XS centre); box = mean box minutes per PR of the A/A
-(without builds and scoring), at the per-process pace below, and at the profile's power target
-(@tgt: +5% llamacpp, +3% sparkinfer); fix = the fixed-n minimum: the fewest pairs a single look
-with a known sd needs for the same error rates (A/A: every cell neutral 95% of the time; @XS: an
-effect at the XS centre improved at XS 90% of the time); ratio = mean pairs / fixed-n, A/A and
-@XS.
+(without builds, scoring and witnesses), at the per-process pace in the header, and at the
+profile's power target (@tgt: +5% llamacpp, +3% sparkinfer); fix = the fixed-n minimum: the
+fewest pairs a single look with a known sd needs for the same error rates (A/A: every cell
+neutral 95% of the time; @XS: an effect at the XS centre improved at XS 90% of the time); ratio =
+mean pairs / fixed-n, A/A and @XS.
 
-Usage: python bench/verdict_quality.py [--sims 4000] [--seed N] [--profile NAME]
+Usage: python bench/verdict_quality.py [--sims 300] [--liar-sims 1000] [--paces measured,25,60,120]
+       [--profiles sparkinfer,llamacpp] [--heads +5%] [--jobs N]
+       [--rule [--rule-sims 4000] [--profile NAME]]
+The first table at the measured pace (300 a row, 1,000 for the A/A): 877 s on 2 busy cores; the
+paces 25, 60, 120 at --sims 100: 169 s on 2 idle ones. `--sims 3` checks it in seconds.
 """
 
 from __future__ import annotations
@@ -57,11 +76,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import _paces, _rows  # noqa: E402
+from bench._simbox import Head  # noqa: E402
 from engine.contract.job import Job, SpeedRun  # noqa: E402
 from engine.measure import stats  # noqa: E402
 from evalbot.config.settings import BoxConfig  # noqa: E402
 from evalbot.evaluation.jobspec import make_job  # noqa: E402
-from evalbot.evaluation.profile import load_profile  # noqa: E402
+from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "fixtures" / "h200-aa-single-rep.json"
@@ -70,11 +91,6 @@ CELL_CORR, DRIFT_STEP = 0.5, 0.1
 POWER = (0.02, 0.03, 0.05)
 CENTRES = {"XS": 0.0275, "S": 0.0475, "M": 0.08, "L": 0.14, "XL": 0.22}
 BELOW_S = 0.01
-# Seconds per engine process (one sample of every cell of a run). llamacpp: 6.5 s per process
-# in the GPU run (docs/gpu-e2e.md) plus ~1.5 s for the throw-away depth-0 tests. sparkinfer:
-# estimated from the H200 sweep fixture's rates (sequential KV fills of every context, ~5 s
-# load): Qwythos-9B ~63 s, Qwen3.6-35B-A3B ~30 s. demo: ~2 s on the dev machine.
-PACE_S = {"qwen3-0p6b-synth": 8.0, "qwythos-9b": 63.0, "qwen3.6-35b-a3b": 30.0, "tiny": 2.0}
 
 # noise(rng, sims, procs, run index, run) -> log-rate deviations (sims, cells of run, procs)
 Noise = Callable[[np.random.Generator, int, int, int, SpeedRun], np.ndarray]
@@ -161,8 +177,13 @@ class Sim:
     box_s: np.ndarray  # (sims,) box seconds
 
 
+def pace_s(profile: str, run: SpeedRun, given: float | None = None) -> float:
+    """Seconds per sample process of a run: `given`, else its fixture's (bench/_paces.py)."""
+    return given or _paces.run_pace(profile, run.model, {c.ctx for c in run.cells}).seconds
+
+
 def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Generator,
-             policy: Policy) -> Sim:
+             policy: Policy, given: float | None = None) -> Sim:
     rule, target = job.rule, changed_cell(job)
     bounds = [stats.Bounds(n, c, cf, e, ef, q, qf, g, rule.pool_df) for n, c, cf, e, ef, q, qf, g
               in zip(rule.looks, rule.critical, rule.critical_floor, rule.equivalence,
@@ -173,7 +194,7 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
     elapsed = np.zeros(sims)
     finals, used, estimate = [], [], np.zeros(sims)
     for index, run in enumerate(job.runs):
-        pace = PACE_S[run.model]
+        pace = pace_s(sc.profile, run, given)
         x = sc.noise(rng, sims, 2 * last, index, run)
         first, second = x[..., 0::2], x[..., 1::2]
         even = np.arange(last) % 2 == 0  # ABBA: base first in even pairs
@@ -279,24 +300,27 @@ class Figures:
     fixed: tuple[int, int]  # fixed-n minimum: A/A, XS centre
 
 
-def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> Figures:
+def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
+            given: float | None = None) -> Figures:
     """Every figure of one row (module docstring)."""
     job = job_of(sc, policy)
     target = [c.key for c in job.cells].index(changed_cell(job))
-    aa = simulate(job, sc, 0.0, sims, rng, policy)
+    aa = simulate(job, sc, 0.0, sims, rng, policy, given)
     wrong = np.isin(aa.final, [stats.IMPROVED, stats.REGRESSED, stats.SLOWER])
-    powered = {e: simulate(job, sc, e, sims // 2, rng, policy) for e in (*POWER, sc.target)}
+    powered = {e: simulate(job, sc, e, sims // 2, rng, policy, given)
+               for e in (*POWER, sc.target)}
     power = [float(np.mean(powered[e].final[:, target] == stats.IMPROVED)) for e in POWER]
     right, far, xs_pairs = [], [], 0.0
     for i, effect in enumerate(CENTRES.values()):
-        sim = simulate(job, sc, effect, sims // 2, rng, policy)
+        sim = simulate(job, sc, effect, sims // 2, rng, policy, given)
         improved = sim.final[:, target] == stats.IMPROVED
         got = tier_index(np.expm1(sim.estimate), policy)
         want = len(TIER_ORDER) - 1 - i
         right.append(float(np.mean(improved & (got == want))))
         far.append(float(np.mean(improved & (np.abs(got - want) >= 2))))
         xs_pairs = xs_pairs or float(np.mean(sim.pairs.max(axis=1)))
-    below = simulate(job, sc, BELOW_S, sims // 2, rng, policy).final[:, target] == stats.IMPROVED
+    below = simulate(job, sc, BELOW_S, sims // 2, rng, policy, given).final[:, target] \
+        == stats.IMPROVED
     return Figures(len(job.cells), float(np.mean(wrong.any(axis=1))),
                    float(np.mean((aa.final == stats.UNDECIDED).any(axis=1))), power, right,
                    max(far), float(np.mean(below)), float(np.mean(aa.pairs.max(axis=1))),
@@ -304,8 +328,9 @@ def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -
                    float(np.mean(powered[sc.target].box_s)) / 60, fixed_n(job, sc, rng, policy))
 
 
-def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> str:
-    f = measure(sc, policy, sims, rng)
+def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
+        given: float | None = None) -> str:
+    f = measure(sc, policy, sims, rng, given)
     n_aa, n_xs = f.fixed
     tiers = "/".join(f"{100 * x:.0f}" for x in f.tier)
     small = sc.target > 0.2  # the demo: effects of a few percent are below its s by design
@@ -324,34 +349,52 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sims", type=int, default=4000, help="simulated A/A PRs per row")
-    ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--profile", default="", help="only the rows of this profile")
-    args = ap.parse_args(argv)
-    started = time.monotonic()
-    policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+def honest_and_aa(profile: Profile) -> list[Head]:
+    """The first table's heads: honest ones per model and metric, bf16 ones, the A/A."""
+    return [*_rows.honest_heads(profile, bf16=False), *_rows.honest_heads(profile, bf16=True),
+            _rows.AA]
+
+
+def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) -> None:
+    """The stopping rule alone (module docstring), every scenario of the chosen profiles."""
     rng = np.random.default_rng(args.seed)
     head = (f"{'noise':<21}{'cls':>3} | {'false':>6}{'inconc':>7}{'pow+2':>7}{'pow+3':>7}"
             f"{'pow+5':>7} {'tier XS/S/M/L/XL':<16}{'far':>6}{'<s':>6}{'pairs':>6}{'@XS':>6}"
             f"{'box':>6}{'@tgt':>6}{'fix':>5}{'@XS':>5}{'ratio':>6}{'@XS':>6}")
-    print(f"policy default: alpha {policy.alpha} per PR, s = t = 2%, tiers by the estimate; "
-          f"{args.sims} A/A PRs per row, {args.sims // 2} per effect")
+    print(f"\npolicy default: alpha {policy.alpha} per PR, s = t = 2%, tiers by the estimate; "
+          f"{args.rule_sims} A/A PRs per row, {args.rule_sims // 2} per effect")
     for name in dict.fromkeys(sc.profile for sc in scenarios()):
         if args.profile and name != args.profile:
             continue
         profile = load_profile(name)
         s = profile.speed
-        pace = ", ".join(f"{r.model} {PACE_S[r.model]:.0f} s" for r in profile.runs)
+        job = job_of(next(sc for sc in scenarios() if sc.profile == name), policy)
+        pace = ", ".join(f"{r.model} {pace_s(name, r, given):.1f} s" + (
+            " (pace assumed)" if not given and _paces.run_pace(
+                name, r.model, {c.ctx for c in r.cells}).assumed else "") for r in job.runs)
         print(f"\n{name}: looks {list(s.looks)}, budget {s.budget_s:.0f} s, floor df "
               f"{s.sd_floor_df}, pace {pace} per process")
         print(head)
         print("-" * len(head))
         for sc in scenarios():
             if sc.profile == name:
-                print(row(sc, policy, args.sims, rng), flush=True)
-    print(f"\n{time.monotonic() - started:.0f} s")
+                print(row(sc, policy, args.rule_sims, rng, given), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _rows.add_arguments(ap, "sparkinfer,llamacpp")
+    ap.add_argument("--rule", action="store_true", help="also the stopping rule's own table")
+    ap.add_argument("--rule-sims", type=int, default=4000, help="simulated A/A PRs per row")
+    ap.add_argument("--profile", default="", help="the rule table: only this profile's rows")
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    _rows.run_from(args, honest_and_aa)
+    if args.rule:
+        policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+        first = args.paces.split(",")[0]
+        rule_table(args, policy, None if first == "measured" else float(first))
+    print(f"\n({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":

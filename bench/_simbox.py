@@ -1,0 +1,301 @@
+"""A simulated box for the real harness: `engine.measure.speed.Measurement` with its processes
+replaced, so the harness's own scheduling (warm-ups, ABBA pairs, looks, the budget, the samples'
+checks, the witnesses' order, allowances and stops) runs on drawn processes, and the bot's own
+grading (`evalbot.grading.grade.grade`) judges the results document built as
+engine/harness/steps.py builds it.
+
+Only three methods are replaced: `now` (a virtual clock that each simulated process advances by
+its wall time), `_sample` (one sample process: rates drawn about the fixture's true rates with
+its per-process noise, its wall time the fixed part plus the work at the side's real rates) and
+`_timed` (one witness process: its clock's seconds and wall time from the witness fixture, its
+output ids printed in the spec's own output format for the harness's own reader). Paces and
+noise come from bench/_paces.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import zlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import _paces
+from engine.contract import witness_spec
+from engine.contract.job import Cell, Job, SpeedRun
+from engine.contract.witness_spec import WitnessSpec
+from engine.harness.steps import _failure
+from engine.measure import witness
+from engine.measure.speed import SIDES, Measurement, SampleFailure
+from engine.sides.build import Built
+from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import Profile, load_profile
+from evalbot.grading.grade import RANK, grade
+from evalbot.grading.policy import TIER_ORDER, Policy, load_labels
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY: Policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+BASE_SHA, HEAD_SHA = "0" * 40, "1" * 40
+ID_SPACE = 1 << 20  # output ids a simulated witness prints (any vocabulary's size would do)
+# a stepped witness's output line (engine/contract/witness_spec.py; the default keeps the bench
+# running on a harness from before the stepped protocol)
+STEP = getattr(witness_spec, "STEP", "EVALBOT_STEP ")
+
+
+@dataclass(frozen=True)
+class Head:
+    """A head of the table: its true speed-ups, what its printed rates add to them, and its
+    witness output (a share of ids invented, or numerics that pick another argmax now and then).
+    """
+
+    name: str
+    real: dict[str, float] = field(default_factory=dict)  # cell key -> true rate factor
+    printed: dict[str, float] = field(default_factory=dict)  # cell key -> factor printed beyond
+    agreement: float = 1.0  # share of its witness's output ids it computes; the rest invented
+    flips: float = 0.0  # share of steps where its numerics pick another argmax (bf16-level)
+    true_tier: str | None = None  # the tier its true gain earns; None: none (liars, A/A)
+    honest: bool = True
+
+    def sample_factor(self, cell: Cell) -> float:
+        """Its real speed-up of a sample's work: a junk tail's bench skips the decode work its
+        witness invents, and prints rates true to the work it did."""
+        skipped = self.agreement if cell.metric == "decode" else 1.0
+        return self.real.get(cell.key, 1.0) / skipped
+
+
+@dataclass(frozen=True)
+class World:
+    """What the simulated box's processes cost: a profile's fixtures, or every sample process
+    at `pace_s` (the same rates and noise, a longer fixed part)."""
+
+    fixtures: str  # the shipped profile whose fixtures apply (bench/_paces.py)
+    pace_s: float | None = None  # None: the measured pace
+
+    def run(self, run: SpeedRun) -> _paces.RunPace:
+        return _paces.run_pace(self.fixtures, run.model, {c.ctx for c in run.cells})
+
+    def sample_s(self, run: SpeedRun) -> float:
+        return self.pace_s or self.run(run).seconds
+
+    def witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
+        # every prompt id and every output id is a step of the tool (credited or not)
+        steps = spec.prompt_tokens + spec.output_tokens
+        return _paces.witness_pace(self.fixtures, run.model, spec.name, steps)
+
+
+def rate(pace: _paces.RunPace, cell: Cell) -> float:
+    """main's true rate of a cell (by metric@ctx, else by metric alone)."""
+    return pace.rates.get(f"{cell.metric}@{cell.ctx}") or pace.rates[cell.metric]
+
+
+def noise(pace: _paces.RunPace, cell: Cell) -> float:
+    return pace.noise.get(f"{cell.metric}@{cell.ctx}") or pace.noise[cell.metric]
+
+
+class SimulatedBox(Measurement):
+    """The harness's Measurement on a box of drawn processes (module docstring)."""
+
+    def __init__(self, job: Job, world: World, head: Head, rng: np.random.Generator,
+                 workdir: Path) -> None:
+        self.clock = 0.0  # before Measurement's __init__: it reads now() for the deadline
+        built = {s: Built(s, BASE_SHA if s == "base" else HEAD_SHA, True, 0.0, False, workdir)
+                 for s in SIDES}
+        super().__init__(job, built, workdir, workdir)
+        self.world, self.head, self.rng = world, head, rng
+        self.run_of = {spec.name: run for run in job.runs for spec in run.witnesses}
+
+    def now(self) -> float:
+        return self.clock
+
+    def _sample(self, run: SpeedRun, side: str, warmup: bool = False) -> tuple[dict, bool]:
+        self.seq += 1
+        pace, head = self.world.run(run), side == "head"
+        printed, work = {}, 0.0
+        for cell in run.cells:
+            real = rate(pace, cell) * math.exp(self.rng.normal(0.0, noise(pace, cell)))
+            real *= self.head.sample_factor(cell) if head else 1.0
+            printed[cell.key] = real * (self.head.printed.get(cell.key, 1.0) if head else 1.0)
+            work += self._tokens(run, cell) / real
+        wall = max(self._fixed_s(run) + self.rng.normal(0.0, pace.jitter_s), 0.0) + work
+        self.measured_s += wall
+        self.clock += wall
+        self._check_timing(run, printed, wall, side, self.jobdir / "sim.log")  # the harness's
+        return {key: {"side": side, "seq": self.seq, "value": value, "wall_s": round(wall, 4),
+                      "gpu_before": None, "gpu_after": None, "throttled": False}
+                for key, value in printed.items()}, False
+
+    def _fixed_s(self, run: SpeedRun) -> float:
+        """A sample process's part outside the work its rates time (load, untimed fills)."""
+        pace = self.world.run(run)
+        main_work = sum(self._tokens(run, c) / rate(pace, c) for c in run.cells)
+        return self.world.sample_s(run) - main_work
+
+    def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
+               spec: WitnessSpec) -> witness.Timed:
+        self.seq += 1
+        run = self.run_of[spec.name]
+        pace = self.world.witness(run, spec)
+        work = self._witness_work_s(run, spec, pace, side == "head")
+        work += self.rng.normal(0.0, pace.pair_sd_s / math.sqrt(2))
+        load = max(pace.load_s + self.rng.normal(0.0, pace.wall_jitter_s), 0.0)
+        # a wall clock counts the load; the handoff and the (stepped) cpu clocks time the work
+        seconds = work + load if spec.clock == "wall" else work
+        self.clock += work + load
+        ids = output_ids(spec, prompt, self.head if side == "head" else None, self.rng)
+        return witness.Timed(True, render(spec.output, ids), seconds, False, "", work + load)
+
+    def _witness_work_s(self, run: SpeedRun, spec: WitnessSpec, pace: _paces.WitnessPace,
+                        head: bool) -> float:
+        """main's measured work, split over the covered cells by their sample rates; the head's
+        at its true gains, less the decode steps whose ids it invents."""
+        cells = {c.key: c for c in run.cells}
+        total = pace.wall_s - pace.load_s
+        share = {k: t / rate(self.world.run(run), cells[k]) for k, t in spec.cells.items()}
+        scale = total / sum(share.values())
+        if not head:
+            return total
+        out = 0.0
+        for k, main_s in share.items():
+            cell = cells[k]
+            invented = (1 - self.head.agreement) * min(1.0, spec.output_tokens / spec.cells[k]) \
+                if cell.metric == "decode" else 0.0
+            out += scale * main_s / self.head.real.get(cell.key, 1.0) * (1 - invented)
+        return out
+
+
+def output_ids(spec: WitnessSpec, prompt: list[int], head: Head | None,
+               rng: np.random.Generator) -> list[int]:
+    """main's ids for this prompt (a function of it); a head's differ where it invents (the
+    tail) or where its numerics flip an argmax: at that step alone when every step's input is
+    given (teacher-forced), from there on when the witness decodes freely."""
+    n = spec.output_tokens
+    seed = zlib.crc32(np.asarray(prompt, dtype=np.int64).tobytes())
+    ids = np.random.default_rng(seed).integers(0, ID_SPACE, n)
+    if head is None:
+        return ids.tolist()
+    wrong = np.zeros(n, dtype=bool)
+    wrong[round(head.agreement * n):] = True
+    if head.flips:
+        flipped = rng.random(n) < head.flips
+        if not teacher_forced(spec) and flipped.any():
+            flipped[int(np.argmax(flipped)):] = True  # a free-running decode diverges
+        wrong |= flipped
+    return np.where(wrong, (ids + 1) % ID_SPACE, ids).tolist()
+
+
+def teacher_forced(spec: WitnessSpec) -> bool:
+    """Is every step's input given? The stepped protocol's outputs, or a prompt that holds
+    every token of the witness's work (prefill and forced decode steps)."""
+    return spec.output.get("kind") == "step_lines" or \
+        spec.prompt_tokens >= sum(spec.cells.values())
+
+
+def render(how: dict[str, Any], ids: list[int]) -> str:
+    """What the witness process prints, in the spec's output kind, for the harness's reader
+    (engine.measure.witness.read_output_ids)."""
+    kind, prefix = how["kind"], str(how.get("prefix", ""))
+    if kind == "ids_line":
+        return f"{prefix}{' '.join(map(str, ids))}\n"
+    if kind == "step_lines":
+        return "".join(f"{STEP}{i}\n" for i in ids)
+    if kind == "score_lines":
+        return "".join(f"S i={n} am={i} lp=0\n" for n, i in enumerate(ids))
+    doc: Any = ids
+    for part in reversed(str(how["path"]).split(".")):
+        doc = {part: doc}
+    return f"{prefix}{json.dumps(doc)}\n"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    tier: str | None
+    kind: str
+    measure_s: float
+    witness_s: float
+
+
+class Evaluator:
+    """Whole evaluations of one profile's job on a World: the harness, then the grading."""
+
+    def __init__(self, profile: Profile, world: World, workdir: Path) -> None:
+        self.profile, self.world, self.workdir = profile, world, workdir
+        box = BoxConfig(name="sim", kind="local", workdir=str(workdir), repo=str(workdir))
+        self.job = make_job(replace(profile, correctness=None), POLICY, box, BASE_SHA,
+                            HEAD_SHA, seed=1, job_id="sim")
+
+    @cached_property
+    def header(self) -> dict[str, Any]:
+        """The results' fields besides cells, witnesses and failures (steps.py `_header`)."""
+        return {"schema": "evalbot.results/1", "job_id": self.job.job_id,
+                "profile": self.job.profile, "harness_version": "sim", "merge_base": None,
+                "box": {"name": "sim"}, "rule": asdict(self.job.rule),
+                "models": [asdict(m) for m in self.job.models], "correctness": None,
+                "base": {"sha": BASE_SHA}, "head": {"sha": HEAD_SHA}}
+
+    def evaluate(self, head: Head, rng: np.random.Generator) -> Outcome:
+        box = SimulatedBox(self.job, self.world, head, rng, self.workdir)
+        failures = []
+        try:
+            box.run_all()
+        except SampleFailure as exc:  # as engine/harness/steps.py records it
+            failures.append(_failure("speed", exc.side, exc.kind, exc.message, None))
+        results = {**self.header, "cells": [r.to_dict() for r in box.records.values()],
+                   "witnesses": box.witness_dicts(), "failures": failures}
+        verdict = grade(results, POLICY)
+        return Outcome(verdict["tier"], verdict["kind"], box.measured_s, box.witnessed_s)
+
+
+@contextlib.contextmanager
+def seeded_prompts(seed: int) -> Iterator[None]:
+    """The harness draws each witness prompt from the OS's entropy (engine/measure/witness.py
+    `_prompt`, through `secrets`); here from a seeded generator instead, so a bench run can be
+    repeated, and fast (the OS's draw per id was 70% of a simulated evaluation's time). A
+    simulated process's cost does not depend on the ids' values, only on their count."""
+    real = witness.secrets
+    witness.secrets = _SeededIds(seed)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        witness.secrets = real
+
+
+class _SeededIds:
+    """`secrets.randbelow` from a seeded pool of uniforms (one numpy call per 65,536 ids)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.pool: list[float] = []
+
+    def randbelow(self, n: int) -> int:
+        if not self.pool:
+            self.pool = self.rng.random(1 << 16).tolist()
+        return int(self.pool.pop() * n)
+
+
+def true_tier(metric: str, gain: float) -> str | None:
+    """The tier a true rate gain earns under the policy, as grading tiers it (prefill by the
+    reduction of the time to first token)."""
+    value = 1 - 1 / (1 + gain) if metric == "prefill" else gain
+    return next((t for t in TIER_ORDER if value >= POLICY.tiers[t]), None)
+
+
+def higher(tier: str | None, than: str | None) -> bool:
+    return RANK.get(tier or "none", 0) > RANK.get(than or "none", 0)
+
+
+def one_model(profile: Profile, model: str) -> Profile:
+    """The profile with one model's runs only (its family of cells shrinks with it)."""
+    return replace(profile, name=f"{profile.name} ({model} only)",
+                   models=tuple(m for m in profile.models if m.name == model),
+                   runs=tuple(r for r in profile.runs if r.model == model))
+
+
+def shipped(name: str) -> Profile:
+    return load_profile(name)

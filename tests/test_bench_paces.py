@@ -1,0 +1,173 @@
+"""The benches simulate each profile at the pace its fixtures measured (bench/_paces.py), not at
+constants of their own; and both still print their table.
+
+The fixture paces are read here on their own (not through bench/_paces.py), so a bench whose
+pace drifts from what the box measured (the 63 s Qwythos sweep verdict_quality.py once assumed
+against the measured 25.5 s) fails here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import statistics
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import _rows, _simbox, spoof_quality, verdict_quality
+from evalbot.evaluation.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+TOLERANCE = 0.20
+# issue 29's H200 facts beside the fixtures: a Qwythos sweep ~25.5 s, a decode-2176 pair ~17 s
+H200_SWEEP_S, H200_DECODE_2176_PAIR_S = 25.5, 17.0
+
+
+def fixture_sample_s(profile: str, model: str, ctxs: set[int]) -> float | None:
+    """A run's sample process time as its fixture recorded it; None: no fixture."""
+    if profile == "llamacpp":
+        doc = json.loads((DATA / "llamacpp" / "h200-aa.results.json").read_text())
+        cell = next(c for c in doc["cells"] if c["model"] == model)
+        return statistics.mean(s["wall_s"] for s in cell["samples"] if not s["dropped"])
+    if profile == "sparkinfer" and model == "qwythos-9b":
+        rows = [json.loads(ln) for ln in (DATA / "sparkinfer" / "h200-alternating-sweeps.jsonl")
+                .read_text().splitlines() if ln.strip()]
+        walls = [float(r["wall"]) for r in rows if {int(k) for k in r["r"]} == ctxs
+                 and not r["name"].startswith("slow")]
+        return statistics.mean(walls)
+    return None
+
+
+def fixture_witness_wall_s(profile: str, name: str) -> float | None:
+    """A witness process's wall time where a fixture timed that very witness."""
+    if profile == "llamacpp":
+        tsv = (DATA / "llamacpp" / "h200-witness-aa.tsv").read_text()
+        rows = [r for r in csv.DictReader(io.StringIO(tsv), delimiter="\t")
+                if r["variant"] == "nofa"]
+        return statistics.mean(float(r["wall_s"]) for r in rows)
+    if (profile, name) == ("sparkinfer", "decode-2176"):
+        return H200_DECODE_2176_PAIR_S / 2
+    return None
+
+
+def runs_with_fixtures() -> list[tuple[str, str, frozenset[int]]]:
+    out = []
+    for name in ("llamacpp", "sparkinfer"):
+        for run in load_profile(name).runs:
+            ctxs = frozenset(c.ctx for c in run.cells)
+            if fixture_sample_s(name, run.model, set(ctxs)) is not None:
+                out.append((name, run.model, ctxs))
+    return out
+
+
+def close(got: float, want: float) -> bool:
+    return abs(got - want) <= TOLERANCE * want
+
+
+def job_run(profile: str, model: str, ctxs: frozenset[int], tmp: Path):
+    evaluator = _simbox.Evaluator(load_profile(profile), _simbox.World(profile), tmp)
+    return evaluator, next(r for r in evaluator.job.runs
+                           if r.model == model and {c.ctx for c in r.cells} == ctxs)
+
+
+@pytest.mark.parametrize(("profile", "model", "ctxs"), runs_with_fixtures())
+def test_each_bench_samples_at_the_fixture_pace(profile, model, ctxs, tmp_path) -> None:
+    want = fixture_sample_s(profile, model, set(ctxs))
+    evaluator, run = job_run(profile, model, ctxs, tmp_path)
+    paces = {"verdict_quality rule table": verdict_quality.pace_s(profile, run),
+             "simulated box (both benches)": evaluator.world.sample_s(run)}
+    # and the wall times the simulated box's sample processes actually take
+    box = _simbox.SimulatedBox(evaluator.job, evaluator.world, _simbox.Head("main"),
+                               np.random.default_rng(0), tmp_path)
+    walls = [next(iter(box._sample(run, "base")[0].values()))["wall_s"] for _ in range(20)]
+    paces["simulated sample processes"] = statistics.mean(walls)
+    off = {k: v for k, v in paces.items() if not close(v, want)}
+    assert not off, f"{profile}/{model}: fixture {want:.1f} s a sample, benches {off}"
+
+
+@pytest.mark.parametrize("profile", ["llamacpp", "sparkinfer"])
+def test_each_witness_runs_at_the_fixture_pace(profile, tmp_path) -> None:
+    evaluator = _simbox.Evaluator(load_profile(profile), _simbox.World(profile), tmp_path)
+    checked = 0
+    for run in evaluator.job.runs:
+        for spec in run.witnesses:
+            want = fixture_witness_wall_s(profile, spec.name)
+            if want is None:
+                continue
+            got = evaluator.world.witness(run, spec).wall_s
+            assert close(got, want), f"{spec.name}: fixture {want:.2f} s, bench {got:.2f} s"
+            checked += 1
+    assert checked, f"no witness of {profile} has a fixture"
+
+
+def test_the_qwythos_sweep_is_the_h200_pace_not_an_assumed_one(tmp_path) -> None:
+    evaluator, run = job_run("sparkinfer", "qwythos-9b", frozenset({128, 4096, 32768, 65536}),
+                             tmp_path)
+    pace = evaluator.world.run(run)
+    assert not pace.assumed and close(evaluator.world.sample_s(run), H200_SWEEP_S)
+
+
+def test_a_run_without_a_fixture_says_its_pace_is_assumed() -> None:
+    variant = _rows.Variant("sparkinfer", load_profile("sparkinfer"), "sparkinfer")
+    header = _rows.pace_header(variant, None)
+    qwen = next(part for part in header.split("; ") if part.startswith("qwen3.6-35b-a3b@"))
+    assert "pace assumed" in qwen
+    assert "pace assumed" not in next(p for p in header.split("; ") if p.startswith("qwythos"))
+
+
+ROW = re.compile(r"^\| (?P<head>[^|]+) \| (?P<true>[^|]+) \| (?P<n>\d+) \| (?P<tier>[\d.]+)% \| "
+                 r"(?P<higher>[\d.]+)% \| (?P<inconc>[\d.]+)% \| (?P<spoofed>[\d.]+)% \| "
+                 r"(?P<measure>\d+) \| (?P<witness>\d+) \| [^|]+ \| [^|]+ \|$")
+
+
+def tables(out: str) -> dict[str, list[re.Match[str]]]:
+    """Each table's title and rows."""
+    found: dict[str, list[re.Match[str]]] = {}
+    title = ""
+    for ln in out.splitlines():
+        if ln.startswith("### "):
+            title = ln[4:]
+            found[title] = []
+        elif ln.startswith("| ") and not ln.startswith("| head"):
+            match = ROW.match(ln)
+            assert match, f"a row not in the table's shape: {ln!r}"
+            found[title].append(match)
+    return found
+
+
+def run_bench(main, argv: list[str]) -> str:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        main(argv)
+    return buf.getvalue()
+
+
+def test_spoof_quality_prints_a_row_per_liar_per_profile_and_pace() -> None:
+    out = run_bench(spoof_quality.main, ["--sims", "1", "--liar-sims", "1", "--jobs", "1",
+                                         "--heads", "2x all,junk tail 0.5",
+                                         "--paces", "measured,60"])
+    found = tables(out)
+    assert set(found) == {f"{v}, sample pace {p}" for v in
+                          ("sparkinfer", "sparkinfer, qwythos-9b only", "llamacpp")
+                          for p in ("measured", "60 s")}
+    for rows in found.values():
+        assert [r["head"] for r in rows] == ["lie 2x all", "junk tail 0.5"]
+        assert all(int(r["n"]) == 1 and r["true"] == "-" for r in rows)
+
+
+def test_verdict_quality_prints_honest_heads_per_model_and_metric_and_the_aa() -> None:
+    out = run_bench(verdict_quality.main, ["--sims", "1", "--liar-sims", "1", "--jobs", "1",
+                                           "--profiles", "sparkinfer", "--heads",
+                                           "decode +10%,A/A"])
+    found = tables(out)
+    assert set(found) == {"sparkinfer, sample pace measured",
+                          "sparkinfer, qwythos-9b only, sample pace measured"}
+    heads = [r["head"] for r in found["sparkinfer, sample pace measured"]]
+    assert heads == ["qwythos-9b decode +10%", "qwen3.6-35b-a3b decode +10%", "A/A"]
+    assert [r["true"] for r in found["sparkinfer, sample pace measured"]] == ["L", "L", "-"]
+    assert all(0 <= float(r["tier"]) <= 100 for rows in found.values() for r in rows)
