@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Issue 30's GPU acceptance on the H200, as one detached chain that outlives the 10-minute
+# command limit (the pattern of scripts/gpu_session.sh):
+#
+#   bash scripts/gpu_sparkinfer_witness_acceptance.sh start [EVAL ...]   # first call
+#   bash scripts/gpu_sparkinfer_witness_acceptance.sh wait                # each next call, at once
+#
+# DRAFT, not yet run. It needs the shipped profile with the witness tool's entries
+# (engine/sparkinfer/, the report of the session that wrote it) and, for prefill-32k, the
+# harness's handoff able to write a prompt longer than one pipe buffer.
+#
+# The chain copies this checkout to $S/src first, then:
+#   1. scripts/gpu_sparkinfer.sh setup box model reference (SPK_WORK=$S/spk): the wheels, the
+#      engine repository with main/aa/slow/broken, `evalbot box init`'s users, both synthetic
+#      models, the pinned llama.cpp reference from the tarball;
+#   2. the acceptance's heads (scripts/gpu_sparkinfer_witness_acceptance.py heads) and two e2e
+#      profiles: the shipped one with only model files, pins, the reference's key, calibrated
+#      floors and the box's env changed, with and without its correctness section
+#      (ACCEPT_QWEN36=1 keeps the second model, on the 4-layer qwen35moe file);
+#   3. the evaluations (all of EVALUATIONS in the .py, or the ones named), each through
+#      scripts/gpu_sparkinfer_eval.py (`evalbot eval --dry-run` as the sandbox user), the
+#      summary rewritten after each: verdict against the expected one, box time per stage.
+# Finished evaluations are skipped on a later `start` while the machine is warm; a fresh machine
+# repeats step 1 (about 5 minutes). A call returns after WAIT_S seconds (default 560) or when the
+# chain has ended, with everything so far in $OUT/acceptance.tgz and $OUT/summary.txt.
+#
+# Needs (carried in shared/, ignored by git): wheels/ (evalbot's dependencies and gguf, cp312),
+# sparkinfer-ba8add3.tar.gz, ggml-vocab-qwen35.gguf, llama.cpp-pruned.tar.gz, synth_qwen35.py.
+set -uo pipefail
+S=${ACCEPT_WORK:-/tmp/spk-accept}
+WAIT_S=${WAIT_S:-560}
+T0=$(date +%s)
+mkdir -p "$S"
+export S
+
+chain() {
+  local src=$S/src W=$S/spk
+  export SPK_WORK=$W SPK_BUDGET_S=100000 OUT_SPK=$W/out
+  cd "$src" || return 1
+  note "setup, box, model, reference"
+  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh setup box model reference || { note "setup failed"; return 1; }
+  for st in setup box model reference; do
+    [ -e "$W/done/$st" ] || { note "stage $st failed (spk/log/stage-$st.txt)"; return 1; }
+  done
+  if [ ! -e "$S/heads.env" ]; then
+    python3 scripts/gpu_sparkinfer_witness_acceptance.py heads "$W/repo" > "$S/heads.env" ||
+      { note "heads failed"; return 1; }
+    chmod -R a+rX "$W/repo"
+  fi
+  local key=src-90e3f6adf8120749 env flags=""  # scripts/gpu_sparkinfer.sh's REF_KEY
+  env=$(cat "$W/sandbox-env.txt" 2>/dev/null)
+  [ "${ACCEPT_QWEN36:-0}" = 1 ] && flags=--qwen36
+  for corr in with without; do
+    python3 scripts/gpu_sparkinfer_witness_acceptance.py profile evalbot/profiles/sparkinfer.yaml \
+      "$W/log/models.sha256" "$key" $flags $([ $corr = without ] && echo --no-correctness) $env \
+      > "$S/profile-$corr.yaml" || { note "profile $corr failed"; return 1; }
+    python3 -c "from evalbot.evaluation.profile import load_profile; load_profile('$S/profile-$corr.yaml')" ||
+      { note "profile $corr does not load"; return 1; }
+  done
+  local evals=${ACCEPT_EVALS:-$(python3 -c "
+import sys; sys.path.insert(0, 'scripts')
+from gpu_sparkinfer_witness_acceptance import EVALUATIONS
+print(' '.join(e[0] for e in EVALUATIONS))")}
+  for name in $evals; do
+    [ -e "$S/done-$name" ] && { note "$name: done earlier"; continue; }
+    evaluate "$name" && touch "$S/done-$name"
+    python3 scripts/gpu_sparkinfer_witness_acceptance.py summary "$S/eval" > "$S/summary.txt" 2>&1
+  done
+  note "chain end"
+}
+
+evaluate() {  # name: base, head and correctness from EVALUATIONS
+  local name=$1 line base head corr
+  line=$(python3 -c "
+import sys; sys.path.insert(0, 'scripts')
+from gpu_sparkinfer_witness_acceptance import EVALUATIONS
+print(next(f'{b} {h} {c}' for n, b, h, _, c in EVALUATIONS if n == '$name'))") || { note "$name: unknown"; return 1; }
+  read -r base head corr <<< "$line"
+  . "$S/spk/shas.env"; . "$S/heads.env"
+  local b h; b=$(eval echo \$${base^^}); h=$(eval echo \$${head^^})
+  b=${b:-$(git -C "$S/spk/repo" rev-parse "$base")}; h=${h:-$(git -C "$S/spk/repo" rev-parse "$head")}
+  local profile=$S/profile-without.yaml
+  [ "$corr" = True ] && profile=$S/profile-with.yaml
+  mkdir -p "$S/eval"
+  note "$name: base $base ${b:0:10}, head $head ${h:0:10}, $(basename "$profile")"
+  local t0; t0=$(date +%s)
+  python3 scripts/gpu_sparkinfer_eval.py --repo "$S/spk/repo" --base "$b" --head "$h" \
+    --profile "$profile" --models-dir "$S/spk/models" --workdir "$S/spk/box" \
+    --out "$S/eval/eval-$name" --sandbox-user evalbot-sandbox \
+    > "$S/eval/eval-$name.verdict.json" 2> "$S/eval/eval-$name.stderr"
+  local rc=$?
+  note "$name: rc=$rc in $(( $(date +%s) - t0 ))s: $(python3 -c "
+import json; v = json.load(open('$S/eval/eval-$name.verdict.json')); print(v.get('headline'), v.get('kind'))" 2>&1 | tail -1)"
+  return $rc
+}
+
+note() { echo "[$(date -u +%T)] $*" >> "$S/timeline.txt"; }
+
+collect() {
+  local out=${OUT:-$S/out}
+  mkdir -p "$out"
+  cat "$S/timeline.txt" "$S"/spk/log/timeline.txt > "$out/timeline.txt" 2>/dev/null
+  cp "$S/summary.txt" "$out/" 2>/dev/null
+  tar czf "$out/acceptance.tgz" -C "$S" --exclude=src --exclude=spk/repo --exclude=spk/box \
+    --exclude=spk/models --exclude='*.gguf' --exclude='eval/eval-*/artifacts' . 2>/dev/null
+  ls -la "$out"
+}
+
+running() { [ -e "$S/chain.pid" ] && kill -0 "$(cat "$S/chain.pid")" 2>/dev/null; }
+
+case ${1:-wait} in
+  start)
+    if running; then echo "a chain is already running"; else
+      rm -rf "$S/src" && mkdir -p "$S/src" && cp -a . "$S/src/"
+      touch "$S/timeline.txt"
+      shift
+      export ACCEPT_EVALS="${*:-${ACCEPT_EVALS:-}}"
+      export -f chain evaluate note
+      setsid bash -c chain > "$S/chain.log" 2>&1 < /dev/null &
+      echo $! > "$S/chain.pid"
+      note "started (pid $(cat "$S/chain.pid")): ${ACCEPT_EVALS:-every evaluation}"
+    fi ;;
+  wait) ;;
+  *) echo "usage: gpu_sparkinfer_witness_acceptance.sh start [EVAL ...] | wait" >&2; exit 2 ;;
+esac
+while running && [ $(( $(date +%s) - T0 )) -lt "$WAIT_S" ]; do sleep 5; done
+running && echo "chain still running" || echo "chain ended"
+tail -30 "$S/timeline.txt"
+cat "$S/summary.txt" 2>/dev/null
+collect
