@@ -43,6 +43,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engine.harness": {"engine.contract", "engine.sandbox", "engine.sides", "engine.measure",
                        "engine.scoring"},
     "engine.llamacpp": {"engine.contract", "engine.measure"},
+    "engine.sparkinfer": set(),
     "engine.demo": set(),
     "remote": set(),
 }

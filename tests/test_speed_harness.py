@@ -29,8 +29,8 @@ from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.service.calibrate import aa_noise, calibration_job, sick_cells
-from tests.stub_engine import WITNESS
 from evalbot.store.noise import NoiseStore
+from tests.stub_engine import WITNESS
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")

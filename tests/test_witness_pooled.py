@@ -41,10 +41,13 @@ D_STEADY = np.array([0.10, 0.16, 0.07, 0.13])  # S = 0.039: consistent with the 
 D_NOISY = np.array([0.9, -0.6, 1.2, -0.3])  # S = 0.85: refutes it
 
 
+STEPS, PROMPT = 1000, 4000  # a 4000-id prefill, then 1000 decode ids fed one per step
+
+
 def _spec(looks: list[int], floor: Floor = FLOOR) -> witness_spec.WitnessSpec:
-    doc = {"name": "w", "argv": ["x"], "cells": {DECODE: 1000, PREFILL: 4000},
-           "prompt_tokens": 4, "output": {"kind": "ids_line", "prefix": "IDS "},
-           "output_tokens": 3, "pairs": looks}
+    doc = {"name": "w", "argv": ["x"], "cells": {DECODE: STEPS, PREFILL: PROMPT},
+           "prompt_tokens": PROMPT, "steps": STEPS, "output": {"kind": "step_lines"},
+           "output_tokens": STEPS + 1, "clock": "handoff", "pairs": looks}
     if floor.given:
         doc.update(sd_floor_s=floor.sd_s, floor_df=floor.df)
     return confirmation.with_stops(witness_spec.parse_witness(doc, "w", {DECODE, PREFILL}), 0.01)
@@ -106,6 +109,10 @@ def test_a_zero_floor_is_exactly_the_interval_before_floors(seed: int) -> None:
     assert (spec.sd_floor_s, spec.floor_df) == (0.0, 0)
 
 
+# both sides' output: one STEP line per id, the argmax after the prompt and after each fed id
+MAINS = "".join(f"{witness_spec.STEP}{(7 * i) % 1000}\n" for i in range(STEPS + 1))
+
+
 def _launch(head_saves: list[float]) -> witness.Launch:
     """Main takes 10 s; the head's process of pair i saves head_saves[i] seconds."""
     launched: list[str] = []
@@ -113,8 +120,8 @@ def _launch(head_saves: list[float]) -> witness.Launch:
     def launch(side: str, argv: list[str], timeout_s: float, prompt: list[int]) -> witness.Timed:
         pair = len(launched) // 2
         launched.append(side)
-        return witness.Timed(True, "IDS 1 2 3", 10.0 - (head_saves[pair] if side == "head"
-                                                        else 0.0), False)
+        return witness.Timed(True, MAINS, 10.0 - (head_saves[pair] if side == "head" else 0.0),
+                             False)
 
     return launch
 
@@ -138,6 +145,7 @@ def test_the_harness_stops_exactly_where_the_bot_decides(tmp_path: Path, seed: i
     judged = _judged(first, claims)
     decided = {c["status"] for c in judged["cells"].values()} & {"confirmed", "contradicted"}
     assert (len(record.samples) == 8) == bool(decided), (saves, claims, judged)
+    assert {record.settled_by} - {""} == decided  # and it settles for the bot's reason
 
 
 def test_pooling_lets_the_first_look_confirm_a_steady_saving(tmp_path: Path) -> None:

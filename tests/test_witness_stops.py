@@ -21,27 +21,43 @@ from engine.measure import witness
 from evalbot.grading import confirmation
 
 DECODE, PREFILL = "m/decode@4096", "m/prefill@0"
+STEPS, PROMPT = 1000, 4000  # a 4000-id prefill, then 1000 decode ids fed one per step
 
 
 def _spec(looks: list[int]) -> witness_spec.WitnessSpec:
     return confirmation.with_stops(witness_spec.parse_witness(
-        {"name": "w", "argv": ["x"], "cells": {DECODE: 1000, PREFILL: 4000}, "prompt_tokens": 4,
-         "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 3, "pairs": looks},
+        {"name": "w", "argv": ["x"], "cells": {DECODE: STEPS, PREFILL: PROMPT},
+         "prompt_tokens": PROMPT, "steps": STEPS, "output": {"kind": "step_lines"},
+         "output_tokens": STEPS + 1, "clock": "handoff", "pairs": looks},
         "w", {DECODE, PREFILL}), 0.01)
+
+
+def _steps(ids: list[int]) -> str:
+    """A stepped witness's output: one STEP line per id (the argmax after the prompt, then
+    after each fed id)."""
+    return "".join(f"{witness_spec.STEP}{i}\n" for i in ids)
+
+
+MAINS = _steps([(7 * i) % 1000 for i in range(STEPS + 1)])
+INVENTED = _steps([1000] * (STEPS + 1))  # no id main's
 
 
 def _launch(head_saves: list[float], bad_output_at: int = -1) -> witness.Launch:
     """Main takes 10 s; the head's process of pair i saves head_saves[i] seconds; its output
-    is main's except in pair bad_output_at."""
+    is main's except in pair bad_output_at. Every process is fed the prompt and one id per
+    step, fresh for each pair."""
     launched: list[str] = []
+    fed: list[list[int]] = []
 
     def launch(side: str, argv: list[str], timeout_s: float, prompt: list[int]) -> witness.Timed:
         pair = len(launched) // 2
         launched.append(side)
+        assert len(prompt) == PROMPT + STEPS and prompt not in fed[:2 * pair]
+        fed.append(prompt)
         if side == "base":
-            return witness.Timed(True, "IDS 1 2 3", 10.0, False)
-        ids = "IDS 9 9 9" if pair == bad_output_at else "IDS 1 2 3"
-        return witness.Timed(True, ids, 10.0 - head_saves[pair], False)
+            return witness.Timed(True, MAINS, 10.0, False)
+        return witness.Timed(True, INVENTED if pair == bad_output_at else MAINS,
+                             10.0 - head_saves[pair], False)
 
     return launch
 
@@ -66,27 +82,35 @@ def test_a_bare_saving_does_not_stop_it_short_of_the_other_cells_claims(tmp_path
     claims = _claims(0.10, 0.08)
     spec = _spec([4, 8])
     bare = witness.measure(spec, lambda a, s: a, _launch(saves), tmp_path, warmup=0)
-    assert _pairs(bare) == 4  # without the margin it would have stopped ...
+    assert (_pairs(bare), bare.settled_by) == (4, "confirmed")  # without the margin it stops
     assert _judged(bare, claims)["cells"][DECODE]["status"] != "confirmed"  # ... unconfirmed
     stop = witness.stop_for(claims, [DECODE])
     assert stop.margin_s == pytest.approx(0.08)
     record = witness.measure(spec, lambda a, s: a, _launch(saves), tmp_path, warmup=0, stop=stop)
-    assert _pairs(record) == 8
+    assert (_pairs(record), record.stopped, record.settled_by) == (8, "", "")
 
 
-@pytest.mark.parametrize(("saves", "claimed", "pairs", "status"), [
+@pytest.mark.parametrize(("saves", "claimed", "pairs", "settled_by", "status"), [
     # prints a 2 s saving, saves nothing: contradicted at 4 pairs, as the bot then judges it
-    ([0.01, -0.01, 0.0, 0.01] + [0.0] * 8, 2.0, 4, "contradicted"),
+    ([0.01, -0.01, 0.0, 0.01] + [0.0] * 8, 2.0, 4, "contradicted", "contradicted"),
     # claims 0.05 s, saves nothing, noise 0.1 s: neither confirmed nor contradicted at a look
-    (list(np.random.default_rng(4).normal(0, 0.1, 12)), 0.05, 12, "unconfirmed"),
+    (list(np.random.default_rng(4).normal(0, 0.1, 12)), 0.05, 12, "", "unconfirmed"),
+    # claims 0.5 s and saves it, steadily: confirmed at the first look
+    ([0.5, 0.52, 0.48, 0.5] + [0.5] * 8, 0.5, 4, "confirmed", "confirmed"),
+    # claims 0.66 s (0.58 decode, 0.08 prefill) and shows a steady 0.18 s: more than the
+    # prefill's claim, but under half of all that is claimed, and the bot contradicts it
+    ([0.18, 0.19, 0.17, 0.18] + [0.18] * 8, (0.58, 0.08), 4, "contradicted", "contradicted"),
 ])
 def test_it_stops_where_the_bot_decides_and_not_before(tmp_path: Path, saves: list[float],
-                                                        claimed: float, pairs: int,
+                                                        claimed: float | tuple[float, float],
+                                                        pairs: int, settled_by: str,
                                                         status: str) -> None:
-    claims = _claims(claimed, 0.0)
+    claims = _claims(*claimed) if isinstance(claimed, tuple) else _claims(claimed, 0.0)
     record = witness.measure(_spec([4, 8, 12]), lambda a, s: a, _launch(saves), tmp_path,
                              warmup=0, stop=witness.stop_for(claims, [DECODE]))
-    assert _pairs(record) == pairs
+    assert (_pairs(record), record.settled_by) == (pairs, settled_by)
+    assert record.stopped == ("settled" if settled_by else "")
+    assert record.to_dict().get("settled_by", "") == settled_by  # the results keep why
     assert _judged(record, claims)["cells"][DECODE]["status"] == status
 
 
@@ -95,7 +119,8 @@ def test_a_head_output_that_fails_verification_stops_it(tmp_path: Path) -> None:
     claims = _claims(0.5, 0.0)
     record = witness.measure(_spec([4, 8, 12]), lambda a, s: a, _launch(saves, bad_output_at=1),
                              tmp_path, warmup=0, stop=witness.stop_for(claims, [DECODE]))
-    assert _pairs(record) == 4  # nothing more to learn: the witness cannot confirm
+    # nothing more to learn: the witness cannot confirm
+    assert (_pairs(record), record.stopped, record.settled_by) == (4, "settled", "failed")
     assert _judged(record, claims)["cells"][DECODE]["status"] == "unverified"
 
 
@@ -109,8 +134,10 @@ def test_every_early_stop_is_the_bots_decision(tmp_path: Path, seed: int) -> Non
     record = witness.measure(spec, lambda a, s: a, _launch(saves), tmp_path, warmup=0,
                              stop=witness.stop_for(claims, [DECODE]))
     statuses = {c["status"] for c in _judged(record, claims)["cells"].values()}
-    if _pairs(record) < 12:  # stopped early: the bot's judgement of it is decided
-        assert statuses & {"confirmed", "contradicted"}, (saves, claims)
+    if _pairs(record) < 12:  # stopped early: the bot's judgement of it is decided, and why
+        assert record.settled_by in statuses & {"confirmed", "contradicted"}, (saves, claims)
+    else:  # the last look is the bot's to judge, not a stop
+        assert (record.stopped, record.settled_by) == ("", "")
 
 
 def test_a_cell_still_settling_its_tier_is_witnessed() -> None:

@@ -98,13 +98,15 @@ def _scripted(agreement: float) -> witness.Launch:
     return launch
 
 
-@pytest.mark.parametrize(("agreement", "claimed_s", "pairs_run"), [
-    (1.0, 5.0, 4),  # every id main's: the 5 s seen confirm at the first look
-    (0.5, 6.0, 8),  # the 5 s seen are the invented half's: measured on to the last look
-    (0.5, 5.0, 4),  # ... and when they explain all it claims, no look can confirm: stop
+@pytest.mark.parametrize(("agreement", "claimed_s", "pairs_run", "settled_by"), [
+    (1.0, 5.0, 4, "confirmed"),  # every id main's: the 5 s seen confirm at the first look
+    (0.5, 6.0, 8, ""),  # the 5 s seen are the invented half's: measured on to the last look
+    # ... and when they explain all it claims, no look can confirm: stop
+    (0.5, 5.0, 4, "unresolvable"),
 ])
 def test_the_harness_does_not_stop_on_a_saving_invented_ids_explain(tmp_path, agreement,
-                                                                    claimed_s, pairs_run):
+                                                                    claimed_s, pairs_run,
+                                                                    settled_by):
     spec = confirmation.with_stops(witness_spec.parse_witness(
         {"name": "w", "argv": ["x"], "cells": {KEY: 10}, "prompt_tokens": 4,
          "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 10,
@@ -112,22 +114,29 @@ def test_the_harness_does_not_stop_on_a_saving_invented_ids_explain(tmp_path, ag
     claims = {KEY: (claimed_s, 10.0)}  # 10 ids at main's 1 tok/s
     record = witness.measure(spec, lambda arg, side: arg, _scripted(agreement), tmp_path,
                              warmup=0, stop=witness.stop_for(claims, [KEY]))
-    assert len(record.samples) // 2 == pairs_run
+    assert (len(record.samples) // 2, record.settled_by) == (pairs_run, settled_by)
 
 
 # ---- the junk-tail head through the harness and the grading ----------------------------------
 
+JUNK_STEPS = 256  # the stub's decode witness: 256 decode ids fed one per step
+
+
 def _junk_tail_repo(root: Path, agreement: float) -> tuple[Path, str, str]:
     """The stub engine, and a head whose witness decodes only the first `agreement` share of its
-    ids and prints junk for the rest, and whose bench skips the same share of its decode work
-    and prints rates true to the work it did (its samples' wall times agree with them)."""
+    steps and answers the rest at once with an id main never prints, and whose bench skips the
+    same share of its decode work and prints rates true to the work it did (its samples' wall
+    times agree with them)."""
     repo, main, _ = make_repo(root, {}, main={"decode": 200.0})
     engine = (repo / "engine.py").read_text()
     for old, new in [
-        ('new / cfg["decode"]', 'cfg["junk"] * new / cfg["decode"]'),
-        ('ids = [(prompt[i % len(prompt)] * 31 + i) % 1000 for i in range(new)]',
-         'ids = [(prompt[i % len(prompt)] * 31 + i) % 1000 if i < cfg["junk"] * new else 1000'
-         ' for i in range(new)]'),
+        ("    while True:\n", "    done = 0\n    while True:\n"),
+        ("        burn(step_s)\n",
+         "        done += 1\n"
+         "        if done > cfg[\"junk\"] * cfg[\"junk_steps\"]:\n"
+         "            print(\"EVALBOT_STEP 1000\", flush=True)\n"
+         "            continue\n"
+         "        burn(step_s)\n"),
         ('(32 / cfg["decode"]', '(cfg["junk"] * 32 / cfg["decode"]'),
         ('cfg["decode"] * noise * cfg.get("lie", 1)', 'cfg["decode"] * noise / cfg["junk"]'),
     ]:
@@ -135,7 +144,8 @@ def _junk_tail_repo(root: Path, agreement: float) -> tuple[Path, str, str]:
         engine = engine.replace(old, new)
     (repo / "engine.py").write_text(engine)
     cfg = json.loads((repo / "speed.json").read_text())
-    (repo / "speed.json").write_text(json.dumps({**cfg, "junk": agreement}))
+    (repo / "speed.json").write_text(json.dumps({**cfg, "junk": agreement,
+                                                 "junk_steps": JUNK_STEPS}))
     _git(repo, "commit", "-q", "-am", "junk tail")
     head = _git(repo, "rev-parse", "HEAD")
     _git(repo, "checkout", "-q", main)
@@ -144,7 +154,8 @@ def _junk_tail_repo(root: Path, agreement: float) -> tuple[Path, str, str]:
 
 def test_a_junk_tail_head_earns_no_tier(tmp_path):
     repo, main, head = _junk_tail_repo(tmp_path, 0.5)
-    doc = job_doc(repo, main, head, witnesses=[{**decode_witness(), "min_agreement": 0.5}])
+    doc = job_doc(repo, main, head,
+                  witnesses=[{**decode_witness(JUNK_STEPS), "min_agreement": 0.5}])
     results = validate(run_job(parse_job(doc), tmp_path / "job"))
     verdict = grade(results, DEFAULT)
     assert grade(json.loads(json.dumps(results)), DEFAULT) == verdict  # re-grading agrees
@@ -156,6 +167,9 @@ def test_a_junk_tail_head_earns_no_tier(tmp_path):
     heads = [s for s in timed["samples"] if s["side"] == "head"]
     assert heads and all(s["verified"] and s["agreement"] < 0.6 for s in heads)
     assert all(s["wall_s"] >= s["seconds"] for s in timed["samples"])
+    # and its decode cell was claimed and witnessed, not left out: the bot denied it
+    decode = next(c for c in verdict["cells"] if c["metric"] == "decode")
+    assert decode["decision"] == "unconfirmed"
 
 
 def _looked(floor: float) -> witness_spec.WitnessSpec:

@@ -179,10 +179,11 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
-    if bounds.lo > stop.margin_s + skipped:
-        return "confirmed"
+    # contradiction first, as the bot judges: a saving far below the claim is no confirmation
     if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s:
         return "contradicted"
+    if bounds.lo > stop.margin_s + skipped:
+        return "confirmed"
     return ""
 
 
