@@ -59,6 +59,8 @@ COMMANDS = {
                "Check verdict JSON files against the published public keys; exit 1 on the first bad one."),
     "webhook": ("evalbot.github.cli:webhook",
                 "Serve the signed webhook endpoint (waitress) and the dispatcher that creates jobs."),
+    "witness-cut": ("evalbot.service.witness_cut:witness_cut_cmd",
+                    "List stored verdicts without a tier only because a witness was cut for box time."),
     "worker": ("evalbot.service.serve:worker", "Workers only: lease jobs from the store, evaluate, publish."),
 }
 

@@ -87,7 +87,7 @@ def test_a_handoff_witness_takes_no_prompt_in_its_argv() -> None:
     with pytest.raises(ContractError, match="stdin"):
         _spec(argv=["stub", "{prompt}"])
     with pytest.raises(ValueError, match="exceeds"):
-        witness.handoff_of(_stepped(4, prompt_tokens=20_000), [999] * 20_004)
+        witness.handoff_of(_stepped(4, prompt_tokens=200_000), [999_999] * 200_004)
 
 
 # A stepped witness that notes, before each answer, whether its next input was already there
@@ -130,6 +130,18 @@ def test_a_stepped_witness_gets_each_id_only_after_its_previous_answer(tmp_path:
     got = witness.read_output_ids(done.output, spec.output)
     assert got == [sum(ids[:8 + k]) % 1000 for k in range(21)]
     assert eval((tmp_path / "early.txt").read_text()) == [False] * 21
+
+
+def test_a_long_prompt_reaches_the_process_whole(tmp_path: Path) -> None:
+    # a 65536-id prompt (a prefill@65536 witness) is ~4 times Linux's default 64 KiB pipe: the pipe
+    # grows to hold it, so the one write is whole and the process answers from every id
+    spec = _stepped(3, prompt_tokens=65_536)
+    ids = witness._prompt(spec, tmp_path / "prompts")
+    assert len(witness.handoff_of(spec, ids).prompt) > 3 * proc.PIPE_DEFAULT
+    done = _run_stepped(tmp_path, STEPPED, spec, ids)
+    assert done.ok and done.handoff_s is not None, done.output[-500:]
+    got = witness.read_output_ids(done.output, spec.output)
+    assert got == [sum(ids[:65_536 + k]) % 1000 for k in range(4)]
 
 
 def test_a_head_that_waits_for_two_steps_to_batch_them_never_finishes(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from engine.contract import witness_spec
 from engine.contract.checks import ContractError
@@ -26,6 +27,9 @@ from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.report.comment import CUT_BY_BOX_TIME, next_step
 from evalbot.report.render import render_comment
+from evalbot.service.witness_cut import cut_witnesses, witness_cut_cmd
+from evalbot.store.jobs import Store
+from tests.graded_history import record
 from tests.stub_engine import _git, job_doc, make_repo, stepped_witness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,6 +257,29 @@ def test_a_lie_cut_for_box_time_through_the_harness_gets_no_tier(
     assert decode["decision"] == "unconfirmed"
     assert verdict["tier"] is None and verdict["headline"] not in TIERS
     assert why in render_comment(verdict, results=results)
+    assert cut_witnesses(verdict, results) == ["decode @ 128"]  # as the table names it
+
+
+def test_the_rollout_lists_verdicts_without_a_tier_only_for_a_cut_witness(
+        stub, tmp_path, monkeypatch) -> None:
+    # `evalbot witness-cut` over a real store: a lie whose witness was cut (listed: a longer
+    # witness would judge it) beside an honest confirmed head (it has its tier: not listed)
+    honest = _evaluate(stub, "honest", 0.5, tmp_path / "honest")
+    _budget_left_at_witnesses(monkeypatch, 0.0)
+    cut = _evaluate(stub, "bench_only", 10.0, tmp_path / "cut")
+    assert cut_witnesses(honest[1], honest[0]) == []
+    store = Store(tmp_path / "jobs.sqlite3")
+    repo, main, shas = stub
+    record(store, "acme/engine", 1, main, shas["honest"], *honest)
+    record(store, "acme/engine", 2, main, shas["bench_only"], *cut)
+    config = tmp_path / "evalbot.yaml"
+    config.write_text(f"profile: demo\nstore: {store.path}\n"
+                      f"boxes:\n  - {{name: a, kind: local, workdir: {tmp_path / 'w'}}}\n")
+    done = CliRunner().invoke(witness_cut_cmd, ["--config", str(config)])
+    assert done.exit_code == 0, done.output
+    assert f"PR #2 {shas['bench_only'][:12]}" in done.output and "PR #1" not in done.output
+    assert f"evalbot rerun {shas['bench_only']}" in done.output
+    assert "1 of 2 verdict(s)" in done.output
 
 
 @pytest.mark.parametrize("share", [0, -0.1, 11, True])

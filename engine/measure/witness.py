@@ -28,7 +28,7 @@ from engine.sandbox import proc
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
 SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
-HANDOFF_PROMPT_CAP = 60_000  # bytes: under Linux's 64 KiB pipe buffer
+HANDOFF_PROMPT_CAP = 1 << 20  # bytes: Linux's unprivileged pipe maximum (proc._hold grows it)
 
 
 @dataclass

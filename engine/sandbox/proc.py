@@ -6,6 +6,8 @@ directly runs isolated (`-I`: no user site, no PYTHON* variables, no cwd on sys.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -19,6 +21,7 @@ from engine.sandbox import cpu_meter
 from engine.sandbox import session as sandbox
 
 LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
+PIPE_DEFAULT = 1 << 16  # Linux's pipe buffer unless grown (`_hold`)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 # Under -I Python puts neither the script's directory nor the cwd on sys.path; a script that
 # imports its siblings, or `-m` run from the harness, needs exactly that one entry, so this
@@ -188,6 +191,7 @@ class _Clock:
         self._read_meter()
         self.fed = time.perf_counter()
         os.set_blocking(self.proc.stdin.fileno(), False)  # a process that stops reading
+        _hold(self.proc.stdin.fileno(), len(self.handoff.prompt))
         self._write(self.handoff.prompt)  # never blocks the harness: its clock just never stops
         if not self.handoff.steps:
             self.close()
@@ -219,6 +223,16 @@ class _Clock:
 
     def cpu_seconds(self) -> float | None:
         return self.cpu[1] - self.cpu[0] if len(self.cpu) == 2 and self.read else None
+
+
+def _hold(fd: int, size: int) -> None:
+    """Grow the pipe to hold a whole prompt line (a 65536-id prompt is ~460 KB; Linux's default
+    pipe is 64 KiB, its unprivileged maximum 1 MiB), so the prompt's one write never waits on
+    the process. Where it cannot grow, a longer prompt's write is cut and the process gets no
+    more input: its output cannot verify, never a wrong figure."""
+    if size > PIPE_DEFAULT:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
 def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: _Clock) -> None:
