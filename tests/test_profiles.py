@@ -102,6 +102,8 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
         doc["speed"]["runs"][0]["argv"].append("{branch}")
     elif edit == "metric":
         doc["speed"]["runs"][0]["cells"][0]["metric"] = "ttft"
+    elif edit == "witness name":  # Qwen3.6's decode witness named as Qwythos's
+        doc["speed"]["runs"][2]["witnesses"][-1]["name"] = "decode-128"
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -109,7 +111,8 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
 
 @pytest.mark.parametrize(("edit", "message"), [("sha", "64 lowercase hex"),
                                                ("placeholder", "unknown placeholder"),
-                                               ("metric", "not one of")])
+                                               ("metric", "not one of"),
+                                               ("witness name", "used twice: decode-128")])
 def test_bad_profiles_are_refused_naming_the_key(tmp_path: Path, edit: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_profile(str(_broken_copy(tmp_path, edit)))

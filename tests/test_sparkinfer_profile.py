@@ -230,16 +230,21 @@ def test_the_gpu_evaluations_grade_as_they_were_published(name: str, kind: str,
 def test_a_witness_that_never_runs_the_batched_prefill_does_not_judge_it() -> None:
     """The speedup head (the slow prefill reverted: +40% at prefill@4096, real) was REJECTed as
     spoofed: qwen3_gguf_generate fills its prompt one token at a time, so the witness that
-    covered prefill@4096 took 15.2 s on both sides. With the shipped witness (decode steps
-    only) the same measurements leave the cell unconfirmed: no tier, and no REJECT."""
+    covered prefill@4096 took 15.2 s on both sides. Its decode steps alone leave the cell
+    unconfirmed: no tier, and no REJECT. The shipped witness of that cell is evalbot's own tool
+    in its prefill mode, which runs prefill_batched on the cell's whole prompt."""
     results = _phase2("speedup")
     assert _grade(results)["kind"] == "spoofed"  # as it ran, with the old witness cells
-    shipped = load_profile("sparkinfer")
-    (witness,) = [w for r in shipped.runs if r.model == "qwythos-9b" for w in r.witnesses]
-    assert not any("prefill" in key for key in witness.cells)
     for record in results["witnesses"]:
         if record["source"] == "witness":
-            record["cells"] = dict(witness.cells)
+            record["cells"] = {"qwythos-9b/decode@128": 2048}
     verdict = _grade(results)
     cells = {c["key"]: c["decision"] for c in verdict["cells"]}
     assert verdict["kind"] != "spoofed" and cells["qwythos-9b/prefill@4096"] == "unconfirmed"
+    shipped = load_profile("sparkinfer")
+    witnesses = [w for r in shipped.runs for w in r.witnesses]
+    assert not any("qwen3_gguf_generate" in " ".join(w.argv) for w in witnesses)
+    (prefill,) = [w for w in witnesses if "qwythos-9b/prefill@4096" in w.cells]
+    assert prefill.argv[:2] == ["{build}/evalbot-out/evalbot-sparkinfer-witness", "prefill"]
+    assert (prefill.prompt_tokens, prefill.cells, prefill.clock) == (
+        4096, {"qwythos-9b/prefill@4096": 4096}, "handoff")

@@ -119,6 +119,10 @@ def load_profile(name_or_path: str) -> Profile:
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
                                                                "witnesses"}))
+    witnesses = [w.name for r in runs for w in r.witnesses]
+    if len(set(witnesses)) < len(witnesses):  # a witness's name is its key in the results
+        twice = sorted({n for n in witnesses if witnesses.count(n) > 1})
+        raise doc.error(speed.path("runs"), f"witness name(s) used twice: {', '.join(twice)}")
     looks = tuple(speed.get("looks", list))
     if not looks or looks != tuple(sorted(set(looks))) or looks[0] < 2:
         raise doc.error(speed.path("looks"), "must be increasing pair counts, the first >= 2")
