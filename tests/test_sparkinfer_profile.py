@@ -146,8 +146,9 @@ def test_the_score_tool_is_sized_for_the_longest_window_and_scores_int8_kv() -> 
     longest = max(p.correctness.window_tokens, p.correctness.long_window_tokens)
     assert int(p.env["SPARKINFER_SCORE_MAX_SEQ"]) >= longest
     assert p.env["SPARKINFER_KV_INT8"] == "1"
-    assert "qwen3_gguf_generate" in p.build_argv[-1]
-    assert "build/runtime/qwen3_gguf_generate" in p.artifacts
+    # after the engine's build, evalbot's witness tool against the same tree, hashed with it
+    assert p.build_argv[:2] == ("{python}", "{harness}/engine/sparkinfer/build_witness.py")
+    assert "evalbot-out/evalbot-sparkinfer-witness" in p.artifacts
 
 
 def _profile_writer() -> Any:
