@@ -37,7 +37,7 @@ fail() { echo "FAIL [$STAGE]: $*" >&2; return 1; }
 need() { for f in "$@"; do [ -e "$ROOT/shared/$f" ] || { fail "shared/$f is missing"; return 1; }; done; }
 
 stage_setup() {  # wheels, and the engine repository with its four heads as real commits
-  need wheels sparkinfer-ba8add3.tar.gz ggml-vocab-qwen35.gguf llama.cpp-pruned.tar.gz || return 1
+  need wheels sparkinfer-ba8add3.tar.gz ggml-vocab-qwen35.gguf || return 1
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
     "$ROOT"/shared/wheels/*.whl || fail "pip install of shared/wheels" || return 1
   (cd "$ROOT" && "$PY" -c "import github, paramiko, waitress, gguf, scipy, rich, evalbot") ||
@@ -108,6 +108,7 @@ stage_reference() {  # the pinned llama.cpp (qwen35 architecture) the correctnes
   # scripts/gpu_session.sh builds it once for both engines' runs (the llamacpp e2e's flags);
   # the manifest says it is there, and the harness re-verifies it before every use.
   cd "$ROOT" || return 1
+  need llama.cpp-pruned.tar.gz || return 1
   if [ ! -e "$W/models/llamacpp-reference/$REF_KEY/manifest.json" ]; then
     "$PY" -m engine.llamacpp.reference_build --models-dir "$W/models" --key "$REF_KEY" \
       --tarball shared/llama.cpp-pruned.tar.gz --sha256 "$REF_SHA" --backend cuda --cuda-arch 90 \

@@ -6,7 +6,7 @@ profile, and the summary of what each evaluation got against what it must get.
         branches main, aa, slow, broken of scripts/gpu_sparkinfer.sh setup); each is a small
         source edit, checked against the text it replaces
     python3 scripts/gpu_sparkinfer_witness_acceptance.py profile SHIPPED MODELS.sha256 KEY
-            [--no-correctness] [--qwen36] [NAME=VALUE ...] > P.yaml
+            [--no-correctness] [--qwen36] [--no-128k] [NAME=VALUE ...] > P.yaml
         the shipped profile with only the model files and pins changed (the synthetic Qwythos;
         the 4-layer qwen35moe file with --qwen36, else the second model's run and guard are
         removed), the reference built from the tarball (KEY), correctness floors calibrated from
@@ -123,7 +123,8 @@ def profile(shipped: Path, sums: Path, key: str, flags: list[str]) -> dict:
     for m in doc["models"]:
         m["file"], m["sha256"] = files[m["name"]], digests[files[m["name"]]]
     names = {m["name"] for m in doc["models"]}
-    doc["speed"]["runs"] = [r for r in doc["speed"]["runs"] if r["model"] in names]
+    doc["speed"]["runs"] = [r for r in doc["speed"]["runs"] if r["model"] in names and not (
+        "--no-128k" in flags and any(c["ctx"] == 131072 for c in r["cells"]))]
     corr = doc.get("correctness")
     if "--no-correctness" in flags or corr is None:
         doc.pop("correctness", None)

@@ -5,9 +5,8 @@
 #   bash scripts/gpu_sparkinfer_witness_acceptance.sh start [EVAL ...]   # first call
 #   bash scripts/gpu_sparkinfer_witness_acceptance.sh wait                # each next call, at once
 #
-# DRAFT, not yet run. It needs the shipped profile with the witness tool's entries
-# (engine/sparkinfer/, the report of the session that wrote it) and, for prefill-32k, the
-# harness's handoff able to write a prompt longer than one pipe buffer.
+# ACCEPT_EVALS names the evaluations (default: all); ACCEPT_NO_128K=1 drops the 131072 run (31 s
+# a sample: for a GPU session too short for it; docs/gpu-e2e.md lists it as a change).
 #
 # The chain copies this checkout to $S/src first, then:
 #   1. scripts/gpu_sparkinfer.sh setup box model reference (SPK_WORK=$S/spk): the wheels, the
@@ -25,7 +24,8 @@
 # chain has ended, with everything so far in $OUT/acceptance.tgz and $OUT/summary.txt.
 #
 # Needs (carried in shared/, ignored by git): wheels/ (evalbot's dependencies and gguf, cp312),
-# sparkinfer-ba8add3.tar.gz, ggml-vocab-qwen35.gguf, llama.cpp-pruned.tar.gz, synth_qwen35.py.
+# sparkinfer-ba8add3.tar.gz, ggml-vocab-qwen35.gguf, synth_qwen35.py, and llama.cpp-pruned.tar.gz
+# where an evaluation scores correctness.
 set -uo pipefail
 S=${ACCEPT_WORK:-/tmp/spk-accept}
 WAIT_S=${WAIT_S:-560}
@@ -37,9 +37,20 @@ chain() {
   local src=$S/src W=$S/spk
   export SPK_WORK=$W SPK_BUDGET_S=100000 OUT_SPK=$W/out
   cd "$src" || return 1
-  note "setup, box, model, reference"
-  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh setup box model reference || { note "setup failed"; return 1; }
-  for st in setup box model reference; do
+  # the reference (llama.cpp, minutes to build) only where an evaluation scores correctness
+  local stages="setup box model" evals_all
+  evals_all=${ACCEPT_EVALS:-$(python3 -c "
+import sys; sys.path.insert(0, 'scripts')
+from gpu_sparkinfer_witness_acceptance import EVALUATIONS
+print(' '.join(e[0] for e in EVALUATIONS))")}
+  python3 -c "
+import sys; sys.path.insert(0, 'scripts')
+from gpu_sparkinfer_witness_acceptance import EVALUATIONS
+sys.exit(0 if any(e[4] for e in EVALUATIONS if e[0] in '$evals_all'.split()) else 1)" &&
+    stages="$stages reference"
+  note "stages: $stages"
+  OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh $stages || { note "setup failed"; return 1; }
+  for st in $stages; do
     [ -e "$W/done/$st" ] || { note "stage $st failed (spk/log/stage-$st.txt)"; return 1; }
   done
   if [ ! -e "$S/heads.env" ]; then
@@ -50,6 +61,7 @@ chain() {
   local key=src-90e3f6adf8120749 env flags=""  # scripts/gpu_sparkinfer.sh's REF_KEY
   env=$(cat "$W/sandbox-env.txt" 2>/dev/null)
   [ "${ACCEPT_QWEN36:-0}" = 1 ] && flags=--qwen36
+  [ "${ACCEPT_NO_128K:-0}" = 1 ] && flags="$flags --no-128k"  # a short GPU session: say so
   for corr in with without; do
     python3 scripts/gpu_sparkinfer_witness_acceptance.py profile evalbot/profiles/sparkinfer.yaml \
       "$W/log/models.sha256" "$key" $flags $([ $corr = without ] && echo --no-correctness) $env \
