@@ -37,6 +37,7 @@ export S
 chain() {
   local src=$S/src W=$S/spk
   export SPK_WORK=$W SPK_BUDGET_S=100000 OUT_SPK=$W/out
+  export PYTHONPATH=/tmp/site  # where scripts/gpu_sparkinfer.sh setup installs the wheels
   cd "$src" || return 1
   # the reference (llama.cpp, minutes to build) only where an evaluation scores correctness
   local stages="setup box model" evals_all
@@ -91,7 +92,8 @@ from gpu_sparkinfer_witness_acceptance import EVALUATIONS
 print(next(f'{b} {h} {c}' for n, b, h, _, c in EVALUATIONS if n == '$name'))") || { note "$name: unknown"; return 1; }
   read -r base head corr <<< "$line"
   . "$S/spk/shas.env"; . "$S/heads.env"
-  local b h; b=$(eval echo \$${base^^}); h=$(eval echo \$${head^^})
+  local bv=${base^^} hv=${head^^} b h  # heads.env names a branch in capitals, '-' as '_'
+  b=$(eval echo \$${bv//-/_}); h=$(eval echo \$${hv//-/_})
   b=${b:-$(git -C "$S/spk/repo" rev-parse "$base")}; h=${h:-$(git -C "$S/spk/repo" rev-parse "$head")}
   local profile=$S/profile-without.yaml
   [ "$corr" = True ] && [ "${ACCEPT_NO_CORRECTNESS:-0}" != 1 ] && profile=$S/profile-with.yaml
