@@ -14,6 +14,7 @@ from evalbot.config.errors import ResultsError
 from evalbot.config.settings import REPO_ROOT, BoxConfig
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
+from engine.scoring.segments import chunk_looks
 from evalbot.grading.correctness_policy import ALPHA, calibrate_floors, critical_values, decide
 from evalbot.grading.policy import CorrectnessPolicy, load_labels
 
@@ -189,7 +190,9 @@ def test_the_job_carries_the_schedule_and_survives_json() -> None:
     job = make_job(load_profile("demo"), policy, box, "a" * 40, "b" * 40, seed=3)
     spec = job.correctness
     assert spec is not None and spec.seed == 3 and spec.looks[0] == spec.windows + 2
-    assert spec.critical == critical_values(spec.looks) and spec.margin == policy.correctness.margin
+    assert spec.critical == critical_values(chunk_looks(spec, spec.looks))
+    assert spec.margin == policy.correctness.margin
+    assert spec.deep_critical == 0  # the demo has no deep positions (long_score_tokens)
     again = parse_job(json.loads(job.to_json())).correctness
     assert again == spec
     doc = json.loads(job.to_json())

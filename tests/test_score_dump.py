@@ -25,7 +25,8 @@ from engine.scoring.failure import ScoreFailure
 from engine.scoring.tokens import speed_tokens
 from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
-from evalbot.grading.correctness_policy import ALPHA, critical_values, decide
+from engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
+from evalbot.grading.correctness_policy import ALPHA, critical_values, decide, deep_critical
 from evalbot.grading.policy import CorrectnessPolicy
 from tests.test_tokenize import _job, demo, scripts  # noqa: F401  (fixtures)
 
@@ -265,30 +266,36 @@ json.dump({"windows": rows}, open(out, "w"))
 """
 
 
-def test_long_windows_are_scored_deep_in_the_context_only(demo: Any,  # noqa: F811
-                                                         tmp_path: Path) -> None:
+def test_long_windows_are_scored_at_every_position_their_deepest_alone(
+        demo: Any, tmp_path: Path) -> None:  # noqa: F811
     stub, log = tmp_path / "deep.py", tmp_path / "froms.jsonl"
     stub.write_text(DEEP_SCORER)
     job = _job(demo, tmp_path, [])
     assert job.correctness is not None
     argv = [sys.executable, str(stub), "{tokens}", "{out}", "{topk}", str(log)]
-    job = replace(job, correctness=replace(job.correctness, score_argv=argv,
-                                           reference_argv=argv, long_score_tokens=100,
-                                           critical=critical_values([10, 20])))
+    spec = replace(job.correctness, score_argv=argv, reference_argv=argv, long_score_tokens=100)
+    counts = chunk_looks(spec, spec.looks)
+    job = replace(job, correctness=replace(
+        spec, critical=critical_values(counts),
+        deep_critical=deep_critical(spec.looks, deep_chunks(spec))))
     built = {side: Built(side, "0" * 40, True, 0.0, False, tmp_path) for side in ("base", "head")}
     jobdir = tmp_path / "job"
     jobdir.mkdir()
     speed_tokens(jobdir, job, REPO_ROOT)
     section = score(job, built, jobdir, REPO_ROOT)
-    longs = [c for c in section["chunks"] if c["kind"] == "long"]
-    assert len(longs) == 2 and all(c["positions"] == 100 for c in longs)
-    assert all(c["first_position"] == 1024 - 1 - 100 for c in longs)
+    deep = [c for c in section["chunks"] if c["kind"] == "deep"]
+    assert len(deep) == 2 * DEEP_PIECES and sum(c["positions"] for c in deep) == 200
+    longs = [c for c in section["chunks"] if c["kind"] in ("long", "deep")]
+    assert sum(c["positions"] for c in longs) == 2 * 1023  # every position of both windows
+    assert min(c["first_position"] for c in deep) == 1023 - 100
     assert section["depths"] == {"min": 924, "max": 1023}
+    assert len(section["chunks"]) == counts[0] and section["rule"]["chunk_looks"] == counts
     asked = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [923, 923] in [a[:2] for a in asked]  # the tools were told where to start
+    assert all(not any(a) for a in asked)  # no tool is told to skip positions
     verdict = decide(section, POLICY)
-    assert any("long context: 2 window(s) scored at depths 924 to 1,023" in n
-               for n in verdict["notes"])
+    assert verdict["decision"] == "inert"
+    assert any("2 window(s) scored at every position, their deepest judged alone at depths "
+               "924 to 1,023" in n for n in verdict["notes"])
 
 
 def test_a_decode_beyond_the_token_stream_is_not_checked_never_a_pass() -> None:

@@ -130,7 +130,9 @@ class Correctness:
     # More models scored with this same recipe (windows, reference, tokenizer each their own),
     # one results section each: a profile's models guard one another's correctness too.
     guards: list[str] = field(default_factory=list)
-    long_score_tokens: int = 0  # positions kept at the end of each long window; 0: all
+    long_score_tokens: int = 0  # deep positions at the end of each long window (judged alone)
+    # Critical value of the deep chunks' own test (engine/scoring/segments.py); 0: no deep test.
+    deep_critical: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,7 @@ def _correctness(d: Any) -> Correctness | None:
         tokenize_argv=_tokenize_argv(d.get("tokenize_argv"), f"{w}.tokenize_argv"),
         guards=[str(g) for g in d.get("guards") or []],
         long_score_tokens=get(d, w, "long_score_tokens", int, optional=True) or 0,
+        deep_critical=_opt(d, "deep_critical", 0.0),
     )
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
         raise ContractError(f"{w}: windows need at least 2 tokens")

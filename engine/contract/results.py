@@ -113,6 +113,8 @@ def _correctness(corr: dict[str, Any]) -> None:
     if rule is not None:
         looks, critical = field(rule, f"{w}.rule", "looks", list), field(rule, f"{w}.rule",
                                                                        "critical", list)
+        # a long window gives several chunks: the looks' chunk counts (older: windows)
+        looks = field(rule, f"{w}.rule", "chunk_looks", list, optional=True) or looks
         if len(looks) != len(critical) or len(chunks) not in looks:
             raise ContractError(f"{w}.rule: {len(chunks)} chunks, looks {looks}, "
                                 f"{len(critical)} critical values")

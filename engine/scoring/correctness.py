@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.contract.job import Correctness, Job
-from engine.contract.score_dump import DumpError, check_rows, check_windows, tokens_doc
+from engine.contract.score_dump import DumpError, check_rows, check_windows
 from engine.sandbox import proc, safe_io
 from engine.sandbox import session as sandbox
 from engine.scoring.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.scoring.failure import ScoreFailure
+from engine.scoring.segments import chunk_looks, long_pieces
 from engine.scoring.tokens import OUTPUT_CAP, Stream, scored_model, token_stream
+from engine.scoring.vocab import out_of_vocabulary, vocab_size
 from engine.sides.build import Built, verify
 
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
@@ -85,12 +88,12 @@ def plan(spec: Correctness, text: Sequence[int],
     return out
 
 
-def kept_from(spec: Correctness, window: Window) -> int:
-    """The first position of a window that is scored: long windows keep their last
-    long_score_tokens positions (deep in the context, where long-context bugs show)."""
-    if window.kind != "long" or not spec.long_score_tokens:
-        return 0
-    return max(len(window.tokens) - 1 - spec.long_score_tokens, 0)
+def pieces(spec: Correctness, window: Window) -> list[tuple[str, int, int]]:
+    """The chunks of a window (engine/scoring/segments.py): a short window is one; a long one
+    is scored at every position and cut into shallow and deep pieces."""
+    if window.kind != "long":
+        return [("short", 0, len(window.tokens) - 1)]
+    return long_pieces(spec, len(window.tokens))
 
 
 def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
@@ -106,20 +109,24 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
+    counts, used = chunk_looks(spec, spec.looks), 0
+    vocab = vocab_size(model.path)
     for j, count in enumerate(spec.looks):
-        batch = windows[len(chunks) : count]
+        batch, used = windows[used:count], count
         extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
-        froms = [kept_from(spec, w) for w in batch] + [0] * len(extra)
         refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
-        outs = {side: _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
-                                  built[side], job.env) for side in ("base", "head")}
+        outs = {side: _score_side(spec, side, j, asked, model.path, jobdir, harness,
+                                  built[side], job.env, vocab) for side in ("base", "head")}
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
-        chunks += [_chunk(spec, w, refs[w.kind, w.index], outs["base"][k], outs["head"][k])
-                   for k, w in enumerate(batch)]
+        chunks += [row for k, w in enumerate(batch)
+                   for row in _chunks(spec, w, refs[w.kind, w.index], outs["base"][k],
+                                      outs["head"][k])]
         if j == 0:
             consistency = _consistency(spec, checks, outs, len(batch), cells)
-        looks.append(look(chunks, spec.critical[j], spec.margin, spec.kl_margin, spec.alpha))
+        assert len(chunks) == counts[j], (len(chunks), counts[j])  # the bot's plan, cut alike
+        looks.append(look(chunks, spec.critical[j], spec.margin, spec.kl_margin, spec.alpha,
+                          spec.deep_critical))
         if identical or looks[-1]["decision"] != "undecided":
             stopped = "identical" if identical else "decided"
             break
@@ -131,8 +138,8 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "long_window_tokens": spec.long_window_tokens,
         "long_score_tokens": spec.long_score_tokens,
         "long_corpus_version": stream.long_version,
-        "depths": _depths(spec, windows[: len(chunks)]),
-        "windows": [{"index": w.index, "kind": w.kind} for w in windows[: len(chunks)]],
+        "depths": _depths(spec, _scored(windows, chunks)),
+        "windows": [{"index": w.index, "kind": w.kind} for w in _scored(windows, chunks)],
         "tokens": sum(c["positions"] for c in chunks),
         "topk": spec.topk,
         "tail": TAIL,
@@ -141,29 +148,39 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "chunks": chunks,
         "looks": looks,
         "stopped": stopped,
-        "rule": {"looks": spec.looks, "critical": spec.critical, "alpha": spec.alpha,
+        "rule": {"looks": spec.looks, "chunk_looks": counts, "critical": spec.critical,
+                 "deep_critical": spec.deep_critical, "alpha": spec.alpha,
                  "margin": spec.margin, "kl_margin": spec.kl_margin},
         "floors": spec.floors,
         "consistency": consistency,
     }
 
 
-def _chunk(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
-           head: list[Any]) -> dict[str, Any]:
-    """The window's chunk; every dump holds only its scored positions (from kept_from on)."""
-    row = chunk(window.index, window.kind, ref, base, head)
-    row["first_position"] = kept_from(spec, window)
-    return row
+def _chunks(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
+            head: list[Any]) -> list[dict[str, Any]]:
+    """The window's chunks, one per piece; the dumps hold every position of the window."""
+    rows = []
+    for kind, a, b in pieces(spec, window):
+        row = chunk(window.index, kind, ref[a:b], base[a:b], head[a:b])
+        row["first_position"] = a
+        rows.append(row)
+    return rows
 
+
+def _scored(windows: list[Window], chunks: list[dict[str, Any]]) -> list[Window]:
+    """The windows the recorded chunks come from (a long window gives several chunks)."""
+    seen = {(("long" if c["kind"] == "deep" else c["kind"]), c["window"]) for c in chunks}
+    return [w for w in windows if (w.kind, w.index) in seen]
 
 
 def _depths(spec: Correctness, windows: list[Window]) -> dict[str, int] | None:
-    """Context lengths (tokens seen) at the scored positions of long windows: least and most."""
-    longs = [w for w in windows if w.kind == "long"]
-    if not longs:
+    """Context lengths (tokens seen) at the deep positions of long windows: least and most.
+    Position p has seen p + 1 tokens."""
+    deep = [(a, b) for w in windows if w.kind == "long"
+            for kind, a, b in pieces(spec, w) if kind == "deep"]
+    if not deep:
         return None
-    return {"min": min(kept_from(spec, w) + 1 for w in longs),
-            "max": max(len(w.tokens) - 1 for w in longs)}
+    return {"min": min(a for a, _ in deep) + 1, "max": max(b for _, b in deep)}
 
 
 def _consistency_windows(cells: list[dict[str, Any]], model: str,
@@ -208,15 +225,15 @@ def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str
 
 
 def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[int]],
-                froms: list[int], model: str, jobdir: Path, harness: Path, built: Built,
-                env: dict[str, str]) -> list[Any]:
+                model: str, jobdir: Path, harness: Path, built: Built,
+                env: dict[str, str], vocab: int | None) -> list[Any]:
     verify(built)
     tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json",
-                                     json.dumps(tokens_doc(windows, froms)).encode())
-    # position i predicts token i + 1; a window scored from f on returns positions f..n-2
-    lengths = [len(w) - 1 - f for w, f in zip(windows, froms, strict=True)]
+                                     json.dumps(windows).encode())
+    # position i predicts token i + 1: a window of n ids gives positions 0..n-2
     return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model,
-                      jobdir, harness, built.artifact_dir, env, lengths)
+                      jobdir, harness, built.artifact_dir, env, [len(w) - 1 for w in windows],
+                      vocab)
 
 
 def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, stream: Stream,
@@ -232,10 +249,10 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, st
         if not wanted:
             continue
         version = stream.long_version if kind == "long" and stream.long_ids else stream.version
-        kept = [kept_from(spec, w) for w in wanted[:1]] if kind == "long" else [0]
+        # every position of a window (entries of older versions that kept only the deep
+        # positions had that position in their key: they are never read as whole windows)
         recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version, size,
-                                            spec.topk, *(kept if kept[0] else [])]
-                                           ).encode()).hexdigest()[:24]
+                                            spec.topk]).encode()).hexdigest()[:24]
         folder = cache_root / "reference" / recipe
         for w in wanted:  # each entry checked against the folder's sha256 manifest
             hit = safe_io.cache_get(folder / f"{w.index}.json", OUTPUT_CAP)
@@ -243,13 +260,12 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, st
                 out[kind, w.index] = hit
         missing = [w for w in wanted if (kind, w.index) not in out]
         if missing:
-            froms = [kept_from(spec, w) for w in missing]
             tokens_file = safe_io.input_file(
                 jobdir, f"reference-tokens-{size}.json",
-                json.dumps(tokens_doc([w.tokens for w in missing], froms)).encode())
+                json.dumps([w.tokens for w in missing]).encode())
             got = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec,
                              tokens_file, model_path, jobdir, harness, harness, job.env,
-                             [len(w.tokens) - 1 - f for w, f in zip(missing, froms, strict=True)])
+                             [len(w.tokens) - 1 for w in missing], vocab_size(model_path))
             for w, ref in zip(missing, got, strict=True):
                 safe_io.cache_put(folder / f"{w.index}.json", ref)
         for w in wanted:  # checked again: a cache entry is not proof of anything
@@ -263,7 +279,7 @@ def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, st
 def _cached_reference(row: Any, spec: Correctness, window: Window) -> Any:
     """A cached reference window, checked again: a cache file is not proof of anything."""
     try:
-        return check_rows(row, spec.topk, len(window.tokens) - 1 - kept_from(spec, window))
+        return check_rows(row, spec.topk, len(window.tokens) - 1)
     except DumpError as exc:
         raise ScoreFailure("reference", "unparsable", f"the cached reference of {window.kind} "
                            f"window {window.index} is unusable: {exc}") from exc
@@ -271,7 +287,7 @@ def _cached_reference(row: Any, spec: Correctness, window: Window) -> Any:
 
 def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_file: Path,
                model: str, jobdir: Path, harness: Path, build: Path,
-               env: dict[str, str], lengths: list[int]) -> list[Any]:
+               env: dict[str, str], lengths: list[int], vocab: int | None) -> list[Any]:
     outdir = sandbox.output_dir(jobdir, trusted=side == "reference")
     out = outdir / f"{tag}.json"
     log = jobdir / "logs" / f"score-{tag}.log"
@@ -285,20 +301,44 @@ def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_f
         if not done.ok:
             kind = "timeout" if done.timed_out else "crashed"
             raise ScoreFailure(side, kind, f"score run {kind} (exit {done.returncode})", log)
-        return _read_score(out, side, log, spec.topk, lengths)
+        return _read_score(out, side, log, spec.topk, lengths, vocab)
     finally:
         safe_io.remove_tree(outdir)
 
 
-def _read_score(out: Path, side: str, log: Path, topk: int, lengths: list[int]) -> list[Any]:
+def _read_score(out: Path, side: str, log: Path, topk: int, lengths: list[int],
+                vocab: int | None) -> list[Any]:
+    who = {"head": "the PR's", "base": "main's"}.get(side, "the reference's")
+    odd = _not_a_file(out)
+    if odd:  # named before opening: a FIFO or a device is never read from
+        raise ScoreFailure(side, "unparsable", f"{who} score dump is refused ({out.name}): "
+                           f"it is {odd}, not a regular file", log)
     try:
         doc = safe_io.read_json(out, OUTPUT_CAP)
         windows = check_windows(doc["windows"], topk, lengths)
+        if vocab is not None:
+            bad = out_of_vocabulary(windows, vocab)
+            if bad:
+                raise DumpError(bad)
         return [[{"top": top, "argmax": am} for top, am in zip(w["top"], w["argmax"], strict=True)]
                 for w in windows]
     except DumpError as exc:  # NaN, a repeated id, an argmax that is not the top, a short row
-        who = {"head": "the PR's", "base": "main's"}.get(side, "the reference's")
-        raise ScoreFailure(side, "unparsable", f"{who} score dump is refused: {exc}",
+        raise ScoreFailure(side, "unparsable", f"{who} score dump is refused ({out.name}): {exc}",
                            log) from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ScoreFailure(side, "unparsable", f"score output unreadable: {exc}", log) from exc
+        raise ScoreFailure(side, "unparsable", f"score output unreadable: {who} {out.name}: "
+                           f"{exc}", log) from exc
+
+
+def _not_a_file(path: Path) -> str:
+    """What stands at a dump path when it is not a plain file ("" when it is, or is absent)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return ""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return ""

@@ -16,6 +16,8 @@ Rule at look j, over the first K_j chunks (windows) with N positions in all:
              or E's lower bound > kl_margin
   pass       if D's lower bound > -margin and E's upper bound < kl_margin
   undecided  otherwise: score more windows; undecided at the last look is inconclusive.
+The deep chunks (engine/scoring/segments.py) get the reject half of the same rule on their own,
+with their own critical value: a loss only at depth >= 32k is not diluted by the rest.
 """
 
 from __future__ import annotations
@@ -216,29 +218,50 @@ def _upper_tail(d: int, b: int) -> float:
 
 
 def look(chunks: Sequence[dict[str, Any]], critical: float, margin: float, kl_margin: float,
-         alpha: float) -> dict[str, Any]:
-    """One look of the rule in the module docstring."""
+         alpha: float, deep_critical: float = 0.0) -> dict[str, Any]:
+    """One look of the rule in the module docstring; with deep_critical, the deep chunks
+    (segments.py) are judged on their own too and can REJECT (never pass) alone."""
     s = summary(chunks, critical)
     top, kld = s["diff_top1"], s["diff_kl"]
     p = mcnemar_worse(s["discordant"]["head_only_right"], s["discordant"]["base_only_right"])
-    if (top["hi"] < -margin and p < alpha) or kld["lo"] > kl_margin:
+    deep = _deep(chunks, deep_critical, margin, kl_margin, alpha)
+    if (top["hi"] < -margin and p < alpha) or kld["lo"] > kl_margin or deep.get("reject"):
         decision = "reject"
     elif top["lo"] > -margin and kld["hi"] < kl_margin:
         decision = "pass"
     else:
         decision = "undecided"
-    return {"chunks": s["chunks"], "tokens": s["tokens"], "critical": critical,
-            "decision": decision, "diff_top1": top, "diff_kl": kld, "mcnemar_p": p}
+    out = {"chunks": s["chunks"], "tokens": s["tokens"], "critical": critical,
+           "decision": decision, "diff_top1": top, "diff_kl": kld, "mcnemar_p": p}
+    if deep:
+        out["deep"] = deep
+    return out
+
+
+def _deep(chunks: Sequence[dict[str, Any]], critical: float, margin: float, kl_margin: float,
+          alpha: float) -> dict[str, Any]:
+    """The deep chunks alone: a loss confined to depth is not diluted by shallow positions.
+    A one-sided guard: it can REJECT, never pass (512 deep tokens cannot show equivalence)."""
+    deep = [c for c in chunks if c.get("kind") == "deep"]
+    if critical <= 0 or len(deep) < 2:
+        return {}
+    s = summary(deep, critical)
+    top, kld = s["diff_top1"], s["diff_kl"]
+    p = mcnemar_worse(s["discordant"]["head_only_right"], s["discordant"]["base_only_right"])
+    reject = (top["hi"] < -margin and p < alpha) or kld["lo"] > kl_margin
+    return {"chunks": len(deep), "tokens": s["tokens"], "critical": critical,
+            "diff_top1": top, "diff_kl": kld, "mcnemar_p": p, "reject": bool(reject)}
 
 
 def sequential(chunks: Sequence[dict[str, Any]], looks: Sequence[int], critical: Sequence[float],
-               margin: float, kl_margin: float, alpha: float) -> list[dict[str, Any]]:
+               margin: float, kl_margin: float, alpha: float,
+               deep_critical: float = 0.0) -> list[dict[str, Any]]:
     """Replay every look the recorded chunks reach, stopping at the first decision."""
     out = []
     for count, crit in zip(looks, critical, strict=True):
         if count > len(chunks):
             break
-        out.append(look(chunks[:count], crit, margin, kl_margin, alpha))
+        out.append(look(chunks[:count], crit, margin, kl_margin, alpha, deep_critical))
         if out[-1]["decision"] != "undecided":
             break
     return out

@@ -18,8 +18,18 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from engine.contract.job import Correctness
-from engine.scoring.correctness_stats import inconsistent, look, mcnemar_worse, sequential, summary
+from engine.scoring.correctness_stats import (
+    inconsistent,
+    interval,
+    look,
+    mcnemar_worse,
+    sequential,
+    summary,
+)
+from engine.scoring.segments import chunk_looks, deep_chunks, window_key
 from evalbot.config.errors import ResultsError
 from evalbot.grading import quantiles
 from evalbot.grading.policy import CorrectnessPolicy
@@ -30,6 +40,9 @@ from evalbot.grading.policy import CorrectnessPolicy
 # window in five is caught in >= 99% within the llamacpp profile's 28.7k tokens (0.01: 92%).
 ALPHA = 0.05
 DIGITS = 6  # critical values travel in JSON: rounded so the replay compares equal numbers
+# One-sided level of main's drift test: a main at its calibrated floor is flagged this often at
+# most, while a main 15 points down is caught (bench/guard_quality.py).
+DRIFT_ALPHA = 0.005
 
 
 def critical_values(looks: Sequence[int], alpha: float = ALPHA) -> list[float]:
@@ -45,20 +58,31 @@ def _critical(looks: tuple[int, ...], alpha: float) -> tuple[float, ...]:
     return tuple(round(float(quantiles.t_isf(tail, k - 1)), DIGITS) for k in looks)
 
 
+def deep_critical(looks: Sequence[int], deep: int, alpha: float = ALPHA) -> float:
+    """The deep chunks' own test: t quantile with deep - 1 df, at the looks' Bonferroni level
+    (it is applied at every look, on the same chunks); 0 when there is no deep test."""
+    if deep < 2:
+        return 0.0
+    return round(float(quantiles.t_isf(alpha / (2 * len(looks)), deep - 1)), DIGITS)
+
+
 def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Correctness:
-    """The job's correctness section from the profile's settings and the policy's margins."""
+    """The job's correctness section from the profile's settings and the policy's margins.
+    `looks` count windows; the critical values are for the chunks they cut into (segments.py)."""
     first = settings.windows + settings.long_windows
     looks = sorted({first, *(k for k in settings.looks if k > first)})
+    chunks = chunk_looks(settings, looks)
     return Correctness(
         score_argv=list(settings.score_argv), reference_argv=list(settings.reference_argv),
         seed=seed, windows=settings.windows, window_tokens=settings.window_tokens,
         topk=settings.topk, model=settings.model, timeout_s=settings.timeout_s,
-        looks=looks, critical=critical_values(looks), alpha=ALPHA, margin=policy.margin,
+        looks=looks, critical=critical_values(chunks), alpha=ALPHA, margin=policy.margin,
         kl_margin=policy.kl_margin, long_windows=settings.long_windows,
         long_window_tokens=settings.long_window_tokens, floors=dict(settings.floors or {}),
         tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path,
         tokenize_argv=list(settings.tokenize_argv), guards=list(settings.guards),
-        long_score_tokens=settings.long_score_tokens)
+        long_score_tokens=settings.long_score_tokens,
+        deep_critical=deep_critical(looks, deep_chunks(settings)))
 
 
 def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[str, Any]:
@@ -75,6 +99,8 @@ def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[st
                   for lk in looks],
         "margin": policy.margin, "kl_margin": policy.kl_margin, "reasons": [],
     }
+    if final.get("deep"):
+        out["deep"] = final["deep"]
     out["mcnemar_p"] = mcnemar_worse(out["discordant"]["head_only_right"],
                                      out["discordant"]["base_only_right"])
     out["consistency"] = _consistency(section.get("consistency") or {}, out["reasons"])
@@ -85,7 +111,7 @@ def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[st
         out["reasons"].append("head's log-probabilities equal base's bit for bit")
     else:
         out["decision"] = _paired(out, final["decision"], policy)
-    _floors(out, section.get("floors") or {}, policy)
+    _floors(out, section.get("floors") or {}, section["chunks"], policy)
     out["notes"] = _notes(section, out)
     if section.get("depths"):
         out["depths"] = section["depths"]
@@ -104,9 +130,9 @@ def _notes(section: dict[str, Any], out: dict[str, Any]) -> list[str]:
         notes.append(f"speed/score consistency not checked for {row['key']}: {row['reason']}")
     depths = section.get("depths")
     if depths:
-        longs = sum(1 for c in section["chunks"] if c.get("kind") == "long")
-        notes.append(f"long context: {longs} window(s) scored at depths {depths['min']:,} to "
-                     f"{depths['max']:,} tokens")
+        longs = len({window_key(c) for c in section["chunks"] if c.get("kind") == "deep"})
+        notes.append(f"long context: {longs} window(s) scored at every position, their deepest "
+                     f"judged alone at depths {depths['min']:,} to {depths['max']:,} tokens")
     return notes
 
 
@@ -121,15 +147,23 @@ def _replay(section: dict[str, Any], rule: dict[str, Any],
     """Recompute the harness's looks from the chunks (they must agree), then the final look
     over every scored chunk under this policy's margins (a re-grade may change them)."""
     alpha = float(rule.get("alpha", ALPHA))  # the level the harness ran with (older: 0.01)
-    expected = critical_values(rule["looks"], alpha)
+    counts = rule.get("chunk_looks") or rule["looks"]  # older results: a window was a chunk
+    expected = critical_values(counts, alpha)
     if any(abs(a - b) > 1e-6 for a, b in zip(expected, rule["critical"], strict=True)):
         raise ResultsError("correctness: recorded critical values do not match the rule")
+    deep = float(rule.get("deep_critical") or 0.0)
     chunks = section["chunks"]
-    if len(chunks) not in rule["looks"]:
-        raise ResultsError(f"correctness: {len(chunks)} chunks is not a look of {rule['looks']}")
+    n_deep = sum(1 for c in chunks if c.get("kind") == "deep")
+    if abs(deep - deep_critical(counts, n_deep, alpha)) > 1e-6 and deep:
+        raise ResultsError("correctness: the recorded deep critical value does not match the "
+                           f"{n_deep} deep chunks")
+    if n_deep >= 2 and not deep:
+        raise ResultsError("correctness: deep chunks recorded without their own test")
+    if len(chunks) not in counts:
+        raise ResultsError(f"correctness: {len(chunks)} chunks is not a look of {counts}")
     margin = rule.get("margin", policy.margin)
     kl_margin = rule.get("kl_margin", policy.kl_margin)
-    replayed = sequential(chunks, rule["looks"], rule["critical"], margin, kl_margin, alpha)
+    replayed = sequential(chunks, counts, rule["critical"], margin, kl_margin, alpha, deep)
     if replayed[-1]["chunks"] != len(chunks):
         raise ResultsError("correctness: chunks scored past the look that decided")
     recorded = section.get("looks")
@@ -138,13 +172,22 @@ def _replay(section: dict[str, Any], rule: dict[str, Any],
         raise ResultsError(f"correctness: recorded looks {[lk['decision'] for lk in recorded]} "
                            f"disagree with the replay {[lk['decision'] for lk in replayed]}")
     final = look(chunks, rule["critical"][len(replayed) - 1], policy.margin, policy.kl_margin,
-                 ALPHA)
+                 ALPHA, deep)
     return {"looks": replayed, "final": final}
 
 
 def _paired(out: dict[str, Any], decision: str, policy: CorrectnessPolicy) -> str:
     top1, kl = out["diff_top1"], out["diff_kl"]
     if decision == "reject":
+        deep = out.get("deep") or {}
+        if deep.get("reject"):
+            d1 = deep["diff_top1"]
+            out["reasons"].append(
+                f"at depth {_depth_text(out)}, alone: top-1 {100 * d1['mean']:+.2f} points "
+                f"against main (interval {100 * d1['lo']:+.2f} to {100 * d1['hi']:+.2f}, "
+                f"{deep['tokens']} tokens), KL {deep['diff_kl']['mean']:+.4f} (interval "
+                f"{deep['diff_kl']['lo']:+.4f} to {deep['diff_kl']['hi']:+.4f}), beyond the "
+                f"margins (McNemar p = {deep['mcnemar_p']:.2g})")
         if top1["hi"] < -policy.margin:
             out["reasons"].append(
                 f"top-1 agreement fell {-100 * top1['mean']:.2f} points against main (interval "
@@ -161,19 +204,42 @@ def _paired(out: dict[str, Any], decision: str, policy: CorrectnessPolicy) -> st
     return "inconclusive"
 
 
-def _floors(out: dict[str, Any], floors: dict[str, float], policy: CorrectnessPolicy) -> None:
-    """Floors judge the PR only when main clears them, and only where head is worse than main."""
+def _depth_text(out: dict[str, Any]) -> str:
+    depths = out.get("depths") or {}
+    return f"{depths['min']:,}+" if depths.get("min") else "the deep positions"
+
+
+def main_level(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Main's top-1 and KL against the reference, one-sided 95% bounds, clustered by scored
+    window (the pieces of one long window share its text and its cache: not independent)."""
+    merged: dict[tuple[str, int], list[float]] = {}
+    for c in chunks:
+        row = merged.setdefault(window_key(c), [0.0] * 4)
+        for k, key in enumerate(("positions", "base_top1", "base_kl_sum", "base_kl_sq_sum")):
+            row[k] += float(c.get(key, 0.0))
+    n, top, kl, kl2 = (np.array(col) for col in zip(*merged.values(), strict=True))
+    crit = float(quantiles.t_isf(DRIFT_ALPHA, max(len(n) - 1, 1)))
+    return {"top1": interval(top, top, n, crit), "kl": interval(kl, kl2, n, crit),
+            "windows": len(n), "critical": round(crit, DIGITS)}
+
+
+def _floors(out: dict[str, Any], floors: dict[str, float], chunks: Sequence[dict[str, Any]],
+            policy: CorrectnessPolicy) -> None:
+    """Floors judge the PR only when main clears them, and only where head is worse than main.
+    Main is judged by its one-sided bound (its whole two-sided interval beyond the floor let a
+    main 15 points down pass in half the PRs): drift stops the evaluation."""
     top1_floor = floors.get("top1", policy.top1_floor)
     kl_ceiling = floors.get("kl", policy.kl_ceiling)
     out["floors"] = {"top1": top1_floor, "kl": kl_ceiling,
                      "calibrated": bool(floors)}
-    base, head = out["base"], out["head"]
+    base, head = main_level(chunks), out["head"]
     if base["top1"]["hi"] < top1_floor or base["kl"]["lo"] > kl_ceiling:
         out["drift"] = True
         out["reasons"].append(
             f"the reference is unusable: main itself is below the floors (top-1 "
-            f"{base['top1']['mean']:.4f} vs {top1_floor}, KL {base['kl']['mean']:.4f} vs "
-            f"{kl_ceiling}; reference {out.get('corpus_version')}, path: {out['path']}); "
+            f"{base['top1']['mean']:.4f}, at most {base['top1']['hi']:.4f}, vs {top1_floor}; KL "
+            f"{base['kl']['mean']:.4f}, at least {base['kl']['lo']:.4f}, vs {kl_ceiling}; "
+            f"reference {out.get('corpus_version')}, path: {out['path']}); "
             "no correctness verdict is possible until the reference or the floors are fixed")
         if out["decision"] != "reject" or not out["consistency"]["head_mismatch"]:
             out["decision"] = "infra-error"  # only the PR's own speed/score mismatch stands
@@ -222,8 +288,8 @@ def calibrate_floors(sections: Sequence[dict[str, Any]], policy: CorrectnessPoli
     if not sections:
         raise ValueError("calibrating floors needs at least one scored evaluation of main")
     tops, kls = [], []
-    for section in sections:
-        s = summary(section["chunks"], critical_values([len(section["chunks"])])[0])
-        tops.append(s["base"]["top1"]["lo"])
-        kls.append(s["base"]["kl"]["hi"])
+    for section in sections:  # the bounds of the drift test, clustered by window
+        level = main_level(section["chunks"])
+        tops.append(level["top1"]["lo"])
+        kls.append(level["kl"]["hi"])
     return {"top1": round(max(min(tops), 0.0), 4), "kl": round(max(kls), 4)}

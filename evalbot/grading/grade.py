@@ -18,7 +18,7 @@ from typing import Any
 from engine.measure import speed, stats
 from evalbot.config.errors import ResultsError
 from evalbot.config.redact import public_failure
-from evalbot.grading import compat, confirmation, correctness_policy
+from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, schedule
 
@@ -58,13 +58,16 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "reasons": [],
         "witnesses": witnesses,
     }
-    kind, best = _kind(results, cells, guarded(corr, guards), policy, verdict["reasons"])
+    kind, best = _kind(results, cells, correctness_headline.combined(corr, guards), policy,
+                       verdict["reasons"])
+    forced = correctness_headline.model_labels(corr, guards) \
+        if kind in ("inconclusive", "infra-error") else {}
     tier = best["tier"] if best else None
     headline = _headline(kind, tier)
     regressions = sorted({_regression_label(c) for c in cells if c["decision"] == "regressed"})
     models = [
         {"name": name, "role": roles[name], "namespace": spaces[name],
-         "label": f"{spaces[name]}:{_model_label(name, cells, kind)}"}
+         "label": f"{spaces[name]}:{forced.get(name) or _model_label(name, cells, kind)}"}
         for name in roles
     ]
     verdict.update(
@@ -230,17 +233,6 @@ def _best(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     return max(tiered, key=lambda c: (RANK[c["tier"]], c["metric"] == "decode",
                                       (c["compat"] or {}).get("effective", c["speedup"])))
-
-
-def guarded(corr: dict[str, Any], guards: list[dict[str, Any]]) -> dict[str, Any]:
-    """The scored model's decision, turned to reject when another model's scoring rejects:
-    each model of the profile guards the others' correctness (profile `correctness.guards`)."""
-    rejected = [g for g in guards if g["decision"] == "reject"]
-    if corr["decision"] == "reject" or not rejected:
-        return corr
-    return {**corr, "decision": "reject",
-            "reasons": [f"{g.get('model') or 'guard model'}: {r}" for g in rejected
-                        for r in g["reasons"]]}
 
 
 def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, Any],
