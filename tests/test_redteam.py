@@ -351,8 +351,9 @@ def test_code_planted_in_home_reaches_no_other_run(box: Path) -> None:
     verdict = grade(results, POLICY)
     assert verdict["tier"] is None and verdict["kind"] != "improved"
     log = (jobdir / "logs" / "build-head.log").read_text()
-    for spot in ("homes", "outputs", "inputs", "harness"):
-        assert f"plant {jobdir / spot}/usercustomize.py: PermissionError" in log
+    for spot in ("homes", "outputs", "inputs", "harness"):  # EROFS (OSError): read-only mount
+        assert any(f"plant {jobdir / spot}/usercustomize.py: {error}" in log
+                   for error in ("PermissionError", "OSError"))
 
 
 def test_a_poisoned_reference_is_impossible(box: Path) -> None:

@@ -42,6 +42,7 @@ attempt("list_other_job", lambda: os.listdir(sys.argv[4]))
 attempt("list_jobs", lambda: os.listdir(sys.argv[5]))
 out["limits"] = {n: resource.getrlimit(getattr(resource, n))[0]
                  for n in ("RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_AS")}
+out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 if os.fork() == 0:  # a daemon that leaves the process group and hides in its own session
     os.setsid()
     if os.fork() == 0:
@@ -49,7 +50,6 @@ if os.fork() == 0:  # a daemon that leaves the process group and hides in its ow
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         import time
-        open(sys.argv[6], "w").write(str(os.getpid()))
         time.sleep(600)
     os._exit(0)
 os.wait()
@@ -106,9 +106,8 @@ def test_sandboxed_process_is_confined(box, stub, listener, tmp_path, monkeypatc
     artifact = jobdir / "artifacts" / "base" / "engine"
     artifact.parent.mkdir(parents=True)
     artifact.write_text("trusted")
-    pidfile = jobdir / "trees" / "daemon.pid"  # not in /tmp: the sandbox's files there go
     args = [str(listener), str(token), str(artifact), str(box / "jobs" / "other"),
-            str(box / "jobs"), str(pidfile)]
+            str(box / "jobs")]
     done = proc.run([system_python(), "-c", PROBE, *args], cwd=artifact.parent,
                     timeout_s=60, log=tmp_path / "probe.log", env={"OMP_NUM_THREADS": "1"})
     sandbox._active = None
@@ -119,13 +118,13 @@ def test_sandboxed_process_is_confined(box, stub, listener, tmp_path, monkeypatc
     assert "EVALBOT_GITHUB_TOKEN" not in out["env"] and "OMP_NUM_THREADS" in out["env"]
     assert out["connect"] != "allowed" and out["nics"] == ["lo"]  # no network: own namespace
     assert out["read_token"] == "PermissionError"
-    assert out["write_artifact"] == "PermissionError" and artifact.read_text() == "trusted"
+    assert out["write_artifact"] in ("PermissionError", "OSError")  # EROFS: read-only mount
+    assert artifact.read_text() == "trusted"
     assert out["list_other_job"] == "PermissionError" and out["list_jobs"] == "PermissionError"
     assert out["limits"] == {"RLIMIT_NPROC": 64, "RLIMIT_FSIZE": 16 << 20,
                              "RLIMIT_AS": 4096 << 20}
-    daemon = int(pidfile.read_text())
-    assert not _alive(daemon)  # the double-forked daemon did not outlive the run
-    assert _processes_of(SANDBOX_USER) == []
+    assert out["pids"] == [1, 2]  # its own PID namespace: bwrap's init and the probe
+    assert _processes_of(SANDBOX_USER) == []  # the double-forked daemon did not outlive the run
 
 
 def test_a_fork_bomb_is_bounded_and_cleaned_up(box, stub, tmp_path):
@@ -153,7 +152,7 @@ def test_a_hostile_pull_request_gets_nothing_through(box, stub):
     sandbox._active = None
     assert results["failures"] == []  # base's artifacts verified intact before every sample
     log = (jobdir / "logs" / "build-head.log").read_text()
-    assert "overwrite-base: PermissionError" in log
+    assert "overwrite-base: OSError" in log or "overwrite-base: PermissionError" in log
     assert "write-cache: PermissionError" in log
     assert "network: OSError" in log or "network: ConnectionRefusedError" in log
     assert _processes_of(SANDBOX_USER) == []
@@ -258,34 +257,3 @@ def test_a_handoff_witness_gets_its_prompt_through_the_sandbox(box, stub, tmp_pa
     assert done.ok and done.handoff_s is not None, done.output
     line = next(x for x in done.output.splitlines() if x.startswith("OUTPUT_IDS:"))
     assert line.split()[1:] == [str(pwd.getpwnam(SANDBOX_USER).pw_uid), "False", "7", "6", "5"]
-
-
-def test_the_purge_removes_the_sandbox_users_files_wherever_it_could_write_them() -> None:
-    """The purge's find (engine/sandbox/session.py `_purge_argv`), run as the sandbox user as the
-    harness runs it: its files directly in /tmp, deep in a directory it made, and in a
-    world-writable directory go; another user's file stays; a readable tree it may not write is
-    not entered (the walk that made every run pay for checkouts left in /tmp)."""
-    ensure_sandbox_user()
-    as_user = ["runuser", "-u", SANDBOX_USER, "--"]
-    with tempfile.TemporaryDirectory(prefix="evalbot-purge-", dir="/tmp") as tmp:
-        root = Path(tmp)
-        root.chmod(0o755)  # readable by all, writable by root only
-        shared = Path(tempfile.mkdtemp(prefix="evalbot-purge-shared-", dir="/tmp"))
-        shared.chmod(0o1777)  # writable by all, as /tmp itself
-        (root / "tree").mkdir()
-        (root / "tree" / "root-file").write_text("the harness's")
-        own = Path(tempfile.mkdtemp(prefix="evalbot-purge-own-", dir="/tmp"))
-        os.chown(own, pwd.getpwnam(SANDBOX_USER).pw_uid, -1)
-        planted = [own / "a" / "b" / "state", shared / "state",
-                   Path(f"/tmp/evalbot-purge-top-{os.getpid()}")]
-        for path in planted:
-            subprocess.run([*as_user, "/bin/sh", "-c", 'mkdir -p "$(dirname "$1")" && '
-                            'echo x > "$1"', "plant", str(path)], check=True)
-        done = subprocess.run([*as_user, *sandbox._purge_argv(["/tmp"], SANDBOX_USER)],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert [p for p in planted if p.exists()] == []
-        assert not own.exists()  # the sandbox user's own directory went with its contents
-        assert (root / "tree" / "root-file").read_text() == "the harness's"
-        assert shared.is_dir()  # not the sandbox user's
-        shared.rmdir()

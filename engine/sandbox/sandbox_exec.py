@@ -1,37 +1,69 @@
 #!/usr/bin/python3 -I
 """The sandbox launcher: the only code that runs as root, and only to drop into the sandbox.
 
-    sandbox_exec.py run SPEC_JSON -- ARGV...   start ARGV as the sandbox user
+    sandbox_exec.py run SPEC_JSON -- ARGV...   start ARGV in the sandbox, as the sandbox user
+    sandbox_exec.py check USER                 start /bin/true so; exit 0 when the sandbox works
     sandbox_exec.py kill USER                  kill every process of the sandbox user
 
-`run` enters new network (unless the spec allows network), UTS and IPC namespaces, sets the
-fixed host name, applies the resource limits, drops every privilege (no groups, no new
-privileges), sets exactly the environment the spec gives, and execs ARGV. A harness that is root
-runs this file directly; an unprivileged harness runs the root-owned copy `evalbot box init`
-installs, through a sudo rule that allows nothing else. Self-contained: stdlib only, no imports
-from the engine package, so the installed copy does not depend on a job directory.
+The sandbox is bubblewrap's (`bwrap`, Debian's package `bubblewrap`), started unprivileged as the
+sandbox user in a user namespace of its own (`bwrap_argv` says what it sees): new PID, network
+(loopback only, unless the spec allows network), UTS (a fixed host name), IPC and mount
+namespaces; `/` read-only; a private `/tmp`, `/var/tmp`, `/dev/shm`, `/run` (and `/run/lock`,
+`/var/lock`) per run, gone with its mount namespace; empty, read-only directories over the box's
+state (`MASKED`: other users' homes, logs, login records, the SSH and network configuration);
+`/etc/passwd`, `/etc/group`, `/etc/hosts` and `/etc/hostname` that name nobody of the box; the
+GPU devices bound in. What stays hand-written, and why bubblewrap cannot do it:
+
+- **becoming the sandbox user** (`drop_to`) and **the limits** (`apply_limits`): bwrap's
+  `--uid` only renames a user inside its namespace; the files of the box must see the sandbox
+  user's own uid, so root drops to it before bwrap starts, and the rlimits are inherited;
+- **`kill`**: bwrap ends a run as a whole (`--die-with-parent`: when the run's first process
+  exits, or the harness dies, its PID namespace goes, orphans and daemons with it), but a
+  harness that is not root cannot signal the sandbox user's processes to end a run that timed
+  out, and the next run must start only once none is left: the launcher kills every process of
+  the sandbox user (kill(-1) as that user reaches into every namespace it made) and checks.
+
+A harness that is root runs this file as a process of its own; an unprivileged harness runs the
+root-owned copy `evalbot box init` installs, through a sudo rule that allows nothing else.
+Self-contained: stdlib only, no imports from the engine package, so the installed copy does not
+depend on a job directory.
 """
 
 from __future__ import annotations
 
 import ctypes
-import fcntl
+import glob
 import json
 import os
 import pwd
 import resource
 import signal
-import socket
-import struct
+import subprocess
 import sys
 import time
 
-CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
 PR_SET_NO_NEW_PRIVS = 38
 ALLOWED_USER_FILE = "/etc/evalbot/sandbox-user"  # written by `evalbot box init`
+BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")  # root never looks it up on a PATH
 LIMITS = {"as_mb": (resource.RLIMIT_AS, 1 << 20), "nproc": (resource.RLIMIT_NPROC, 1),
           "fsize_mb": (resource.RLIMIT_FSIZE, 1 << 20), "nofile": (resource.RLIMIT_NOFILE, 1)}
 EXIT_SETUP = 126  # the sandbox could not be set up: infrastructure, never the PR
+INSIDE_USER = "sandbox"  # the name the run sees for itself: the box's user names stay unknown
+# Writable, empty and the run's own (gone with its mount namespace): nothing one run leaves
+# there reaches another, and nothing of the box is seen there (sockets, pid files, locks).
+PRIVATE = ("/tmp", "/var/tmp", "/run", "/var/lock")
+# The box's state, none of a run's business: each becomes an empty, read-only directory. Other
+# users' homes (keys, shell histories), logs and login records (user names, addresses), service
+# state (DHCP leases: addresses), the SSH, network and service configuration (the SSH port).
+MASKED = ("/home", "/root", "/srv", "/mnt", "/media", "/var/log", "/var/lib", "/var/mail",
+          "/var/spool", "/var/backups", "/etc/ssh", "/etc/network", "/etc/systemd",
+          "/etc/NetworkManager", "/etc/netplan", "/etc/sudoers.d", "/etc/evalbot")
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+USERNS_HINT = ("bubblewrap could not make its namespaces as an unprivileged user. On Debian "
+               "and Ubuntu: `sysctl kernel.unprivileged_userns_clone=1`; everywhere: "
+               "`sysctl user.max_user_namespaces=15000`; on Ubuntu 23.10 and later also "
+               "`sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile "
+               "for /usr/bin/bwrap); in a container, a runtime that allows user namespaces")
 
 
 def fail(message: str) -> None:
@@ -55,18 +87,12 @@ def sandbox_user(name: str) -> pwd.struct_passwd:
     return entry
 
 
-def unshare(flags: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(flags) != 0:
-        fail(f"unshare failed: {os.strerror(ctypes.get_errno())}")
-
-
-def loopback_up() -> None:
-    """The fresh network namespace has only `lo`, down; local sockets still need it up."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        req = struct.pack("16sH22x", b"lo", 0)
-        flags = struct.unpack("16sH22x", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
-        fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 0x1))  # SIOCSIFFLAGS, UP
+def bwrap_path() -> str:
+    for path in BWRAP:
+        if os.access(path, os.X_OK):
+            return path
+    fail("bubblewrap is not installed (apt-get install bubblewrap; `evalbot box init` does it)")
+    return ""
 
 
 def apply_limits(limits: dict[str, int]) -> None:
@@ -79,45 +105,123 @@ def apply_limits(limits: dict[str, int]) -> None:
         resource.setrlimit(which, (hard, hard))  # soft = hard: the sandbox cannot raise it
 
 
-def drop_to(entry: pwd.struct_passwd) -> None:
+def drop_to(entry: pwd.struct_passwd, no_new_privs: bool = True) -> None:
     os.setgroups([])
     os.setgid(entry.pw_gid)
     os.setuid(entry.pw_uid)
     if os.getuid() == 0 or os.geteuid() == 0:
         fail("could not drop root")
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # setuid binaries grant nothing
+    if no_new_privs and libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         fail("could not set no_new_privs")
 
 
-def confine(spec: dict[str, object]) -> None:
-    """Everything but the exec: namespaces, host name, limits, the user. Runs in the child."""
-    entry = sandbox_user(str(spec["user"]))
+def etc_files(spec: dict[str, object], entry: pwd.struct_passwd) -> dict[str, str]:
+    """The files of /etc that would name the box's users, host name and addresses, as the run
+    sees them instead (only those the box has: bwrap cannot add a file to a read-only /)."""
+    host = str(spec.get("hostname", "evalbot-sandbox"))
+    home = str(spec.get("home") or "/nonexistent")
+    files = {"/etc/passwd": f"root:x:0:0::/root:/usr/sbin/nologin\n{INSIDE_USER}:x:"
+                            f"{entry.pw_uid}:{entry.pw_gid}::{home}:/usr/sbin/nologin\n"
+                            "nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n",
+             "/etc/group": f"root:x:0:\n{INSIDE_USER}:x:{entry.pw_gid}:\nnogroup:x:65534:\n",
+             "/etc/hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t{host}\n",
+             "/etc/hostname": f"{host}\n", "/etc/mailname": f"{host}\n", "/etc/subuid": "",
+             "/etc/subgid": "", "/etc/resolv.conf": "", "/etc/motd": ""}
+    return {path: body for path, body in files.items()
+            if os.path.isfile(path) and not os.path.islink(path)}
+
+
+def data_fds(files: dict[str, str]) -> list[str]:
+    """--ro-bind-data arguments: each file's text in a pipe bwrap reads (all fit a pipe)."""
+    args = []
+    for path, body in files.items():
+        read, write = os.pipe()
+        os.write(write, body.encode())
+        os.close(write)
+        os.set_inheritable(read, True)
+        args += ["--ro-bind-data", str(read), path]
+    return args
+
+
+def hides(path: str) -> bool:
+    """Whether binding `path` back would uncover a private or masked place (a harness whose
+    sys.path holds /tmp); one the user cannot read (checked as the user) it cannot bind."""
+    path = os.path.normpath(path)
+    return any(p == path or p.startswith(path.rstrip("/") + "/") for p in ("/", *PRIVATE, *MASKED))
+
+
+def bwrap_argv(bwrap: str, spec: dict[str, object], data: list[str],
+               argv: list[str]) -> list[str]:
+    """What the run sees: / read-only, the private and masked places, the run's own paths."""
     network = bool(spec.get("network", False))
-    unshare(CLONE_NEWUTS | CLONE_NEWIPC | (0 if network else CLONE_NEWNET))
-    socket.sethostname(str(spec.get("hostname", "evalbot-sandbox")))
-    if not network:
-        loopback_up()
-    apply_limits(dict(spec.get("limits") or {}))  # type: ignore[call-overload]
-    drop_to(entry)
-    os.umask(0o022)
-    os.chdir(str(spec["cwd"]))
+    args = [bwrap, "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", *([] if network else ["--unshare-net"]),
+            "--hostname", str(spec.get("hostname", "evalbot-sandbox")), "--new-session",
+            "--die-with-parent",
+            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--tmpfs", "/dev/shm"]
+    for pattern in GPU_DEVICES if spec.get("gpu", True) else ():
+        for dev in sorted(glob.glob(pattern)):
+            args += ["--dev-bind", dev, dev]
+    masked = [p for p in MASKED if os.path.isdir(p) and not os.path.islink(p)]
+    for path in PRIVATE:
+        if os.path.isdir(path) and not os.path.islink(path):  # /var/lock is mostly /run/lock
+            args += ["--perms", "1777", "--tmpfs", path]
+    args += ["--perms", "1777", "--dir", "/run/lock"]
+    for path in masked:
+        args += ["--perms", "0755", "--tmpfs", path]
+    for path in spec.get("ro") or []:  # type: ignore[attr-defined]
+        mode = os.X_OK if os.path.isdir(str(path)) else os.R_OK  # (this runs as the user)
+        if os.access(str(path), mode) and not hides(str(path)):
+            args += ["--ro-bind", str(path), str(path)]
+    for path in spec.get("rw") or []:  # type: ignore[attr-defined]
+        args += ["--bind", str(path), str(path)]
+    if spec.get("home"):
+        args += ["--perms", "0700", "--tmpfs", str(spec["home"])]
+    args += data
+    for path in masked:
+        args += ["--remount-ro", path]
+    return [*args, "--chdir", str(spec["cwd"]), "--", *argv]
 
 
 def environment(spec: dict[str, object]) -> dict[str, str]:
     """Exactly the spec's variables and who we are: nothing inherited."""
     env = {str(k): str(v) for k, v in dict(spec.get("env") or {}).items()}  # type: ignore[call-overload]
-    env.update(USER=str(spec["user"]), LOGNAME=str(spec["user"]))
+    env.update(USER=INSIDE_USER, LOGNAME=INSIDE_USER)
     return env
 
 
 def run(spec: dict[str, object], argv: list[str]) -> None:
-    confine(spec)
+    """Become the sandbox user with the stage's limits, then exec bwrap. bwrap sets
+    no_new_privs on the run itself; setting it here first would stop a setuid bwrap (the way
+    some distributions allow it namespaces) from working."""
+    entry = sandbox_user(str(spec["user"]))
+    bwrap = bwrap_path()
+    apply_limits(dict(spec.get("limits") or {}))  # type: ignore[call-overload]
+    data = data_fds(etc_files(spec, entry))
+    os.chdir("/")
+    drop_to(entry, no_new_privs=False)
+    os.umask(0o022)
     try:
-        os.execvpe(argv[0], argv, environment(spec))
+        os.execve(bwrap, bwrap_argv(bwrap, spec, data, argv), environment(spec))
     except OSError as exc:
-        print(f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}", file=sys.stderr)
-        sys.exit(127)
+        fail(f"cannot execute {bwrap}: {exc.strerror}")
+
+
+def check(name: str) -> int:
+    """Start /bin/true in the sandbox as a run does: 0 when it works, else why not."""
+    spec = {"user": name, "cwd": "/", "env": {"PATH": "/usr/bin:/bin"}, "gpu": False}
+    done = subprocess.run([sys.executable, "-I", os.path.abspath(__file__), "run",
+                           json.dumps(spec), "--", "/bin/true"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode == 0:
+        print("sandbox: bubblewrap works")
+        return 0
+    why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    hint = USERNS_HINT if "bwrap" in why and "sandbox:" not in why else ""
+    print(f"sandbox: does not work: {why}{'. ' + hint if hint else ''}", file=sys.stderr)
+    return 1
 
 
 def kill_all(name: str) -> int:
@@ -159,9 +263,9 @@ def main(args: list[str]) -> int:
         fail("must run as root (directly, or through the sudo rule `evalbot box init` writes)")
     if len(args) >= 3 and args[0] == "run" and args[2] == "--" and len(args) > 3:
         run(json.loads(args[1]), args[3:])
-    if len(args) == 2 and args[0] == "kill":
-        return kill_all(args[1])
-    fail("usage: sandbox_exec.py run SPEC_JSON -- ARGV... | kill USER")
+    if len(args) == 2 and args[0] in ("kill", "check"):
+        return kill_all(args[1]) if args[0] == "kill" else check(args[1])
+    fail("usage: sandbox_exec.py run SPEC_JSON -- ARGV... | check USER | kill USER")
     return EXIT_SETUP
 
 

@@ -2,11 +2,14 @@
 
 `enter` (called once by the harness) fetches the repository while the harness still has the
 network, locks every other job directory away, makes the few directories the sandbox may write,
-and activates the sandbox. From then on `proc.run` wraps each engine process with `wrap` and
-calls `after_run` when it ends: every process of the sandbox user is killed, its HOME/TMPDIR
-(made fresh for that one run) and whatever it left in the box's shared temporary directories are
-removed, and the GPU must be idle before the next run. The privileged part lives in
-sandbox_exec.py.
+checks that bubblewrap works on this box (infrastructure's failure where it does not), and
+activates the sandbox. From then on `proc.run` wraps each engine process with `wrap`: the
+launcher (sandbox_exec.py, which says what a run sees) becomes the sandbox user and starts it in
+bubblewrap, with `/` read-only and writable only what is the run's own (`_paths`): its HOME, a
+tmpfs made for it, the output directories its argv names, and in a build stage its own tree.
+When the run ends `after_run` kills every process of the sandbox user and the GPU must be idle
+before the next run. The private /tmp, /var/tmp, /dev/shm and /run/lock of a run, and its HOME,
+end with its mount namespace: there is nothing to purge.
 """
 
 from __future__ import annotations
@@ -36,9 +39,6 @@ if TYPE_CHECKING:  # the type only: engine.contract.job imports sandbox_spec, ne
 EXEC = Path(__file__).resolve().with_name("sandbox_exec.py")
 WRITABLE = ("trees",)  # the only place of a job directory the sandbox writes by name
 HOMES = "homes"  # harness-owned; one fresh HOME per run inside, removed after the run
-# World-writable places outside the job directory: what the sandbox leaves there is removed
-# after every run, so no file carries from one run to the next.
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 DEFAULT_LIMITS = {"build": {"nproc": 4096, "fsize_mb": 8192, "nofile": 4096},
                   "run": {"nproc": 1024, "fsize_mb": 1024, "nofile": 4096}}
 
@@ -58,6 +58,7 @@ class Active:
     gpu_idle_timeout_s: float
     mirror: Path | None = None
     gid: int = -1
+    visible: tuple[str, ...] = ()  # read-only in every run: the job directory, Python, models
 
     def stage(self, cwd: Path) -> str:
         """Checkout and build run in the trees; everything else is a run of built code."""
@@ -91,12 +92,36 @@ def enter(job: Job, jobdir: Path) -> Job:
                  jobdir.resolve(), float(spec.get("gpu_idle_timeout_s", 120)),
                  gid=_sandbox_gid(spec["user"]))
     _lock_down(jobdir.resolve(), act.gid, job.cache_dir)
+    act = dataclasses.replace(act, visible=_visible(jobdir.resolve(), job))
+    _check_works(act)
     cache = Path(job.cache_dir) / "model-hashes.json" if job.cache_dir else None
     verify_files(((m.name, m.path, m.sha256) for m in job.models), cache)
     mirror = _fetch(job.repo, jobdir.resolve())
     _active = dataclasses.replace(act, mirror=mirror)
     kill_all()  # nothing of an earlier job may still run as the sandbox user
     return dataclasses.replace(job, repo=str(mirror)) if mirror else job
+
+
+def _visible(jobdir: Path, job: Job) -> tuple[str, ...]:
+    """What a run reads of the box besides `/`'s system files, bound back read-only where the
+    sandbox hides the rest (a box's work directory may lie under /srv, /home or /tmp): the job
+    directory (file permissions still keep the harness's files there its own), the harness's
+    Python with its packages (a profile runs `{python}`), and the model files' directories."""
+    python = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              *(p for p in sys.path if os.path.isabs(p) and os.path.isdir(p))]
+    models = [os.path.dirname(os.path.realpath(m.path)) for m in job.models]
+    return tuple(dict.fromkeys([str(jobdir), *python, *models]))
+
+
+def _check_works(act: Active) -> None:
+    """bubblewrap needs user namespaces, which some kernels and distributions restrict: find
+    out once per job, as infrastructure's failure, not as every run's crash."""
+    launcher = act.launcher or [sys.executable, "-I", str(EXEC)]
+    done = subprocess.run([*launcher, "check", act.user], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise SandboxError((done.stderr.strip() or done.stdout.strip()
+                            or f"sandbox check exit {done.returncode}").splitlines()[-1])
 
 
 def _sandbox_gid(user: str) -> int:
@@ -155,22 +180,39 @@ Preexec = Callable[[], None]
 
 def wrap(argv: list[str], cwd: Path,
          env: dict[str, str]) -> tuple[list[str], dict[str, str], Preexec | None]:
-    """argv, environment and child set-up that start `argv` inside the sandbox.
+    """argv and environment that start `argv` inside the sandbox, through the launcher.
 
-    A root harness confines the child itself between fork and exec (no launcher process); an
-    unprivileged one goes through the root-owned launcher the sudo rule names."""
+    A root harness runs the launcher as a process of its own too: it opens pipes bwrap reads
+    (the run's /etc files), which a set-up between fork and exec could not pass on."""
     act = _active
     if act is None:
         return argv, env, None
+    home = env.get("HOME", "")
     spec: dict[str, object] = {
         "user": act.user, "hostname": act.hostname, "network": act.network,
         "limits": act.limits[act.stage(cwd.resolve())], "cwd": str(cwd),
-        "env": {**env, **_git_trust(act.mirror)}}
-    if not act.launcher and os.geteuid() == 0:
-        return argv, sandbox_exec.environment(spec), lambda: sandbox_exec.confine(spec)
+        "env": {**env, **_git_trust(act.mirror)}, "home": home if home.startswith(
+            str(act.jobdir / HOMES) + "/") else "",
+        "ro": list(act.visible), "rw": _writable(act, argv, cwd.resolve())}
     launcher = act.launcher or [sys.executable, "-I", str(EXEC)]
     outer = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
     return [*launcher, "run", json.dumps(spec), "--", *argv], outer, None
+
+
+def _writable(act: Active, argv: list[str], cwd: Path) -> list[str]:
+    """The run's own places of the job directory: the output directories its argv names (made
+    for that run alone) and, in a build stage, its side's tree (a checkout makes the trees');
+    the other side's tree and everything else stay read-only whatever their permissions."""
+    outputs = act.jobdir / "outputs"
+    named = [Path(a.rsplit("=", 1)[-1]) for a in argv]  # a path, or an --option=path
+    found = [str(outputs / p.relative_to(outputs).parts[0]) for p in named
+             if p.is_absolute() and outputs in p.parents]
+    trees = act.jobdir / "trees"
+    if cwd == trees:
+        found.append(str(trees))
+    elif trees in cwd.parents:
+        found.append(str(trees / cwd.relative_to(trees).parts[0]))
+    return [p for p in dict.fromkeys(found) if os.path.isdir(p)]
 
 
 def _git_trust(mirror: Path | None) -> dict[str, str]:
@@ -213,45 +255,15 @@ def seal_trees() -> None:
 
 
 def after_run(home: Path | None = None) -> None:
-    """After every run: nothing of the sandbox user survives, nothing it wrote stays (its HOME,
-    its files in the shared temporary directories), and the GPU is idle."""
-    if _active is None:
-        if home is not None:
-            safe_io.remove_tree(home)
-        return
-    kill_all()
-    _purge(home)
-    kill_all()  # the purge itself ran as the sandbox user
+    """After every run: nothing of the sandbox user survives and the GPU is idle. What the run
+    wrote to its private directories (its HOME included) ended with its mount namespace; the
+    HOME's mount point, empty, goes."""
+    if _active is not None:
+        kill_all()
     if home is not None:
         safe_io.remove_tree(home)
-    _wait_gpu_idle(_active.gpu_idle_timeout_s)
-
-
-def _purge(home: Path | None) -> None:
-    """Delete, as the sandbox user (so only what it could delete itself), every file it owns
-    in the shared temporary directories and everything in the run's HOME."""
-    act = _active
-    assert act is not None
-    targets = [d for d in SHARED_TMP if os.path.isdir(d)]
-    runs = [_purge_argv(targets, act.user)] if targets else []
-    if home is not None:
-        runs.append(["find", str(home), "-mindepth", "1", "-delete"])
-    for command in runs:
-        cmd, env, preexec = wrap(command, Path("/"), {"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
-        subprocess.run(cmd, env=env, preexec_fn=preexec, cwd="/", stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=300, check=False)
-
-
-def _purge_argv(targets: list[str], user: str) -> list[str]:
-    """find | rm as the sandbox user: its files, in the directories where it could have made
-    them. The walk does not descend into a directory the user neither owns nor may write (a
-    checkout or venv someone left readable in /tmp: a walk of every such file after every run
-    cost a second of system time each on a used box); it could only have written inside those
-    through a world-writable directory another user nested there (docs/box.md). -prune and
-    -delete do not mix (-delete implies -depth), hence rm."""
-    find = ["find", *targets, "-xdev", "-mindepth", "1", "(", "-type", "d", "!", "-user", user,
-            "!", "-writable", "-prune", ")", "-o", "-user", user, "-print0"]
-    return ["/bin/sh", "-c", '"$@" | xargs -0 -r rm -rf --', "purge", *find]
+    if _active is not None:
+        _wait_gpu_idle(_active.gpu_idle_timeout_s)
 
 
 def kill_all() -> None:
