@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.sshd import Sshd
+from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user
 from tests.stub_engine import make_repo
 
 PROFILE = """
@@ -66,10 +66,13 @@ def test_a_model_that_does_not_match_its_pin_fails(tmp_path: Path) -> None:
 
 
 def test_ssh_box_is_checked_and_its_address_never_printed(tmp_path: Path, sshd: Sshd) -> None:
+    ensure_sandbox_user()  # doctor starts a command in the sandbox as this user
     done = _doctor(_setup(tmp_path, True, {"kind": "ssh", **sshd.box_kwargs(),
-                                           "sandbox_launcher": []}))  # root harness: no sudo
+                                           "sandbox_launcher": [],  # root harness: no sudo
+                                           "sandbox_user": SANDBOX_USER}))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok    box box-a: reachable: ssh" in done.stdout
+    assert "ok    box box-a: sandbox works: sandbox: bubblewrap works" in done.stdout
     assert str(sshd.port) not in done.stdout and "127.0.0.1" not in done.stdout
 
 

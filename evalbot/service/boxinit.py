@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,10 +26,10 @@ from evalbot.config.errors import EvalbotError
 
 LAUNCHER = Path("/usr/local/lib/evalbot/sandbox-exec")
 SUDOERS = Path("/etc/sudoers.d/evalbot")
-TOOLS = ("git", "flock", "setsid", "nohup", "timeout", "sudo")
+TOOLS = ("git", "flock", "setsid", "nohup", "timeout", "sudo", "bwrap")
 DEBIAN_PACKAGES = {"git": "git", "flock": "util-linux", "setsid": "util-linux",
                    "nohup": "coreutils", "timeout": "coreutils", "sudo": "sudo",
-                   "numpy": "python3-numpy"}
+                   "bwrap": "bubblewrap", "numpy": "python3-numpy"}
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,17 @@ def missing_tools(python: str) -> list[str]:
     return missing
 
 
+def check_sandbox(sandbox_user: str) -> str | None:
+    """Start a command in the sandbox as the installed launcher does; None when it works, else
+    the launcher's one line on why not (what to change on the box)."""
+    done = subprocess.run([sys.executable, "-I", str(LAUNCHER), "check", sandbox_user],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                          check=False)
+    if done.returncode == 0:
+        return None
+    return (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
+
+
 def init_box(plan: Plan) -> list[str]:
     """Apply the plan; returns what the box still lacks (tools the admin must install)."""
     if os.geteuid() != 0:
@@ -159,7 +171,12 @@ def init_box(plan: Plan) -> list[str]:
     write_sudoers(plan.harness_user)
     if plan.authorized_key is not None:
         authorize(plan.authorized_key, harness)
-    return missing_tools(plan.python)
+    missing = missing_tools(plan.python)
+    if shutil.which("bwrap") is not None:
+        why = check_sandbox(plan.sandbox_user)
+        if why is not None:
+            raise EvalbotError(f"box init: the sandbox does not work on this box: {why}")
+    return missing
 
 
 @click.group("box")

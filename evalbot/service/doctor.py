@@ -60,6 +60,7 @@ def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
         yield _probe(box, f"{name}: GPU", ["nvidia-smi", "-L"], optional=not profile.gpu)
         if box_config.sandbox_user:
             yield _sandbox_entry_check(box, box_config, name)
+            yield _sandbox_works_check(box, box_config, name)
         for model in profile.models:
             yield _model_check(box, box_config, name, model.name, model.file, model.sha256)
     finally:
@@ -108,6 +109,25 @@ def _sandbox_entry_check(box: Box, box_config: BoxConfig, name: str) -> Check:
                      f"`{box_config.user or 'evalbot'} ALL=(root) NOPASSWD: {command}` to "
                      "/etc/sudoers.d/evalbot (`evalbot box init` does it)")
     return Check(check, True, f"sudo rule for {command}")
+
+
+def _sandbox_works_check(box: Box, box_config: BoxConfig, name: str) -> Check:
+    """A command started in the sandbox as a run is (bubblewrap in user namespaces, which some
+    kernels and distributions refuse): a box where it fails would fail every job as infra."""
+    from engine.sandbox.session import EXEC
+    from remote.box import BoxError
+
+    # a root harness runs the job's copy of the launcher: the bot's own, sent as text here
+    launcher = list(box_config.sandbox_launcher) or [box_config.python, "-I", "-c",
+                                                     EXEC.read_text()]
+    try:
+        got = box.run([*launcher, "check", str(box_config.sandbox_user)], timeout_s=120)
+    except BoxError as exc:
+        return Check(f"{name}: sandbox works", False, _first_line(exc))
+    out = got.output.strip().splitlines()
+    if got.returncode != 0:
+        return Check(f"{name}: sandbox works", False, out[-1] if out else f"exit {got.returncode}")
+    return Check(f"{name}: sandbox works", True, out[-1] if out else "ok")
 
 
 def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: str,
