@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.contract.witness_spec import WitnessSpec
+
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 ASSUMED = "assumed"
 # llamacpp: the shipped profile's own A/A on the H200 (42 pairs of the exact argv, both sides
@@ -27,10 +29,14 @@ LLAMACPP_AA = DATA / "llamacpp" / "h200-aa.results.json"
 LLAMACPP_WITNESS = DATA / "llamacpp" / "h200-witness-aa.tsv"
 LLAMACPP_WITNESS_VARIANT = "nofa"  # the shipped tool (docs/gpu-e2e.md)
 # sparkinfer: two builds of one commit swept alternately on the H200 (Qwythos-9B synthetic), and
-# the same generate tool as a witness of 4096 prompt steps + 1024 new ids on that model
+# evalbot's own witness tool (engine/sparkinfer/witness.cpp) on the handoff clock, per process,
+# on that model and on a 4-layer synthetic file of the Qwen3.6 shape
 SPARK_SWEEPS = DATA / "sparkinfer" / "h200-alternating-sweeps.jsonl"
-SPARK_GENERATE = DATA / "sparkinfer" / "phase2-speedup-h200.results.json"
-SPARK_GENERATE_WITNESS = "prefill-4k-decode-1024"
+SPARK_WITNESS = DATA / "sparkinfer" / "witness-h200-timings.jsonl"
+SPARK_QWYTHOS, SPARK_QWEN36_SYNTH = "qwythos", "qwen35moe-4layer"  # its `model` field
+# fewer pairs than this (of consecutive processes): the pair sd is sqrt(2) x the processes' sd,
+# which spends every process's degree of freedom (2-6 processes for the decode depths)
+MIN_PAIRS = 5
 # demo: its A/A-like neutral evaluation on a 2-core machine (no witness fixture: none used)
 DEMO_NEUTRAL = DATA / "comments" / "demo-neutral.results.json"
 
@@ -86,15 +92,16 @@ def run_pace(profile: str, model: str, ctxs: Iterable[int]) -> RunPace:
     raise KeyError(f"no fixture or assumption for {profile}/{model}")
 
 
-def witness_pace(profile: str, model: str, name: str, steps: int) -> WitnessPace:
-    """The witness `name` of `model`'s run, `steps` tokens of work a process (its cells')."""
+def witness_pace(profile: str, model: str, spec: WitnessSpec) -> WitnessPace:
+    """The witness `spec` of `model`'s run in the shipped `profile`."""
     if profile == "llamacpp":
         return _handoff_tsv(LLAMACPP_WITNESS, LLAMACPP_WITNESS_VARIANT)
-    if profile == "sparkinfer" and model == "qwythos-9b":
-        return _generate_scaled(steps)
     if profile == "sparkinfer":
-        return _assumed_qwen36_witness(steps)
-    raise KeyError(f"no witness fixture or assumption for {profile}/{name}")
+        shape = ToolRun.of(spec)
+        if model == "qwythos-9b":
+            return _qwythos_witness(spec.name, shape)
+        return _assumed_qwen36_witness(shape)
+    raise KeyError(f"no witness fixture or assumption for {profile}/{spec.name}")
 
 
 @cache
@@ -137,35 +144,91 @@ def _sweep_run(ctxs: frozenset[int]) -> RunPace:
             rates[f"{metric}@{ctx}"] = float(np.mean([v for p in pairs for v in p]))
             noise[f"{metric}@{ctx}"] = _per_process_sd(pairs)
     if any(math.isnan(v) for v in noise.values()):
-        fallback = max(_sweep_run(frozenset({128, 4096, 32768, 65536})).noise.values())
+        fallback = max(_sweep_run(QWYTHOS_SWEEP).noise.values())
         noise = {k: fallback if math.isnan(v) else v for k, v in noise.items()}
     jitter = float(np.std(walls, ddof=1)) if len(walls) > 1 else 0.0
     return RunPace(float(np.mean(walls)), jitter, rates, noise, _rel(SPARK_SWEEPS))
 
 
-def sweep_fixed_s() -> float:
-    """What a Qwythos sweep spends outside the work its rates time (the model load, start-up):
-    its wall time less ctx / prefill + 128 / decode over its contexts."""
-    run = _sweep_run(frozenset({128, 4096, 32768, 65536}))
-    work = sum((int(k.split("@")[1]) if k.startswith("prefill") else 128) / rate
-               for k, rate in run.rates.items())
-    return run.seconds - work
+QWYTHOS_SWEEP = frozenset({128, 4096, 32768, 65536})
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """What one process of sparkinfer's witness tool does (its argv, engine/sparkinfer/witness.cpp):
+    `prefill P N [--warm-prompt=W]` fills P ids (warm-up: W, default P, and N steps) then N
+    steps; `decode D N` fills to depth D and runs 8 warm-up steps before READY, then 1 + N."""
+
+    mode: str  # "prefill" or "decode"
+    size: int  # the prompt P, or the depth D
+    steps: int
+    warm: int  # the warm-up's prefill (prefill mode) or untimed fill (decode mode), in ids
+
+    @classmethod
+    def of(cls, spec: WitnessSpec) -> ToolRun:
+        mode, size = spec.argv[1], int(spec.argv[3])
+        warm = next((int(a.split("=", 1)[1]) for a in spec.argv if a.startswith("--warm-prompt=")),
+                    size)
+        return cls(mode, size, spec.steps, warm)
 
 
 @cache
-def _generate_scaled(steps: int) -> WitnessPace:
-    """The generate tool on Qwythos: one step per id (prompt and output alike), measured on
-    4096 + 1024 steps; a process of `steps` is the model load (the sweep's, the same loader)
-    plus that many steps at the measured step time. A wall clock: seconds are the wall."""
-    doc = json.loads(SPARK_GENERATE.read_text())
-    w = next(w for w in doc["witnesses"] if w["name"] == SPARK_GENERATE_WITNESS)
-    base = [float(s["seconds"]) for s in w["samples"] if s["side"] == "base" and not s["dropped"]]
-    load = sweep_fixed_s()
-    step_s = (float(np.mean(base)) - load) / sum(w["cells"].values())
-    pairs = _pairs((s["pair"], s["side"], s["seconds"]) for s in w["samples"] if not s["dropped"])
-    pair_sd = float(np.std([b - h for b, h in pairs], ddof=1))
-    seconds = load + steps * step_s
-    return WitnessPace(seconds, seconds, load, pair_sd, 0.0, _rel(SPARK_GENERATE))
+def _tool_rows(model: str) -> dict[str, list[dict[str, Any]]]:
+    """The witness tool's H200 processes of one model, by witness name, in the file's order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for ln in SPARK_WITNESS.read_text().splitlines():
+        row = json.loads(ln) if ln.strip() else {}
+        if row.get("model") == model:
+            out.setdefault(row["witness"], []).append(row)
+    return out
+
+
+def _measured(rows: list[dict[str, Any]], source: str) -> WitnessPace:
+    """Means of the processes; a pair's sd from consecutive processes as the harness pairs them
+    (a slow drift cancels), or sqrt(2) x the processes' sd where they make too few pairs."""
+    clock = np.array([float(r["handoff_s"]) for r in rows])
+    wall = np.array([float(r["wall_s"]) for r in rows])
+    diffs = clock[0:len(clock) - 1:2] - clock[1::2]
+    pair_sd = float(np.std(diffs, ddof=1)) if len(diffs) >= MIN_PAIRS else \
+        math.sqrt(2) * float(np.std(clock, ddof=1))
+    return WitnessPace(float(clock.mean()), float(wall.mean()), float((wall - clock).mean()),
+                       pair_sd, float(np.std(wall - clock, ddof=1)), source)
+
+
+def _qwythos_witness(name: str, shape: ToolRun) -> WitnessPace:
+    """The tool's measured processes of this very witness; a prefill witness no process measured
+    is prefill-4096's, its prompt at the sweep fixture's rate of its own context (assumed)."""
+    rows = _tool_rows(SPARK_QWYTHOS)
+    if name in rows:
+        return _measured(rows[name], _rel(SPARK_WITNESS))
+    if shape.mode != "prefill" or shape.steps != 32:
+        raise KeyError(f"no measured or derivable Qwythos witness pace for {name}")
+    return _derived_prefill(shape)
+
+
+@cache
+def _derived_prefill(shape: ToolRun) -> WitnessPace:
+    """prefill-4096's measured process with its prompt replaced: the timed work is P ids at the
+    sweep's prefill rate at P plus prefill-4096's measured rest (its 32 steps); the load is
+    prefill-4096's with its 4096-id warm-up replaced by W ids at the rate of the smallest swept
+    context >= W (a warm-up above 8192 runs the kernels of the long contexts, witness.cpp). The
+    first prefill of its size, which the timed one pays, was never measured: left out. A pair's
+    sd keeps prefill-4096's relative one."""
+    rows = _tool_rows(SPARK_QWYTHOS)["prefill-4096"]
+    base = _measured(rows, _rel(SPARK_WITNESS))
+    prompt_s = float(np.mean([float(r["prompt_s"]) for r in rows]))
+    rates = _sweep_run(QWYTHOS_SWEEP).rates
+
+    def fill_s(ids: int) -> float:
+        ctx = min((c for c in QWYTHOS_SWEEP if c >= ids), default=max(QWYTHOS_SWEEP))
+        return ids / rates[f"prefill@{ctx}"]
+
+    seconds = base.seconds - prompt_s + fill_s(shape.size)
+    load = base.load_s - prompt_s + fill_s(shape.warm)
+    why = (f"{ASSUMED}: prefill-4096 of {_rel(SPARK_WITNESS)} with a {shape.size}-id prompt at "
+           f"the sweep's rate")
+    return WitnessPace(seconds, seconds + load, load, base.pair_sd_s * seconds / base.seconds,
+                       base.wall_jitter_s, why)
 
 
 @cache
@@ -189,17 +252,42 @@ QWEN36_WHY = f"{ASSUMED}: the 4-layer synthetic file's sweep scaled to 40 layers
 
 
 def _assumed_qwen36() -> RunPace:
-    qwythos = _sweep_run(frozenset({128, 4096, 32768, 65536}))
+    qwythos = _sweep_run(QWYTHOS_SWEEP)
     sd = max(qwythos.noise.values())
     return RunPace(QWEN36_SWEEP_S, qwythos.jitter_s, dict(QWEN36_RATES), {"decode": sd,
                    "prefill": sd}, QWEN36_WHY)
 
 
-def _assumed_qwen36_witness(steps: int) -> WitnessPace:
-    """The generate tool on the real file: the Qwythos load, each step at the assumed decode."""
-    qwythos = _generate_scaled(1)
-    seconds = sweep_fixed_s() + steps / QWEN36_RATES["decode"]
-    return WitnessPace(seconds, seconds, sweep_fixed_s(), qwythos.pair_sd_s, 0.0, QWEN36_WHY)
+# The 4-layer synthetic file's own sweep rates (docs/gpu-e2e.md, at 128 ids): with QWEN36_RATES,
+# the factor by which each kind of step is taken to slow down at 40 layers.
+QWEN36_4LAYER_RATES = {"decode": 2715.0, "prefill": 4698.0}
+QWEN36_WITNESS_WHY = (f"{ASSUMED}: the tool on the 4-layer synthetic file "
+                      f"({SPARK_WITNESS.name}) scaled to 40 layers as the sweep is")
+
+
+@cache
+def _assumed_qwen36_witness(shape: ToolRun) -> WitnessPace:
+    """The tool on the real file: the 4-layer file's measured fill (token fill: no batched
+    prefill for qwen35moe) and step times, each scaled as the sweep's rates are; its load the
+    Qwythos tool's measured one (the 19 GB file's was never measured) plus the warm-up at 40
+    layers (prefill mode: W ids and N steps; decode mode: the fill to D and 8 steps). A pair's
+    sd keeps the 4-layer processes' relative one."""
+    synth = _tool_rows(SPARK_QWEN36_SYNTH)["prefill-4096"]
+    small = _measured(synth, _rel(SPARK_WITNESS))
+    prompt_s = float(np.mean([float(r["prompt_s"]) for r in synth]))
+    fill = prompt_s / int(synth[0]["a"]) * QWEN36_4LAYER_RATES["prefill"] / QWEN36_RATES["prefill"]
+    step = (small.seconds - prompt_s) / int(synth[0]["n"]) * \
+        QWEN36_4LAYER_RATES["decode"] / QWEN36_RATES["decode"]
+    if shape.mode == "prefill":
+        seconds = shape.size * fill + shape.steps * step
+        warm = shape.warm * fill + shape.steps * step
+    else:  # the prompt is one id, a step at depth D
+        seconds = (1 + shape.steps) * step
+        warm = shape.size * fill + 8 * step
+    load = _measured(_tool_rows(SPARK_QWYTHOS)["decode-128"], "").load_s + warm
+    return WitnessPace(seconds, seconds + load, load, small.pair_sd_s * seconds / small.seconds,
+                       small.wall_jitter_s, QWEN36_WITNESS_WHY)
+
 
 
 def _pairs(rows: Iterable[tuple[Any, str, Any]]) -> list[tuple[float, float]]:

@@ -85,9 +85,7 @@ class World:
         return self.pace_s or self.run(run).seconds
 
     def witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
-        # every prompt id and every output id is a step of the tool (credited or not)
-        steps = spec.prompt_tokens + spec.output_tokens
-        return _paces.witness_pace(self.fixtures, run.model, spec.name, steps)
+        return _paces.witness_pace(self.fixtures, run.model, spec)
 
 
 def rate(pace: _paces.RunPace, cell: Cell) -> float:
@@ -153,21 +151,34 @@ class SimulatedBox(Measurement):
 
     def _witness_work_s(self, run: SpeedRun, spec: WitnessSpec, pace: _paces.WitnessPace,
                         head: bool) -> float:
-        """main's measured work, split over the covered cells by their sample rates; the head's
-        at its true gains, less the decode steps whose ids it invents."""
+        """main's measured work: each covered cell's tokens at its sample rate (scaled down
+        where they exceed the measured work), the rest uncredited decode-path steps (a prefill
+        witness's continuation, a generate tool's prompt). The head's: each cell's part at its
+        true gain less the decode steps whose ids it invents, the rest at its decode gain at
+        the witness's context (a prefill-only head does not speed it up)."""
         cells = {c.key: c for c in run.cells}
         total = pace.wall_s - pace.load_s
         share = {k: t / rate(self.world.run(run), cells[k]) for k, t in spec.cells.items()}
-        scale = total / sum(share.values())
+        scale = min(1.0, total / sum(share.values()))
+        rest = total - scale * sum(share.values())
         if not head:
             return total
-        out = 0.0
+        out = rest / self._decode_gain(run, spec)
         for k, main_s in share.items():
             cell = cells[k]
             invented = (1 - self.head.agreement) * min(1.0, spec.output_tokens / spec.cells[k]) \
                 if cell.metric == "decode" else 0.0
             out += scale * main_s / self.head.real.get(cell.key, 1.0) * (1 - invented)
         return out
+
+    def _decode_gain(self, run: SpeedRun, spec: WitnessSpec) -> float:
+        """The head's true decode factor at the context nearest the witness's deepest cell."""
+        deepest = max(int(k.rsplit("@", 1)[1]) for k in spec.cells)
+        decode = [c for c in run.cells if c.metric == "decode"]
+        if not decode:
+            return 1.0
+        near = min(decode, key=lambda c: abs(c.ctx - deepest))
+        return self.head.real.get(near.key, 1.0)
 
 
 def output_ids(spec: WitnessSpec, prompt: list[int], head: Head | None,
