@@ -86,6 +86,13 @@ def liar_heads(profile: Profile) -> list[Head]:
         out.append(Head(f"lie {f:g}x ctx", printed={k: f for k in keys if k.endswith("@" + ctx)},
                         honest=False))
     out += [Head(f"junk tail {a:g}", agreement=a, honest=False) for a in JUNK]
+    # issue 29's two demo attacks, at the gains they printed there. Forking after READY: the
+    # orphan does the work, the handoff clock (or the cgroup's cpu clock) still times it, so its
+    # witness costs what main's does (modelled as honest work, no gain). Reading ahead to batch
+    # the decode: it never gets the next id before answering (`reads_ahead`).
+    out.append(Head("attack: fork after READY", printed={k: 1.819 for k in keys}, honest=False))
+    out.append(Head("attack: batch read-ahead", printed={k: 1.678 for k in keys}, honest=False,
+                    reads_ahead=True))
     return out
 
 

@@ -62,6 +62,9 @@ class Head:
     flips: float = 0.0  # share of steps where its numerics pick another argmax (bf16-level)
     true_tier: str | None = None  # the tier its true gain earns; None: none (liars, A/A)
     honest: bool = True
+    # its witness reads ahead (issue 29's batching attack): on the stepped protocol the next id
+    # comes only after its answer, so it waits until the witness's timeout and is killed
+    reads_ahead: bool = False
 
     def sample_factor(self, cell: Cell) -> float:
         """Its real speed-up of a sample's work: a junk tail's bench skips the decode work its
@@ -138,6 +141,9 @@ class SimulatedBox(Measurement):
     def _timed(self, side: str, argv: list[str], timeout_s: float, prompt: list[int],
                spec: WitnessSpec) -> witness.Timed:
         self.seq += 1
+        if side == "head" and self.head.reads_ahead and spec.steps:
+            self.clock += spec.timeout_s
+            return witness.Timed(False, "", spec.timeout_s, False, "timed out", spec.timeout_s)
         run = self.run_of[spec.name]
         pace = self.world.witness(run, spec)
         work = self._witness_work_s(run, spec, pace, side == "head")

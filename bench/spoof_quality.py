@@ -16,6 +16,12 @@ Heads (bench/_rows.py):
   junk tail a     its witness computes the first share a of its output ids and invents the
                   rest; its bench tool skips the same share of its decode work and prints rates
                   true to the work it did (so the samples' wall times agree with them)
+  attack: fork after READY   issue 29's demo attack (printed +81.9%): its witness forks and the
+                  orphan does the work; the handoff clock (and the cpu clock's cgroup) still
+                  times it, so its witness costs main's
+  attack: batch read-ahead   issue 29's demo attack (printed +67.8%): its witness waits for ids
+                  ahead of its answers, which the stepped protocol never sends: killed at the
+                  witness's timeout, its output unverified
 Target: each earns a tier in at most 1% of its evaluations (at least 1,000 a row).
 Honest heads and the A/A: bench/verdict_quality.py.
 
