@@ -18,7 +18,7 @@ from typing import Any
 from engine.measure import speed, stats
 from evalbot.config.errors import ResultsError
 from evalbot.config.redact import public_failure
-from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy
+from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy, published
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, schedule
 
@@ -45,6 +45,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
         if cell["decision"] == "improved" and "witness_lo" in cell:
             _tier_cell(cell, policy)
+    published.publish(cells, witnesses)  # from here on, only the figures the bot believes
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     guards = [correctness_policy.decide(s, policy.correctness)
               for s in results.get("correctness_guards") or []]
@@ -263,7 +264,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                        + ", ".join(spoofed))
         return "spoofed", None
     unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
-    reasons.extend(f"{c['key']}: {100 * c['speedup']:+.1f}% printed, not confirmed by the "
+    reasons.extend(f"{c['key']}: the printed speed-up is not believed: not confirmed by the "
                    f"harness's clock ({c['confirmation']})" for c in unconfirmed)
     regressed = [c for c in cells if c["decision"] == "regressed"]
     if regressed and policy.regression_rejects:

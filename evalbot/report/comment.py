@@ -27,6 +27,7 @@ DECISIONS: dict[str, tuple[str, str, int]] = {
 }
 UNKNOWN_ORDER = 5  # a decision this module does not know sorts after the undecided ones
 NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
+NOT_BELIEVED = "not believed"  # a figure the harness's clock did not back (grading/published.py)
 # Verdicts where an unconfirmed cell is why a tier is missing (or lower): their first lines say
 # why. A rejected PR's answer is its rejection; its ❓ rows stay in the table.
 TIER_KINDS = ("improved", "neutral", "inconclusive", "unconfirmed")
@@ -85,11 +86,14 @@ def rows(verdict: dict[str, Any], ctx: CommentContext) -> list[dict[str, Any]]:
                                                           UNKNOWN_ORDER))
         equivalence = c.get("interval") == "equivalence"
         change = f"{pct(c['speedup'])} {interval(c['lo'], c['hi'])}{'ᵉ' if equivalence else ''}"
+        if c.get("believed") is False:  # no figure of the PR's the bot does not believe
+            change = NOT_BELIEVED
         where = f"{c['metric']} @ {ctx_name(c['ctx'])}"
         out.append({
             "order": order, "mark": mark, "decision": word,
             "cell": f"{c['model']} {where}" if many else where,
-            "base": rate(c["base_median"], c["unit"]), "head": rate(c["head_median"], c["unit"]),
+            "base": rate(c["base_median"], c["unit"]), "head": NOT_BELIEVED if c.get("believed") is False
+            else rate(c["head_median"], c["unit"]),
             "change": f"**{change}**" if order == 0 else change, "pairs": c["pairs"],
             "history": sparkline(list(ctx.main_history.get(c["key"], []))),
             "page": _page(ctx, verdict, c),
