@@ -185,7 +185,8 @@ def test_verdict_shows_each_cells_interval() -> None:
     assert prefill["decision"] == "neutral" and prefill["interval"] == "equivalence"
     assert -0.02 < prefill["lo"] == prefill["eq_lo"] and prefill["hi"] == prefill["eq_hi"] < 0.02
     assert decode["decision"] == "improved" and decode["speedup"] == pytest.approx(0.05)
-    assert decode["head_gmean"] / decode["base_gmean"] == pytest.approx(1.05, rel=5e-3)  # 3 significant digits
+    # the PR's figure is published to 3 significant digits (evalbot/grading/published.py)
+    assert decode["head_gmean"] / decode["base_gmean"] == pytest.approx(1.05, rel=5e-3)
 
 
 def test_regression_does_not_reject_when_the_policy_says_so() -> None:
