@@ -22,10 +22,10 @@ from engine.measure.parsing import ParseError, read_score_lines
 from engine.scoring.correctness import score
 from engine.scoring.correctness_stats import chunk, kl_tokens
 from engine.scoring.failure import ScoreFailure
+from engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
 from engine.scoring.tokens import speed_tokens
 from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
-from engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
 from evalbot.grading.correctness_policy import ALPHA, critical_values, decide, deep_critical
 from evalbot.grading.policy import CorrectnessPolicy
 from tests.test_tokenize import _job, demo, scripts  # noqa: F401  (fixtures)

@@ -40,9 +40,11 @@ from evalbot.grading.policy import CorrectnessPolicy
 # window in five is caught in >= 99% within the llamacpp profile's 28.7k tokens (0.01: 92%).
 ALPHA = 0.05
 DIGITS = 6  # critical values travel in JSON: rounded so the replay compares equal numbers
-# One-sided level of main's drift test: a main at its calibrated floor is flagged this often at
-# most, while a main 15 points down is caught (bench/guard_quality.py).
-DRIFT_ALPHA = 0.005
+# One-sided level of main's drift test. Against calibrated floors (which already sit below
+# main's own noise: calibrate_floors takes main's lowest bound) 5%: a main at its calibrated
+# level is flagged far less often than that, and a main 7 points down with windows 7 points
+# apart is caught. Against the policy's uncalibrated defaults 0.5%: main's noise is not in them.
+DRIFT_ALPHA, DRIFT_ALPHA_UNCALIBRATED = 0.05, 0.005
 
 
 def critical_values(looks: Sequence[int], alpha: float = ALPHA) -> list[float]:
@@ -101,6 +103,8 @@ def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[st
     }
     if final.get("deep"):
         out["deep"] = final["deep"]
+    if section.get("depths"):
+        out["depths"] = section["depths"]
     out["mcnemar_p"] = mcnemar_worse(out["discordant"]["head_only_right"],
                                      out["discordant"]["base_only_right"])
     out["consistency"] = _consistency(section.get("consistency") or {}, out["reasons"])
@@ -113,8 +117,6 @@ def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[st
         out["decision"] = _paired(out, final["decision"], policy)
     _floors(out, section.get("floors") or {}, section["chunks"], policy)
     out["notes"] = _notes(section, out)
-    if section.get("depths"):
-        out["depths"] = section["depths"]
     return out
 
 
@@ -209,17 +211,19 @@ def _depth_text(out: dict[str, Any]) -> str:
     return f"{depths['min']:,}+" if depths.get("min") else "the deep positions"
 
 
-def main_level(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Main's top-1 and KL against the reference, one-sided 95% bounds, clustered by scored
-    window (the pieces of one long window share its text and its cache: not independent)."""
+def main_level(chunks: Sequence[dict[str, Any]], alpha: float = DRIFT_ALPHA) -> dict[str, Any]:
+    """Main's top-1 and KL against the reference, one-sided bounds at `alpha`, over scored
+    windows, each counted once: the pieces of one long window share its text and its cache,
+    so they are not independent, and two 33k-token windows would otherwise outweigh the rest."""
     merged: dict[tuple[str, int], list[float]] = {}
     for c in chunks:
-        row = merged.setdefault(window_key(c), [0.0] * 4)
-        for k, key in enumerate(("positions", "base_top1", "base_kl_sum", "base_kl_sq_sum")):
+        row = merged.setdefault(window_key(c), [0.0] * 3)
+        for k, key in enumerate(("positions", "base_top1", "base_kl_sum")):
             row[k] += float(c.get(key, 0.0))
-    n, top, kl, kl2 = (np.array(col) for col in zip(*merged.values(), strict=True))
-    crit = float(quantiles.t_isf(DRIFT_ALPHA, max(len(n) - 1, 1)))
-    return {"top1": interval(top, top, n, crit), "kl": interval(kl, kl2, n, crit),
+    n, top, kl = (np.array(col) for col in zip(*merged.values(), strict=True))
+    top, kl, ones = top / n, kl / n, np.ones(len(n))
+    crit = float(quantiles.t_isf(alpha, max(len(n) - 1, 1)))
+    return {"top1": interval(top, top**2, ones, crit), "kl": interval(kl, kl**2, ones, crit),
             "windows": len(n), "critical": round(crit, DIGITS)}
 
 
@@ -232,7 +236,8 @@ def _floors(out: dict[str, Any], floors: dict[str, float], chunks: Sequence[dict
     kl_ceiling = floors.get("kl", policy.kl_ceiling)
     out["floors"] = {"top1": top1_floor, "kl": kl_ceiling,
                      "calibrated": bool(floors)}
-    base, head = main_level(chunks), out["head"]
+    base = main_level(chunks, DRIFT_ALPHA if floors else DRIFT_ALPHA_UNCALIBRATED)
+    head = out["head"]
     if base["top1"]["hi"] < top1_floor or base["kl"]["lo"] > kl_ceiling:
         out["drift"] = True
         out["reasons"].append(
