@@ -301,3 +301,41 @@ def test_the_shipped_profiles_bound_the_witnesses_box_time() -> None:
     shares = {name: load_profile(name).speed.witness_share
               for name in ("demo", "llamacpp", "sparkinfer")}
     assert shares == {"demo": 0.5, "llamacpp": 0.25, "sparkinfer": 0.25}
+
+
+def _two_witnesses(stub: tuple[Path, str, dict[str, str]], head: str, out: Path
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two faster decode cells, each with its own witness: the first one settles the verdict."""
+    repo, main, shas = stub
+    keys = {"m/decode@128", "m/decode@512"}
+    witnesses = []
+    for key in sorted(keys):
+        w = stepped_witness(f"decode-{key.split('@')[1]}", key, 256, [4, 8])
+        spec = confirmation.with_stops(witness_spec.parse_witness(w, "w", keys), 0.05)
+        witnesses.append({**w, "stop_t": list(spec.stop_t), "spoof_t": list(spec.spoof_t)})
+    doc = job_doc(repo, main, shas[head], cells=[("decode", 128), ("decode", 512)],
+                  witnesses=witnesses)
+    results = validate(run_job(parse_job(doc), out))
+    return results, grade(json.loads(json.dumps(results)), DEFAULT)
+
+
+@pytest.mark.parametrize(("head", "settled_by", "kind"), [("honest", "confirmed", "improved"),
+                                                          ("bench_only", "contradicted", "spoofed")])
+def test_a_witness_that_could_not_change_the_verdict_is_not_run(stub, tmp_path, head, settled_by,
+                                                                 kind) -> None:
+    # a confirmed tier (no higher one claimed elsewhere) or refuted printed rates (REJECT)
+    # settle the verdict: the other witness costs no box time, and the comment says why
+    results, verdict = _two_witnesses(stub, head, tmp_path)
+    ran, skipped = sorted((w for w in results["witnesses"] if w["source"] == "witness"),
+                          key=lambda w: w["stopped"] == "not_needed")
+    assert (ran["settled_by"], skipped["stopped"], skipped["samples"]) == (settled_by,
+                                                                            "not_needed", [])
+    assert verdict["kind"] == kind
+    [other] = [c for c in verdict["cells"] if c["key"] in skipped["cells"]]
+    comment = render_comment(verdict, results=results)
+    if head == "honest":
+        assert verdict["tier"] is not None and other["decision"] == "unconfirmed"
+        assert f"its witness `{skipped['name']}` was not run: another witness had settled" \
+            in comment
+        assert "add a witness" not in comment
+    assert cut_witnesses(verdict, results) == []

@@ -16,7 +16,7 @@ SIDES = ("base", "head", "harness")
 STAGES = ("prepare", "checkout", "build", "speed", "score", "harness")
 ATTRIBUTIONS = ("pr", "infra")
 FAILURE_KINDS = ("build-failed", "crashed", "timeout", "spoofed", "infra-error")
-WITNESS_STOPS = ("", "settled", "box_time")  # engine/measure/witness.py WitnessRecord.stopped
+WITNESS_STOPS = ("", "settled", "box_time", "not_needed")  # engine/measure/witness.py WitnessRecord.stopped
 
 
 def validate(doc: Any) -> dict[str, Any]:

@@ -226,12 +226,17 @@ class Measurement:
         todo = sorted([t for t in todo if t[2]], reverse=True,
                       key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
         confirmed: tuple[int, float] | None = None
+        refuted = False
         for run, spec, improved in todo:
             rank = witness_plan.claimed_rank(improved, self.records, rule)
-            if confirmed is not None and rank[0] <= confirmed[0]:
-                continue  # it could not change the tier
-            if self._witness(run, spec, improved).settled_by == "confirmed":
+            if refuted or (confirmed is not None and rank[0] <= confirmed[0]):
+                # it could not change the verdict: kept, unrun, so the comment can say why
+                self.witnesses.append(witness.WitnessRecord(spec, stopped="not_needed"))
+                continue
+            settled_by = self._witness(run, spec, improved).settled_by
+            if settled_by == "confirmed":
                 confirmed = max(confirmed or rank, rank)
+            refuted = settled_by == "contradicted"  # printed rates refuted: REJECT, whatever else
 
     def _witness(self, run: SpeedRun, spec: WitnessSpec,
                  improved: list[str]) -> witness.WitnessRecord:

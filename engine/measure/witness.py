@@ -37,7 +37,9 @@ class WitnessRecord:
 
     spec: WitnessSpec
     samples: list[dict[str, Any]] = field(default_factory=list)
-    stopped: str = ""  # "settled" (at a look), "box_time" (`fits`), "": every pair it could
+    # "settled" (at a look), "box_time" (`fits`), "not_needed" (not run: another witness
+    # settled the verdict, engine/measure/witness_plan.py), "": every pair it could
+    stopped: str = ""
     room: Room | None = None  # the box time it was given (`fits`); None: unbounded
     settled_by: str = ""  # why it settled: confirmed, contradicted, failed, unresolvable
 

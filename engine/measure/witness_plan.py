@@ -2,7 +2,9 @@
 
 The witnesses run after all the measuring. Only a witness with a cell to confirm runs; the one
 whose cells claim the highest tier goes first, and once one is confirmed, a witness whose cells
-claim no higher tier could not change the tier and is skipped (docs/trust.md §2).
+claim no higher tier could not change the tier and is skipped; once one is contradicted, the PR's
+printed rates are refuted (REJECT) and the rest are skipped. A skipped witness is recorded as
+`stopped: not_needed` (docs/trust.md §2).
 """
 
 from __future__ import annotations

@@ -95,6 +95,9 @@ def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | N
         unknown = [w for w in views if w.covers is None]
         return _unjudged(unknown[0], rule) if unknown else None
     w = max(covering, key=lambda v: v.pairs)  # the one that came closest to a judgement
+    if w.stopped == "not_needed":
+        return Why(f"its witness `{w.name}` was not run: another witness had settled the "
+                   "verdict, which this cell could not change")
     if not w.ran:
         return _not_run(w, rule)
     if w.head_failed:

@@ -22,7 +22,7 @@ class WitnessView:
     covers: frozenset[str] | None  # cell keys; None: not known (not judged, no results given)
     looks: tuple[int, ...]  # pairs at each look; (): not known without the results
     pairs: int  # usable verified pairs, as the grading counted them
-    stopped: str  # "settled", "box_time" or "" (it ran every pair it could)
+    stopped: str  # "settled", "box_time", "not_needed" or "" (it ran every pair it could)
     ran: bool  # at least one process was timed
     head_failed: bool  # a PR process failed or its output did not agree with main's
     saving_s: float | None  # the mean saving per pair it measured (judged witnesses only)
