@@ -1,48 +1,49 @@
-"""The demo witness's floor on this machine: A/A pairs of main's witness process (the demo
-profile's argv at N decode tokens), each pair on one fresh prompt, timed by the process's CPU
-time as the harness's `cpu` clock times it, and its wall time. Prints the per-pair sd of both,
-and each variant's mean (main and `faster`), for the profile's `sd_floor_s` and its comment.
+"""The demo witness's floor on this machine: A/A pairs of main's witness process as the harness
+runs it (the demo profile's witness argv and spec, the stepped handoff, each pair on one fresh
+prompt), timed by the harness's `cpu` clock (the run's cgroup over the handoff span) where this
+machine may make cgroups, and by the handoff span. Prints the per-pair sd of both, and each
+variant's mean (main and `faster`), for the profile's `sd_floor_s` and its comment.
 
-Usage: python scripts/demo_witness_floor.py [--tokens 512] [--pairs 20]
+Usage: python scripts/demo_witness_floor.py [--pairs 20]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import random
-import resource
 import statistics as st
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.demo.repo import generate  # noqa: E402
+from engine.measure import witness  # noqa: E402
+from engine.sandbox import cpu_meter, proc  # noqa: E402
+from evalbot.evaluation.profile import load_profile  # noqa: E402
+
+PROFILE = load_profile("demo")
+SPEC, ENV = PROFILE.runs[0].witnesses[0], PROFILE.env
 
 
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def timed(tree: Path, model: Path, prompt: Path, tokens: int) -> tuple[float, float]:
-    argv = [sys.executable, str(tree / "demo_engine.py"), "bench", "--model", str(model),
-            "--ctxs", "64", "--decode-tokens", str(tokens), "--reps", "1", "--tokens", str(prompt)]
-    cpu, wall = _cpu(), time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env={**os.environ,
-                                                              "OPENBLAS_NUM_THREADS": "1"})
-    return _cpu() - cpu, time.perf_counter() - wall
+def timed(tree: Path, model: Path, ids: list[int]) -> tuple[float, float]:
+    """(cpu clock, handoff clock) seconds of one witness process on `ids`."""
+    argv = [a.format(python=sys.executable, build=str(tree), model=str(model))
+            for a in SPEC.argv]
+    argv = [str(tree / "demo_engine.py") if a.endswith("build/demo_engine.py") else a
+            for a in argv]
+    with cpu_meter.run_cgroup(True) as group:
+        done = proc.run(argv, cwd=tree, timeout_s=120, log=tree / "witness.log", trusted=True, env=ENV,
+                        handoff=witness.handoff_of(SPEC, ids), cgroup=group)
+    if not done.ok or done.handoff_s is None:
+        raise SystemExit(f"witness failed: {done.output[-500:]}")
+    return (done.cpu_s if done.cpu_s is not None else float("nan")), done.handoff_s
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--pairs", type=int, default=20)
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="demo-floor-"))
@@ -52,16 +53,14 @@ def main() -> None:
         trees[name] = root / name
         subprocess.run(["git", "worktree", "add", "-q", "--detach", str(trees[name]), ref],
                        cwd=demo.path, check=True)
-    rng = random.Random(1)
-    prompt = root / "prompt.json"
     rows: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "faster": []}
     for pair in range(a.pairs):
-        prompt.write_text(json.dumps([rng.randrange(256) for _ in range(64 + a.tokens)]))
+        ids = witness._prompt(SPEC, root / "prompts")  # the harness's own fresh draw
         for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
-            rows[side].append(timed(trees["main"], demo.model_path, prompt, a.tokens))
+            rows[side].append(timed(trees["main"], demo.model_path, ids))
         if pair < 6:
-            rows["faster"].append(timed(trees["faster"], demo.model_path, prompt, a.tokens))
-    for k, name in ((0, "cpu"), (1, "wall")):
+            rows["faster"].append(timed(trees["faster"], demo.model_path, ids))
+    for k, name in ((0, "cpu"), (1, "handoff")):
         d = [x[k] - y[k] for x, y in zip(rows["a"], rows["b"], strict=True)]
         print(f"{name}: main {st.mean(x[k] for x in rows['a'] + rows['b']):.3f} s, faster "
               f"{st.mean(x[k] for x in rows['faster']):.3f} s; per-pair sd {st.stdev(d):.4f} s "
