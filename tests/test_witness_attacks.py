@@ -233,7 +233,14 @@ def test_forking_head_gets_no_tier(sshd, box_python, demo, tmp_path):
     head = _head(repo, "forking", LYING_BENCH + FORKING_WITNESS)
     outcome, results = _evaluate(sshd, box_python, demo, tmp_path, head, pr=29)
     _assert_no_tier(outcome)
-    _assert_witness_saw_the_work(results)
+    [record] = [w for w in results["witnesses"] if w["name"] == WITNESS]
+    heads = [s for s in record["samples"] if s["side"] == "head" and not s["dropped"]]
+    if heads and not any(s["verified"] for s in heads):
+        # the sandbox ends a run as a whole (bubblewrap's --die-with-parent): the orphan dies
+        # with the process the harness started, and no answer of the head's ever comes
+        assert all(s["error"] for s in heads), heads
+        return
+    _assert_witness_saw_the_work(results)  # a sandbox that lets the orphan live: it is timed
 
 
 def test_batching_head_gets_no_tier(sshd, box_python, demo, tmp_path):
