@@ -138,8 +138,15 @@ def test_score_uses_the_ids_and_every_cache_follows_the_tokenizer(
     ids = _pairs(corpus_bytes()[0])
     long_ids = _pairs(long_text(corpus_bytes()[0])[0])
 
+    # the pair tokenizer's ids need a model of 65,536 ids: dumps are checked against the
+    # scored model's vocabulary (engine/scoring/vocab.py), and the demo model has 256
+    header = json.dumps({"config": {"vocab_size": 65536}, "tensors": []}).encode()
+    pairs_model = tmp_path / "pairs.evdm"
+    pairs_model.write_bytes(b"EVDM" + len(header).to_bytes(4, "little") + header)
+
     def evaluate(argv: list[str], job_id: str) -> dict[str, Any]:
         job = _stubbed(_job(demo, tmp_path, argv, job_id), scripts, log)
+        job = replace(job, models=[replace(m, path=str(pairs_model)) for m in job.models])
         jobdir = tmp_path / job_id
         jobdir.mkdir()  # as run_job makes it
         speed_tokens(jobdir, job, REPO_ROOT)

@@ -311,8 +311,8 @@ def _read_score(out: Path, side: str, log: Path, topk: int, lengths: list[int],
     who = {"head": "the PR's", "base": "main's"}.get(side, "the reference's")
     odd = _not_a_file(out)
     if odd:  # named before opening: a FIFO or a device is never read from
-        raise ScoreFailure(side, "unparsable", f"{who} score dump is refused ({out.name}): "
-                           f"it is {odd}, not a regular file", log)
+        raise ScoreFailure(side, "unparsable", f"score output unreadable: {who} score dump "
+                           f"{out.name} is {odd}, not a regular file", log)
     try:
         doc = safe_io.read_json(out, OUTPUT_CAP)
         windows = check_windows(doc["windows"], topk, lengths)
@@ -338,7 +338,7 @@ def _not_a_file(path: Path) -> str:
         return ""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a link")):
         if test(mode):
             return name
     return ""
