@@ -3,7 +3,9 @@
 
 Three parts, each written to OUT as it goes:
 
-1. variants.tsv: `evalbot-topk decode MODEL 4096 - 4992` builds that differ in one context
+1. variants.tsv: the shipped witness (`evalbot-topk witness MODEL 4096 896`: the prompt at the
+   handoff, then 896 ids one at a time, each after the previous answer) of builds that differ in
+   one context
    setting (BINS: name=path ...), 3 fresh prompts each, with the ids' digest (a variant that
    changes the ids is not the same witness);
 2. bench-tg.json: llama-bench's own decode rate at the same depth (`-p 0 -n 896 -d 4096`);
@@ -29,10 +31,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.contract.witness_spec import READY  # noqa: E402
+from engine.measure import witness  # noqa: E402
 from engine.sandbox import proc  # noqa: E402
+from evalbot.evaluation.profile import load_profile  # noqa: E402
 
-PREFILL, TOTAL = 4096, 4992
+SPEC = next(w for r in load_profile("llamacpp").runs for w in r.witnesses)
+PREFILL, TOTAL = SPEC.prompt_tokens, SPEC.prompt_tokens + SPEC.steps
 
 
 def prompt(rng: random.Random) -> list[int]:
@@ -40,13 +44,13 @@ def prompt(rng: random.Random) -> list[int]:
 
 
 def timed(binary: str, model: str, ids: list[int], log: Path) -> tuple[float, float, str]:
-    """(handoff seconds, wall seconds, digest of the output ids) of one witness process."""
-    handoff = proc.Handoff(READY.encode(), (" ".join(map(str, ids)) + "\n").encode(),
-                           b"OUTPUT_IDS:")
-    done = proc.run([binary, "decode", model, str(PREFILL), "-", str(TOTAL)], cwd=log.parent,
-                    timeout_s=120, log=log, trusted=True, handoff=handoff)
-    line = next((ln for ln in done.output.splitlines() if ln.startswith("OUTPUT_IDS:")), "")
-    digest = hashlib.sha256(line.encode()).hexdigest()[:12] if line else f"rc{done.returncode}"
+    """(handoff seconds, wall seconds, digest of the output ids) of one witness process, run as
+    the harness runs the shipped profile's witness."""
+    argv = [binary, *[a.format(model=model) for a in SPEC.argv[1:]]]
+    done = proc.run(argv, cwd=log.parent, timeout_s=120, log=log, trusted=True,
+                    handoff=witness.handoff_of(SPEC, ids))
+    got = witness.read_output_ids(done.output, SPEC.output) if done.ok else None
+    digest = hashlib.sha256(repr(got).encode()).hexdigest()[:12] if got else f"rc{done.returncode}"
     return done.handoff_s or -1.0, done.wall_s, digest
 
 
