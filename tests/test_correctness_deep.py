@@ -5,6 +5,7 @@ scoring (engine.scoring.correctness.score with real score processes) or the real
 
 from __future__ import annotations
 
+import struct
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from engine.scoring.correctness import score
 from engine.scoring.failure import ScoreFailure
 from engine.scoring.segments import chunk_looks, deep_chunks
 from engine.scoring.tokens import speed_tokens
+from engine.scoring.vocab import vocab_size
 from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
 from evalbot.grading.correctness_policy import critical_values, decide, deep_critical
@@ -160,3 +162,20 @@ def test_a_guard_models_outcome_reaches_the_headline_and_its_label(
     assert verdict["headline"] == headline and verdict["tier"] is None
     assert label in verdict["labels"]
     assert any(r.startswith("qwen3.6-35b-a3b: ") for r in verdict["reasons"])
+
+
+def _gguf(path: Path, tokens: int) -> None:
+    """A GGUF header as llama.cpp writes one: a string key, then the token list."""
+    def string(s: str) -> bytes:
+        return struct.pack("<Q", len(s)) + s.encode()
+    body = string("general.architecture") + struct.pack("<I", 8) + string("qwen35")
+    body += string("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, tokens)
+    body += b"".join(string(f"t{i}") for i in range(tokens))
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + body)
+
+
+def test_the_vocabulary_is_read_from_the_gguf(tmp_path: Path) -> None:
+    _gguf(tmp_path / "m.gguf", 1000)
+    assert vocab_size(str(tmp_path / "m.gguf")) == 1000
+    (tmp_path / "other.bin").write_bytes(b"not a model")
+    assert vocab_size(str(tmp_path / "other.bin")) is None  # unknown: only int32 is checked
