@@ -164,14 +164,17 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str])
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
     """At a look before the last, what the bot would decide on these pairs is decided, and
     why: the claim `confirmed` at the look's stop_t, `contradicted` at its spoof_t, a head
-    output that `failed` verification (the witness can no longer confirm), or a head that
+    output that `failed` verification (after any pair: the witness can no longer confirm, and
+    a head that times out its witness would cost a timeout a pair until the look), or a head that
     invents ids whose claim, less what they may have skipped, the last look could not confirm
     even were every printed rate true (`unresolvable`). "": measure on."""
-    if not spec.stop_t or pairs not in spec.looks[:-1]:
+    if not spec.stop_t:
         return ""
     samples = record.samples
     if any(not s["verified"] and not s["dropped"] for s in samples if s["side"] == "head"):
-        return "failed"
+        return "failed"  # after any pair, not only at a look: it can never confirm again
+    if pairs not in spec.looks[:-1]:
+        return ""
     d = pair_savings(samples, need_verified=True)
     if len(d) < MIN_PAIRS:
         return ""
