@@ -138,7 +138,10 @@ class Publisher:
         body = quiet_mentions(body)
         ours = self._ours(number)
         if not ours:
-            ours = [self._create(number, body, lambda: next(iter(self._ours(number)), None))]
+            made = self._create(number, body, lambda: next(iter(self._ours(number)), None))
+            # Listed again: a writer racing us (another process, a create GitHub stored after
+            # it timed out) shows up now, and the duplicates go while we are here.
+            ours = self._ours(number) or [made]
         keep, extra = ours[0], ours[1:]
         if keep.body != body:
             self.backoff.call(lambda: self.port.edit_comment(keep.id, body))

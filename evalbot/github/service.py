@@ -3,23 +3,21 @@ the waitress server; publish a finished job's verdict (with its overrides and st
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from waitress.server import create_server
 
-from evalbot.config.errors import ConfigError, EvalbotError
+from evalbot.config.errors import ConfigError
 from evalbot.config.redact import Redactor
 from evalbot.config.settings import Config, GitHubConfig
-from evalbot.github.events import PayloadError, parse_event
+from evalbot.github.dispatcher import Dispatcher
 from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
-from evalbot.github.port import GitHubPort, RateLimited, Transient
+from evalbot.github.port import GitHubPort
 from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
 from evalbot.github.webhook import SERVER_SETTINGS, WebhookApp
 from evalbot.grading.overrides import decorate, status_of
@@ -28,6 +26,7 @@ from evalbot.report.comment import context_for
 from evalbot.report.render import render_comment
 from evalbot.store.jobs import Store
 
+__all__ = ["Dispatcher", "Running", "start"]  # Dispatcher: evalbot.github.dispatcher
 log = logging.getLogger("evalbot.github")
 # One token, one rate limit: every publisher of the process (dispatcher and workers) shares
 # one back-off, so a Retry-After seen by any of them holds back all of them.
@@ -70,73 +69,6 @@ def make_handlers(config: Config, store: Store, port: GitHubPort,
     policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
     return Handlers(identified(config), store, port, make_publisher(config, port, backoff),
                     policy.ident)
-
-
-class Dispatcher:
-    """Drains the inbox in order on one thread; GitHub outages leave deliveries for later.
-
-    It never dies on a delivery: one that cannot be handled (a payload the edge should have
-    refused, a bug) is set aside in the store with its error and a log line, and the next one
-    is handled. A rate limit pauses it until GitHub's Retry-After has passed."""
-
-    def __init__(self, make: Callable[[Store], Handlers], store_path: Path,
-                 wake: threading.Event, retry_s: float = 5.0,
-                 pause: Callable[[float], object] | None = None) -> None:
-        self._make = make  # called on the dispatcher's own thread: SQLite is per thread
-        self.store_path, self.wake, self.retry_s = store_path, wake, retry_s
-        self.stopping = threading.Event()
-        self.pause = pause or self.stopping.wait  # for rate limits; interruptible by stop()
-        self.done: list[str] = []  # one line per handled delivery, newest last
-
-    def run(self) -> None:
-        store = Store(self.store_path)
-        handlers = self._make(store)
-        while not self.stopping.is_set():
-            try:
-                busy = self.drain_once(store, handlers)
-            except Exception:  # the store itself failed (disk, lock): keep the thread alive
-                log.exception("dispatcher: the inbox could not be read; trying again")
-                busy = False
-            if not busy:
-                self.wake.wait(1.0)
-                self.wake.clear()
-        store.close()
-
-    def drain_once(self, store: Store, handlers: Handlers) -> bool:
-        item = store.inbox_next()
-        if item is None:
-            return False
-        delivery, name, body = item
-        try:
-            event = parse_event(name, json.loads(body))
-        except (PayloadError, ValueError) as exc:  # ValueError: not JSON (or not UTF-8)
-            return self._set_aside(store, delivery, name, f"bad payload: {exc}")
-        try:
-            line = handlers.handle(event) if event is not None else "ignored"
-        except RateLimited as exc:
-            log.warning("delivery %s: GitHub rate limit; no request for %.0f s (%s)", delivery,
-                        exc.retry_after, exc)
-            self.pause(exc.retry_after)
-            return True
-        except Transient as exc:
-            log.warning("delivery %s: GitHub unavailable (%s); retrying", delivery, exc)
-            self.stopping.wait(self.retry_s)
-            return True
-        except EvalbotError as exc:
-            line = f"failed: {exc}"
-        except Exception as exc:  # a bug must not stop every later delivery
-            log.exception("delivery %s (%s): handler failed", delivery, name)
-            return self._set_aside(store, delivery, name, f"{type(exc).__name__}: {exc}")
-        log.info("delivery %s (%s): %s", delivery, name, line)
-        store.inbox_done(delivery)  # first: `done` lists only deliveries the store has let go
-        self.done.append(f"{delivery}: {line}")
-        return True
-
-    def _set_aside(self, store: Store, delivery: str, name: str, error: str) -> bool:
-        log.error("delivery %s (%s) set aside: %s", delivery, name, error)
-        store.inbox_set_aside(delivery, error[:500])
-        self.done.append(f"{delivery}: set aside: {error[:500]}")
-        return True
 
 
 @dataclass
@@ -187,21 +119,25 @@ def _stop_waitress(server: Any) -> None:
 def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: GitHubPort,
           host: str = "127.0.0.1", listen_port: int = 0,
           backoff: Backoff | None = None,
-          server_settings: dict[str, Any] | None = None) -> Running:
+          server_settings: dict[str, Any] | None = None,
+          reconcile_s: float | None = None, retry_s: float = 5.0) -> Running:
     """The waitress server and the dispatcher, each on a thread; returns the bound port.
 
     `secret` is the webhook secret, or a callable giving the secrets accepted right now
     (`SecretRing.accepted`: the new one and, during a rotation, the old one). waitress runs
-    with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares)."""
+    with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares).
+    `reconcile_s`: compare open PRs' heads with the store at start and this often (None: never;
+    `serve` and `webhook` do, with the config's `service.reconcile_min`)."""
     wake = threading.Event()
     store = Store(config.store)
     store.github_tables()
     store.close()
-    app = WebhookApp(secret, str(config.store), wake)
+    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake,
+                            pause=backoff.sleep if backoff is not None else None,
+                            reconcile_s=reconcile_s, retry_s=retry_s)
+    app = WebhookApp(secret, str(config.store), wake, alive=dispatcher.alive)
     server = create_server(app, host=host, port=listen_port,
                            **(SERVER_SETTINGS if server_settings is None else server_settings))
-    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake,
-                            pause=backoff.sleep if backoff is not None else None)
     threads = (threading.Thread(target=server.run, daemon=True, name="webhook"),
                threading.Thread(target=dispatcher.run, daemon=True, name="dispatcher"))
     for t in threads:

@@ -40,7 +40,8 @@ def verify(secret: bytes, body: bytes, header: str | None) -> bool:
 
 class WebhookApp:
     def __init__(self, secret: bytes | Callable[[], Sequence[bytes]], store_path: str,
-                 wake: threading.Event | None = None, max_body: int = MAX_BODY) -> None:
+                 wake: threading.Event | None = None, max_body: int = MAX_BODY,
+                 alive: Callable[[], bool] = lambda: True) -> None:
         # A callable gives the secrets accepted right now (evalbot/service/secrets_rotation.py: the new
         # one and, for a window, the old one), asked at every delivery.
         self.accepted = (lambda: [secret]) if isinstance(secret, bytes) else secret
@@ -48,6 +49,9 @@ class WebhookApp:
             raise ValueError("a webhook secret is required: unsigned deliveries are refused")
         self.store_path, self.max_body = store_path, max_body
         self.wake = wake or threading.Event()
+        # Whether the dispatcher still runs: a 202 promises the delivery will be handled, so a
+        # dead dispatcher turns deliveries away (503) and GitHub shows them as failed.
+        self.alive = alive
         self._local = threading.local()  # one SQLite connection per server thread
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -70,6 +74,9 @@ class WebhookApp:
         header = environ.get("HTTP_X_HUB_SIGNATURE_256")
         if not any([verify(s, body, header) for s in self.accepted()]):  # all compared: no hint
             return "401 Unauthorized", "missing or wrong X-Hub-Signature-256"
+        if not self.alive():
+            return "503 Service Unavailable", "the dispatcher is not running; not accepting " \
+                                              "deliveries it cannot handle"
         media = str(environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
         if media != "application/json":  # after the HMAC: only GitHub learns how to fix it
             return "415 Unsupported Media Type", (
@@ -81,13 +88,13 @@ class WebhookApp:
             return "400 Bad Request", "X-GitHub-Event and X-GitHub-Delivery are required"
         try:
             parsed = parse_event(event, json.loads(body))
-        except (ValueError, UnicodeDecodeError):
-            return "400 Bad Request", "body is not valid JSON"
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deep
+            return "400 Bad Request", "body is not valid JSON (or nested too deeply)"
         except PayloadError as exc:
             return "400 Bad Request", str(exc)
         if parsed is None:
             return "204 No Content", ""
-        if not self._store().inbox_put(delivery, event, body):
+        if not self._store().inbox_put(delivery, event, body, f"{parsed.repo}#{parsed.number}"):
             return "200 OK", f"delivery {delivery} already received"
         self.wake.set()
         return "202 Accepted", f"delivery {delivery} queued"

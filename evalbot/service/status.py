@@ -36,13 +36,17 @@ def snapshot(store: Store, boxes: Iterable[BoxConfig], last: int) -> dict[str, A
     totals = store.box_time()
     time_row = {"verdicts": totals["verdicts"], "box_s": round(totals["box_s"]),
                 "build_s_saved": round(totals["saved_s"])}
-    return {"queue": queue, "boxes": box_rows, "verdicts": verdicts, "box_time": [time_row]}
+    unpublished = [{"job": job, "pr": pr, "reason": reason}  # given up: a person must look
+                   for job, pr, reason in store.given_up()]
+    return {"queue": queue, "boxes": box_rows, "verdicts": verdicts, "box_time": [time_row],
+            "unpublished": unpublished}
 
 
 def render_status(snap: dict[str, Any]) -> list[Table]:
     tables = []
     for title, rows in (("queue", snap["queue"]), ("boxes", snap["boxes"]),
-                        ("last verdicts", snap["verdicts"]), ("box time", snap["box_time"])):
+                        ("last verdicts", snap["verdicts"]), ("box time", snap["box_time"]),
+                        ("unpublished", snap.get("unpublished", []))):
         table = Table(title=f"{title} ({len(rows)})")
         columns = list(rows[0]) if rows else ["(empty)"]
         for col in columns:

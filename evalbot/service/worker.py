@@ -42,6 +42,7 @@ from evalbot.grading.policy import Policy
 from evalbot.service.calibrate import calibration_job
 from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
+from evalbot.service.publishing import publish_pending
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
 from remote.box import Box, BoxError
@@ -317,16 +318,8 @@ class Worker:
 
     # ---- publication ----------------------------------------------------------------------
     def publish_pending(self, store: Store) -> None:
-        for job in store.unpublished():
-            if self._publish is None:
-                store.mark_published(job.id)  # no GitHub: the outputs on disk are the result
-                continue
-            try:
-                self._publish(store, job.id)
-            except EvalbotError as exc:  # GitHub down: the next sweep tries again
-                log.warning("job %s: publishing failed (%s); will retry", job.id, exc)
-                return
-            store.mark_published(job.id)
+        """Every finished job not yet on GitHub; one PR's failure holds back no other's."""
+        publish_pending(store, self._publish, self.name)
 
     # ---- the box --------------------------------------------------------------------------
     def _connected(self) -> Box:

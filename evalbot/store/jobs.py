@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbot.store.intake import IntakeTables
+from evalbot.store.publication import PublicationTables
 
 SCHEMA_VERSION = 1
 STATES = ("queued", "running", "done", "failed", "superseded", "cancelled")
@@ -84,8 +85,9 @@ class JobRow:
     published: float | None = None
 
 
-class Store(IntakeTables):
-    """Jobs, leases, verdicts; the GitHub intake's tables come from IntakeTables."""
+class Store(IntakeTables, PublicationTables):
+    """Jobs, leases, verdicts; the GitHub intake's tables come from IntakeTables, who publishes
+    what from PublicationTables."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -97,6 +99,7 @@ class Store(IntakeTables):
         self.db.executescript(_DDL)
         self.github_tables()  # fairness reads authors from admissions, GitHub or not
         self._migrate()
+        self.publication_columns()
         self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
                         (str(SCHEMA_VERSION),))
 
@@ -288,7 +291,7 @@ class Store(IntakeTables):
                        (job_id, old["provenance"]["policy"], row["verdict"], time.time()))
             db.execute("UPDATE verdicts SET verdict=?, headline=? WHERE job_id=?",
                        (new, verdict["headline"], job_id))
-            db.execute("UPDATE jobs SET published=NULL WHERE id=?", (job_id,))
+            db.execute("UPDATE jobs SET published=NULL, unpublished='' WHERE id=?", (job_id,))
             return True
 
     def revisions(self, job_id: str) -> list[dict[str, Any]]:
@@ -319,19 +322,11 @@ class Store(IntakeTables):
 
     def unpublished(self) -> list[JobRow]:
         """Finished PR jobs whose final state has not reached GitHub yet (a crash between
-        finish and publish, a GitHub outage, a re-grade)."""
+        finish and publish, a GitHub outage, a re-grade), not given up (publication.py)."""
         rows = self.db.execute("SELECT * FROM jobs WHERE pr IS NOT NULL AND published IS NULL "
-                               "AND state IN ('done','failed') ORDER BY updated")
+                               "AND state IN ('done','failed') AND unpublished='' ORDER BY "
+                               "updated")
         return [_job(r) for r in rows]
-
-    def mark_published(self, job_id: str) -> None:
-        with self._tx() as db:
-            db.execute("UPDATE jobs SET published=? WHERE id=?", (time.time(), job_id))
-
-    def mark_unpublished(self, job_id: str) -> None:
-        """Publish the job's verdict again at the next sweep (its comment has news: stale)."""
-        with self._tx() as db:
-            db.execute("UPDATE jobs SET published=NULL WHERE id=?", (job_id,))
 
     def box_time(self) -> dict[str, float]:
         """Box seconds spent on evaluations and build seconds saved by cached builds."""

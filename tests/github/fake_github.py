@@ -38,6 +38,8 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     message: str = "Server Error"
     times: int = 1
+    where: str = ""  # only requests whose path contains this (one PR: "/issues/6/")
+    delay_s: float = 0.0  # status 0: a slow answer, sent delay_s after the write was committed
 
 
 @dataclass
@@ -142,19 +144,21 @@ class FakeGitHub:
         if handler is None:
             self.violations.append(f"fake does not implement {op.op_id} ({request.method} {path})")
             return self._json(404, {"message": "Not Found"})
-        fault = self._fault(op.op_id)
+        fault = self._fault(op.op_id, path)
         if fault is not None and not fault.after_commit:
             return self._fault_response(op, fault)
         params = dict(zip(_names(op.template), path[len(PREFIX):].split("/"), strict=False))
         params = {k.strip("{}"): v for k, v in params.items() if k.startswith("{")}
         status, payload, headers = handler(login, params, body, request.args)
-        if fault is not None:
+        if fault is not None and fault.status == 0:
+            time.sleep(fault.delay_s)  # GitHub stored it; the answer is late (a client timeout)
+        elif fault is not None:
             return self._fault_response(op, fault)
         return self._reply(op, status, payload, headers)
 
-    def _fault(self, op_id: str) -> Fault | None:
+    def _fault(self, op_id: str, path: str) -> Fault | None:
         for fault in self.faults:
-            if fault.op_id == op_id and fault.times > 0:
+            if fault.op_id == op_id and fault.times > 0 and fault.where in path:
                 fault.times -= 1
                 return fault
         return None
