@@ -86,6 +86,7 @@ class Case:
     main_top1: float = 0.0  # main's shift against the reference (drift)
     main_kl: float = 0.0
     kl_rise: float = 0.0  # head's per-token KL rise (same top-1)
+    tilt: float = 0.0  # sd of a per-window top-1 effect of the head (mean 0: still honest)
 
 
 def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: CorrectnessPolicy,
@@ -102,8 +103,11 @@ def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: Corre
     # head can be right only where main is wrong and the reverse: rates of those tokens that
     # give `half` (+ the damage) of all positions, so neither side is favoured by clipping
     half = np.minimum(half, 0.9 * (1 - p))  # no more flips than main has wrong tokens
-    head_only = rng.binomial(n - base, half / (1 - p))
-    base_only = rng.binomial(base, np.minimum((half + extra) / p, 0.99))
+    # an honest head may fare a little better on one window's text and worse on another's:
+    # the pieces of a long window share that effect, so they are not independent clusters
+    tilt = rng.normal(0.0, case.tilt, max(plan.windows) + 1)[plan.windows] if case.tilt else 0
+    head_only = rng.binomial(n - base, np.clip((half - tilt / 2) / (1 - p), 0, 0.99))
+    base_only = rng.binomial(base, np.clip((half + tilt / 2 + extra) / p, 0, 0.99))
     kl_level = KL_MEAN * rng.lognormal(-0.125, 0.5, max(plan.windows) + 1)[plan.windows]
     chunks, looks, same = [], [], True
     for count, crit in zip(plan.looks, plan.critical, strict=True):
@@ -163,6 +167,8 @@ CASES = [  # (case, what the row counts, what it should be)
     (Case("inert head (bit-identical)"), "reject", False),
     (Case("honest head, bf16-level, 2% discordant", disc=0.02), "reject", False),
     (Case("honest head, bf16-level, 10% discordant", disc=0.10), "reject", False),
+    (Case("honest head, 10% discordant, +-0.3 pt per window (sd)", disc=0.10, tilt=0.003),
+     "reject", False),
     (Case("5 pt lost at depth >= 32k only", drop=0.05, where="deep"), "reject", True),
     (Case("10 pt lost at depth >= 32k only", drop=0.10, where="deep"), "reject", True),
     (Case("20 pt lost at depth >= 32k only", drop=0.20, where="deep"), "reject", True),
