@@ -81,13 +81,17 @@ def for_boxes(boxes: Iterable[object], secrets: Iterable[str] = ()) -> Redactor:
     """A redactor that knows each box's host, paths and non-default port.
 
     The login name alone is not redacted (it is often a word like `evalbot`); `user@host`
-    forms are, by pattern.
+    forms are, by pattern. Nor is a relative path of one component (`workdir: box`): it says
+    nothing about the host, and masking it would rewrite every "box" in the text.
     """
     literals = list(secrets)
     for box in boxes:
-        for attr in ("host", "key_file", "known_hosts", "workdir", "repo", "models_dir"):
+        host = getattr(box, "host", None)
+        if isinstance(host, str):
+            literals.append(host)
+        for attr in ("key_file", "known_hosts", "workdir", "repo", "models_dir"):
             value = getattr(box, attr, None)
-            if isinstance(value, str):
+            if isinstance(value, str) and "/" in value:
                 literals.append(value)
         port = getattr(box, "port", 22)
         if port and port != 22:

@@ -199,9 +199,9 @@ def _box(s: Section, base: Path) -> BoxConfig:
     return BoxConfig(
         name=s.get("name", str),
         kind=kind,
-        workdir=s.get("workdir", str),
-        repo=s.get("repo", str, ""),
-        models_dir=s.get("models_dir", str, ""),
+        workdir=_box_path(s, "workdir", base, kind, required=True),
+        repo=_box_path(s, "repo", base, kind),
+        models_dir=_box_path(s, "models_dir", base, kind),
         host=s.get("host", str, None),
         port=s.get("port", int, 22),
         user=s.get("user", str, None),
@@ -217,6 +217,22 @@ def _box(s: Section, base: Path) -> BoxConfig:
                                      ["sudo", "-n", "/usr/local/lib/evalbot/sandbox-exec"])),
         unsandboxed=s.get("unsandboxed", bool, False),
     )
+
+
+def _box_path(s: Section, key: str, base: Path, kind: str, required: bool = False) -> str:
+    """A path on the box. A local box's relative path is relative to the config file, as the
+    store is: the pipeline passes paths to commands that run in other directories (the job's),
+    so a path relative to the bot's working directory would name a different place there. An
+    ssh box's path must be absolute: its commands do not all start in the login's home."""
+    value = s.get(key, str) if required else s.get(key, str, "")
+    if not value or value.startswith("/"):
+        return value
+    if kind == "local":
+        return str(_resolve(base, value))
+    if value.startswith("~"):
+        raise s.doc.error(s.path(key), f"{value!r}: `~` is not expanded on the box; "
+                          "give the absolute path")
+    raise s.doc.error(s.path(key), f"{value!r} must be an absolute path on the box")
 
 
 def _github(s: Section) -> GitHubConfig:
