@@ -51,7 +51,7 @@ def _doctor(config: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_local_box_passes_every_check(tmp_path: Path) -> None:
-    done = _doctor(_setup(tmp_path, True, {"kind": "local", "trusted": True}))
+    done = _doctor(_setup(tmp_path, True, {"kind": "local", "trusted": True, "unsandboxed": True}))
     assert done.returncode == 0, done.stdout + done.stderr
     for line in ("box box-a: reachable", "python with numpy", "engine repository",
                  "model m sha256: m.bin matches its pin"):
@@ -59,7 +59,7 @@ def test_local_box_passes_every_check(tmp_path: Path) -> None:
 
 
 def test_a_model_that_does_not_match_its_pin_fails(tmp_path: Path) -> None:
-    done = _doctor(_setup(tmp_path, False, {"kind": "local", "trusted": True}))
+    done = _doctor(_setup(tmp_path, False, {"kind": "local", "trusted": True, "unsandboxed": True}))
     assert done.returncode == 1
     assert "FAIL  box box-a: model m sha256: m.bin: sha256" in done.stdout
     assert "1 check(s) failed" in done.stderr
@@ -88,7 +88,7 @@ def test_unpinned_host_key_is_refused_with_a_clear_line(tmp_path: Path, sshd: Ss
 
 
 def test_a_box_without_the_gpu_the_profile_needs_fails_in_one_line(tmp_path: Path) -> None:
-    config = _setup(tmp_path, True, {"kind": "local", "trusted": True})
+    config = _setup(tmp_path, True, {"kind": "local", "trusted": True, "unsandboxed": True})
     profile = tmp_path / "doctored.yaml"
     profile.write_text(profile.read_text().replace("gpu: false", "gpu: true"))
     done = _doctor(config)

@@ -36,8 +36,31 @@ class Check:
 
 def run_checks(config: Config, profile: Profile, mode: str = "service") -> Iterator[Check]:
     for box_config in config.boxes:
-        yield from _box_checks(box_config, profile)
-    yield from _secret_checks(config, mode)
+        yield from _guarded(f"box {box_config.name}", _box_checks(box_config, profile))
+    yield from _guarded("secrets and GitHub", _secret_checks(config, mode))
+
+
+def _guarded(what: str, checks: Iterator[Check]) -> Iterator[Check]:
+    """doctor is where an operator goes when something is wrong, so it must not crash itself:
+    a failure none of the checks foresaw (GitHub unreachable, a box that drops mid-check)
+    becomes one FAIL line naming what could not be checked, and the other checks still run."""
+    try:
+        yield from checks
+    except Exception as exc:  # noqa: BLE001 (any failure here is a finding, not a crash)
+        yield Check(what, False, f"not checked: {type(exc).__name__}: {_first_line(exc)}")
+
+
+def refusal(config: Config, profile: Profile) -> str | None:
+    """What `serve`, `worker` and `action` would refuse this config with, word for word (all
+    three end in the same workers, and `poll` queues jobs for them); None when they accept it."""
+    from evalbot.config.errors import ConfigError
+    from evalbot.service.pool import check_pool
+
+    try:
+        check_pool(config, profile, serving=True)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
@@ -176,7 +199,12 @@ def _secret_checks(config: Config, mode: str) -> Iterator[Check]:
     if present:
         from evalbot.github.app_auth import identity_checks
 
-        yield from (Check(name, ok, detail) for name, ok, detail in identity_checks(config))
+        try:
+            yield from (Check(name, ok, detail) for name, ok, detail in identity_checks(config))
+        except Exception as exc:  # noqa: BLE001 (unreachable is a finding; see _guarded)
+            # the exception's text names the API's host and port: only its kind is printed
+            yield Check("github identity", False, f"cannot reach the GitHub API "
+                        f"({type(exc).__name__}); not checked: identity, write access")
 
 
 def _signing_key_check(path: Path) -> Check:
@@ -213,11 +241,17 @@ def doctor(config_file: Path, offline: bool, mode: str) -> None:
     click.echo(f"ok    config: profile {profile.name} ({profile.cell_count} cells), "
                f"policy {config.policy}, {len(config.boxes)} box(es): "
                + ", ".join(_box_line(b) for b in config.boxes))
+    refused = refusal(config, profile)
+    if refused:
+        click.echo(f"FAIL  config: {refused}")
     if offline:
+        click.echo("skip  boxes, models, secrets, GitHub: not checked (--offline)")
+        if refused:
+            raise EvalbotError("1 check(s) failed")
         return
     # The known_hosts path is the operator's own file, named so a refused key can be pinned.
     redact = for_boxes([dataclasses.replace(b, known_hosts=None) for b in config.boxes])
-    failed = 0
+    failed = int(refused is not None)
     for check in run_checks(config, profile, mode):
         failed += not check.ok
         click.echo(redact(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}"))
