@@ -54,7 +54,8 @@ def test_poll_then_rerun_sha(config: Config, fake: FakeGitHub) -> None:
     store = Store(config.store)
     policy = load_labels(config.labels_file).policy(config.policy).ident
     for n in range(1, 34):  # already queued by webhooks: the CLI runs PyGithub's real throttle
-        store.enqueue(REPO, n, _sha(n), policy)
+        job = store.enqueue(REPO, n, _sha(n), policy)
+        store.note_once(f"announced:{job.id}", float("inf"))  # their pending state published
     out = evalbot(config, fake, "poll")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("already queued") == 33 and out.stdout.count("queued job") == 2

@@ -22,7 +22,7 @@ from evalbot.grading.policy import load_labels
 from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER, fast_backoff
-from tests.github.fake_github import FakeGitHub
+from tests.github.fake_github import FakeGitHub, Pull
 from tests.github.sender import Sender, settle
 from tests.stub_engine import job_doc, make_repo
 
@@ -65,10 +65,12 @@ def test_push_push_verdict_one_comment_right_labels_success(
         port: GitHubPort, engine: tuple[Path, str, dict[str, str]], tmp_path: Path) -> None:
     running, send, store = bot
     repo, main, shas = engine
-    for sha in (shas["slow"], shas["faster"]):  # the second push supersedes the first job
+    fake.add_pull(Pull(2, shas["slow"], main, MAINTAINER))
+    for i, sha in enumerate((shas["slow"], shas["faster"])):  # the second push supersedes
+        fake.state.pulls[2].head_sha = sha  # the push, as GitHub has it
         send.post("pull_request", payloads.pull_request(
             "synchronize", number=2, head_sha=sha, base_sha=main, author=MAINTAINER))
-    settle(running, 2)
+        settle(running, i + 1)
     assert [j.state for j in store.jobs()] == ["superseded", "queued"]
     head = work_one(store, config, port, repo, tmp_path / "jobs", fake.token)  # type: ignore[attr-defined]
     assert head == shas["faster"]

@@ -23,8 +23,11 @@ def jobs(store: Store) -> list[tuple[int | None, str, str, int]]:
 def test_second_push_supersedes_and_comment_follows_newer_head(
         bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
     running, send, store = bot
+    fake.add_pull(Pull(2, A, "b" * 40, MAINTAINER))
     send.post("pull_request", payloads.pull_request("opened", number=2, head_sha=A,
                                                     author=MAINTAINER))
+    settle(running, 1)
+    fake.state.pulls[2].head_sha = C  # the push, as GitHub has it
     send.post("pull_request", payloads.pull_request("synchronize", number=2, head_sha=C,
                                                     author=MAINTAINER))
     settle(running, 2)
@@ -78,7 +81,9 @@ def test_drafts_wait_and_closed_cancels(bot: tuple[Running, Sender, Store],
 
 def test_quota_per_pr_per_day(bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
     running, send, store = bot
+    fake.add_pull(Pull(5, A, "b" * 40, MAINTAINER))
     for i, sha in enumerate((A, B, C)):  # config: 2 evaluations per PR per day
+        fake.state.pulls[5].head_sha = sha  # the push, as GitHub has it
         send.post("pull_request", payloads.pull_request("synchronize", number=5, head_sha=sha,
                                                         author=MAINTAINER))
         settle(running, i + 1)

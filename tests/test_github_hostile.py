@@ -276,6 +276,8 @@ def test_approve_later_pushes_keeps_an_approval_across_pushes(
     try:
         fake.add_pull(Pull(3, A, "b" * 40, OUTSIDER, fork=True), [APPROVED])
         send.post("pull_request", _labeled(3, A, MAINTAINER))
+        settle(running, 1)
+        fake.state.pulls[3].head_sha = C  # the fork pushes C
         send.post("pull_request", payloads.pull_request(
             "synchronize", number=3, head_sha=C, author=OUTSIDER, fork=True, labels=(APPROVED,)))
         settle(running, 2)

@@ -23,7 +23,7 @@ from evalbot.service.worker import Settings, Worker
 from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER, fast_backoff
-from tests.github.fake_github import REPO, FakeGitHub
+from tests.github.fake_github import REPO, FakeGitHub, Pull
 from tests.github.sender import Sender, settle
 from tests.service_env import write_config
 from tests.stub_engine import make_repo
@@ -72,11 +72,16 @@ def _burst(send: Sender, heads: dict[int, str], per_head: int, redeliveries: int
 
 
 def test_a_burst_of_1000_deliveries_makes_exactly_one_job_per_head(
-        intake: tuple[Running, Sender], unlimited: Config) -> None:
+        intake: tuple[Running, Sender], unlimited: Config, fake: FakeGitHub) -> None:
     running, send = intake
     first = {n: secrets.token_hex(20) for n in range(1, 51)}
     second = {n: secrets.token_hex(20) for n in range(1, 51)}  # a push to every PR
+    for n, sha in first.items():
+        fake.add_pull(Pull(n, sha, "b" * 40, MAINTAINER))
     statuses = _burst(send, first, per_head=9, redeliveries=45)
+    settle(running, 450, timeout_s=50)
+    for n, sha in second.items():  # the pushes, as GitHub has them
+        fake.state.pulls[n].head_sha = sha
     statuses += _burst(send, second, per_head=9, redeliveries=55)
     assert len(statuses) == 1000
     assert statuses.count(202) == 900 and statuses.count(200) == 100  # redeliveries dropped

@@ -14,7 +14,7 @@ from evalbot.config.settings import Config, load_config
 from evalbot.github import labels_sync
 from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
-from evalbot.github.service import github_config, make_handlers, make_port, start
+from evalbot.github.service import RECONCILE_S, github_config, make_handlers, make_port, start
 from evalbot.grading.policy import load_labels
 from evalbot.service.pool import require_sandbox
 from evalbot.store.jobs import Store
@@ -38,11 +38,14 @@ def webhook(config_file: Path, host: str, listen_port: int) -> None:
     config = load_config(config_file)
     gh = github_config(config)
     running = start(config, config.secret(gh.webhook_secret_env).encode(),
-                    make_port(gh, config.secret(gh.token_env)), host, listen_port)
+                    make_port(gh, config.secret(gh.token_env)), host, listen_port,
+                    reconcile_s=RECONCILE_S)
     click.echo(f"evalbot webhook on {host}:{running.port} for {gh.repo}")
     try:
-        while True:
-            time.sleep(3600)
+        while running.dispatcher.alive():  # a dead dispatcher: exit non-zero, not listen on
+            time.sleep(1.0)
+        raise click.ClickException("the dispatcher died (see the log); deliveries are no "
+                                   "longer handled")
     finally:
         running.stop()
 

@@ -6,6 +6,7 @@ the author's permission. Returns one line saying what it did, for the log and th
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -19,7 +20,11 @@ from evalbot.github.publish import PublisherProtocol, is_ours
 from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
 from evalbot.store.jobs import ACTIVE, Store
 
+log = logging.getLogger("evalbot.github")
 REFUSAL_EVERY_S = 3600.0  # at most one refusal per user and PR per hour
+HELP_EVERY_S = 600.0  # at most one help reply per PR per 10 minutes
+PERMISSION_CACHE_S = 600.0
+ANNOUNCED = float("inf")  # a job's pending state is announced once, ever
 EVALUATE = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 OVERRIDES = frozenset({Verb.HOLD, Verb.UNHOLD, Verb.WAIVE, Verb.MEASURE_MORE})  # maintainers only
 
@@ -47,6 +52,7 @@ class Handlers:
         self.overrides = Overrides(store.path)
         self.approvals = Approvals(store)
         self.measure_factor = DEFAULT_FACTOR
+        self._permissions: dict[str, tuple[bool, float]] = {}  # login -> (can write, when)
 
     def handle(self, event: Event) -> str:
         if event.repo != self.config.repo:
@@ -56,10 +62,21 @@ class Handlers:
         return self._comment(event)
 
     # ---- pull_request ----------------------------------------------------------------------
-    def _pull_request(self, ev: PullRequestEvent) -> str:
+    def _pull_request(self, ev: PullRequestEvent, current: PullInfo | None = None) -> str:
         if ev.action == "closed":
-            return f"cancelled {self.store.cancel(ev.repo, ev.number)} job(s)"
+            return f"cancelled {self.store.cancel(ev.repo, ev.number, 'closed')} job(s)"
         target = Target(ev.number, ev.head_sha, ev.base_sha, ev.author, ev.draft, ev.labels)
+        late = ""
+        if current is not None or self._other_heads(ev):
+            # Events arrive late and out of order: where another head of the PR has a job,
+            # what counts is the PR as GitHub has it now, so an older push never supersedes
+            # the current head (`current`: a fresh listing). One read, only then.
+            pull = current or self.publisher.backoff.call(lambda: self.port.pull(ev.number))
+            if pull.state != "open":
+                return f"ignored: #{ev.number} is {pull.state}"
+            target = _target(pull)
+            if pull.head_sha != ev.head_sha:
+                late = f" (a late event for {ev.head_sha[:10]})"
         if ev.action == "labeled":
             if ev.label != self.config.approval_label:
                 return f"ignored: label {ev.label}"
@@ -67,15 +84,27 @@ class Handlers:
                 return self._refuse_approval(ev)
             self.approvals.record(ev.repo, ev.number, ev.head_sha, ev.sender)
         if target.draft and not self.config.evaluate_drafts:
-            return "waiting: draft"
-        return self.admit(target)
+            return "waiting: draft" + late
+        return self.admit(target) + late
+
+    def _other_heads(self, ev: PullRequestEvent) -> bool:
+        """Another head of the PR has a job this event could wrongly supersede or follow (a
+        cancelled or superseded one decides nothing)."""
+        return any(j.head_sha != ev.head_sha and j.state not in ("cancelled", "superseded")
+                   for j in self.store.pr_jobs(ev.repo, ev.number))
 
     def admit(self, t: Target, attempt: int = 1, maintainer_rerun: bool = False) -> str:
         """Admission, then a job (superseding older heads) and the pending comment and status."""
-        for old in self.store.pr_jobs(self.config.repo, t.number):
-            if (old.head_sha, old.policy, old.attempt) == (t.head_sha, self.policy, attempt):
-                # A repeated event (poll, reopen): keep the queued job or the verdict as it is.
-                return f"already {'queued' if old.state in ACTIVE else old.state}: job {old.id}"
+        same = [j for j in self.store.pr_jobs(self.config.repo, t.number)
+                if (j.head_sha, j.policy) == (t.head_sha, self.policy)]
+        latest = max(same, key=lambda j: j.attempt) if same else None
+        if latest is not None and attempt <= latest.attempt:  # a repeated event (poll, reopen)
+            if latest.state in ACTIVE:  # finish an admission a crash or 5xx interrupted
+                self._announce(latest.id, t, latest.attempt)
+                return f"already queued: job {latest.id}"
+            if not _again(latest.state, latest.reason):  # the verdict (or a cancel) stands
+                return f"already {latest.state}: job {latest.id}"
+            attempt = latest.attempt + 1  # closed and reopened, or pushed back to this head
         if self.overrides.is_held(self.config.repo, t.number):
             self.publisher.status(t.head_sha, "pending", "held by a maintainer")
             return "held: no evaluation until /evalbot unhold"
@@ -95,17 +124,26 @@ class Handlers:
         job = self.store.enqueue(self.config.repo, t.number, t.head_sha, self.policy,
                                  base_sha=t.base_sha, attempt=attempt)
         self.store.record_admission(job.id, self.config.repo, t.number, t.author)
+        self._announce(job.id, t, attempt)
+        return f"queued job {job.id} for {t.head_sha[:10]} (attempt {job.attempt})"
+
+    def _announce(self, job_id: str, t: Target, attempt: int) -> None:
+        """The pending comment, label and status of a queued job, once: noted only after all
+        three reached GitHub, so a delivery retried after a crash or a 5xx completes them."""
+        key = f"announced:{job_id}"
+        if self.store.noted_within(key, ANNOUNCED):
+            return
         note = f"Queued for evaluation (attempt {attempt})." if attempt > 1 \
             else "Queued for evaluation."
         body = texts.pending_comment(t.head_sha, "queued", note, self.config.status_context)
         self.publisher.publish(t.number, t.head_sha, body, ["eval:pending"], "pending",
                                f"queued: {t.head_sha[:10]}")
-        return f"queued job {job.id} for {t.head_sha[:10]} (attempt {job.attempt})"
+        self.store.note_once(key, ANNOUNCED)
 
     def poll(self) -> list[str]:
         """The webhook's job creation from a listing of open PRs (every page)."""
         pulls = self.publisher.backoff.call(self.port.open_pulls)
-        return [f"#{p.number}: " + self._pull_request(_as_event(p, self.config.repo))
+        return [f"#{p.number}: " + self._pull_request(_as_event(p, self.config.repo), p)
                 for p in pulls]
 
     def rerun_sha(self, sha: str, who: str) -> str:
@@ -119,9 +157,15 @@ class Handlers:
         return f"#{pulls[0].number}: " + self._rerun(pulls[0], who, can_write=True)
 
     def can_write(self, login: str) -> bool:
-        """The collaborator permission endpoint; author_association misses private members."""
-        return self.publisher.backoff.call(lambda: self.port.permission(login)) \
+        """The collaborator permission endpoint; author_association misses private members.
+        Cached per user for 10 minutes: a flood of commands costs one look-up, not one each."""
+        cached = self._permissions.get(login)
+        if cached is not None and time.monotonic() - cached[1] < PERMISSION_CACHE_S:
+            return cached[0]
+        allowed = self.publisher.backoff.call(lambda: self.port.permission(login)) \
             in WRITE_PERMISSIONS
+        self._permissions[login] = (allowed, time.monotonic())
+        return allowed
 
     # ---- approval (evalbot/github/approvals.py) -------------------------------------------
     def _approved(self, t: Target) -> bool:
@@ -172,8 +216,14 @@ class Handlers:
 
     def _run(self, command: Command, ev: CommentEvent, can_write: bool) -> str:
         if command.verb is Verb.HELP:
+            note = f"help:{ev.repo}#{ev.number}"
+            if self.store.noted_within(note, HELP_EVERY_S):  # a flood gets no reply each
+                log.info("help on #%s from %s: answered within 10 minutes; no reply",
+                         ev.number, ev.author)
+                return "help (already answered)"
             self.publisher.reply(ev.number, texts.help_comment(self.config.approval_label),
                                  key=_key(ev))
+            self.store.note_once(note, HELP_EVERY_S)  # after posting: a retry still answers
             return "help"
         if command.verb in OVERRIDES and not can_write:
             self.publisher.reply(ev.number, f"@{ev.author} `/evalbot {command.verb.value}` is "
@@ -287,6 +337,13 @@ class Handlers:
 def _key(ev: CommentEvent) -> str:
     """A reply's idempotency key: the comment it answers (ids are unique in a repository)."""
     return f"comment {ev.comment_id}"
+
+
+def _again(state: str, reason: str) -> bool:
+    """Whether a head whose latest job ended this way is queued again by a repeated event:
+    after its PR was closed (now reopened) or after a push it came back to; not after a
+    verdict or a maintainer's cancel."""
+    return state == "superseded" or (state == "cancelled" and reason == "closed")
 
 
 def _target(p: PullInfo) -> Target:

@@ -26,11 +26,12 @@ from evalbot.report.comment import context_for
 from evalbot.report.render import render_comment
 from evalbot.store.jobs import Store
 
-__all__ = ["Dispatcher", "Running", "start"]  # Dispatcher: evalbot.github.dispatcher
+__all__ = ["RECONCILE_S", "Dispatcher", "Running", "start"]  # Dispatcher: evalbot.github.dispatcher
 log = logging.getLogger("evalbot.github")
 # One token, one rate limit: every publisher of the process (dispatcher and workers) shares
 # one back-off, so a Retry-After seen by any of them holds back all of them.
 PROCESS_BACKOFF = Backoff()
+RECONCILE_S = 300.0  # GitHub does not redeliver what failed while we were down: look this often
 
 
 def github_config(config: Config) -> GitHubConfig:

@@ -16,6 +16,7 @@ import math
 import sqlite3
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
 from evalbot.grading import quantiles
 from evalbot.service.calibrate import aa_noise, sick_cells
+from evalbot.service.queue_metrics import intake_gauges
 from evalbot.store.noise import NOISE_DDL
 from remote.box import Box
 
@@ -198,6 +200,7 @@ def metrics_text(store_path: Path) -> str:
         _durations(db, out)
         _verdicts(db, out)
         _health(db, out)
+        intake_gauges(db, out)
     finally:
         db.close()
     return "\n".join(out) + "\n"
@@ -221,8 +224,8 @@ def _jobs(db: sqlite3.Connection, out: list[str]) -> None:
 def _durations(db: sqlite3.Connection, out: list[str]) -> None:
     values: list[float] = []
     if _has(db, "verdicts"):
-        for (total,) in db.execute("SELECT json_extract(results, '$.timing.total_s') FROM "
-                                   "verdicts"):
+        for (text,) in db.execute("SELECT results FROM verdicts"):  # Python's JSON: a value
+            total = _json(text).get("timing", {}).get("total_s")  # may be Infinity (SQLite's no)
             if isinstance(total, (int, float)):
                 values.append(float(total))
     out += ["# HELP evalbot_job_duration_seconds Harness wall time of finished evaluations.",
@@ -236,8 +239,10 @@ def _durations(db: sqlite3.Connection, out: list[str]) -> None:
 
 
 def _verdicts(db: sqlite3.Connection, out: list[str]) -> None:
-    rows = db.execute("SELECT json_extract(verdict, '$.kind'), headline, COUNT(*) FROM verdicts "
-                      "GROUP BY 1, 2 ORDER BY 1, 2").fetchall() if _has(db, "verdicts") else []
+    found = db.execute("SELECT verdict, headline FROM verdicts").fetchall() \
+        if _has(db, "verdicts") else []
+    counts = Counter((_json(v).get("kind"), h) for v, h in found)
+    rows = [(k, h, counts[(k, h)]) for k, h in sorted(counts, key=str)]
     out += ["# HELP evalbot_verdicts Verdicts recorded, by kind and headline label.",
             "# TYPE evalbot_verdicts gauge"]
     out += [f'evalbot_verdicts{{kind="{_label(k)}",headline="{_label(h)}"}} {n}'
@@ -261,6 +266,14 @@ def _health(db: sqlite3.Connection, out: list[str]) -> None:
             for b, _h, _w, a in rows]
 
 
+def _json(text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def _label(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -268,14 +281,18 @@ def _label(value: object) -> str:
 class MetricsApp:
     """A WSGI app: GET /metrics -> metrics_text; mount it next to the webhook app."""
 
-    def __init__(self, store_path: Path) -> None:
+    def __init__(self, store_path: Path, extra: Callable[[], list[str]] | None = None) -> None:
         self.store_path = store_path
+        self.extra = extra  # the serving process's own gauges (rate-limit gate, dispatcher)
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         if environ.get("REQUEST_METHOD") != "GET" or environ.get("PATH_INFO") != "/metrics":
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"GET /metrics\n"]
-        body = metrics_text(self.store_path).encode()
+        text = metrics_text(self.store_path)
+        if self.extra is not None:
+            text += "\n".join(self.extra()) + "\n"
+        body = text.encode()
         start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
                                   ("Content-Length", str(len(body)))])
         return [body]

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,12 +31,13 @@ from evalbot.report.render import render_comment
 from evalbot.service import drain, migrations
 from evalbot.service.health import MetricsApp, setup_json_logging
 from evalbot.service.pool import check_pool
+from evalbot.service.queue_metrics import process_gauges
 from evalbot.service.secrets_rotation import ring_from_env
 from evalbot.service.worker import Publish, Settings, Worker
 from evalbot.store.jobs import Store
 
 if TYPE_CHECKING:
-    from evalbot.github.service import Listener
+    from evalbot.github.service import Listener, Running
 
 log = logging.getLogger("evalbot.serve")  # the JSON logs carry this name: kept from before evalbot.service
 CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
@@ -106,19 +108,35 @@ def make_workers(rt: Runtime, settings: Settings, out_root: Path,
             for b in boxes]
 
 
-def run_workers(workers: list[Worker], until_idle: bool, grace_s: float) -> None:
+def run_workers(workers: list[Worker], until_idle: bool, grace_s: float,
+                alive: Callable[[], bool] | None = None) -> None:
     """Run the workers until they end (--until-idle) or SIGTERM/SIGINT; then drain them: jobs
-    in flight get grace_s to finish, the others' leases are handed back (not counted as tries)."""
+    in flight get grace_s to finish, the others' leases are handed back (not counted as tries).
+
+    A service that can no longer do its work says so: when a worker thread (or, under `serve`,
+    the dispatcher: `alive`) dies, the others are drained and the process exits non-zero, so
+    its supervisor restarts it instead of it accepting work nobody does."""
     stop = drain.on_signals()
     threads = [threading.Thread(target=w.run, args=(until_idle,), name=w.name, daemon=True)
                for w in workers]
     for t in threads:
         t.start()
-    while not stop.is_set() and any(t.is_alive() for t in threads):
+    dead: list[str] = []
+    while not stop.is_set() and any(t.is_alive() for t in threads) and not dead:
         stop.wait(0.5)  # short waits: the signal handler runs between them
+        dead = _dead(threads, until_idle, alive)
     report = drain.drain(workers[0].store_path, workers, grace_s=grace_s)
     if report.finished or report.handed_back:
         log.info("drained: finished %s, handed back %s", report.finished, report.handed_back)
+    if dead:
+        log.critical("%s died; exiting so that the service is restarted", ", ".join(dead))
+        raise SystemExit(3)
+
+
+def _dead(threads: list[threading.Thread], until_idle: bool,
+          alive: Callable[[], bool] | None) -> list[str]:
+    gone = [] if until_idle else [t.name for t in threads if not t.is_alive()]
+    return gone + (["the dispatcher"] if alive is not None and not alive() else [])
 
 
 def settings_options(fn: Any) -> Any:
@@ -154,14 +172,19 @@ def _settings(config: Config, lease_ttl: float, max_tries: int, retry_backoff: f
                     poll_s=poll, aa_every_s=config.service.aa_every_h * 3600.0)
 
 
-def _metrics(config: Config) -> Listener | None:
+def _metrics(config: Config, running: Running | None) -> Listener | None:
     """GET /metrics on its own listener (local by default), never on the public webhook. A
     port in use is logged, not fatal: the webhook and the workers matter more."""
-    from evalbot.github.service import listen
+    from evalbot.github.service import PROCESS_BACKOFF, listen
+
+    def process() -> list[str]:
+        return process_gauges(PROCESS_BACKOFF.remaining(),
+                              running.dispatcher.alive() if running is not None else None)
 
     svc = config.service
     try:
-        return listen(MetricsApp(config.store), svc.metrics_host, svc.metrics_port, "metrics")
+        return listen(MetricsApp(config.store, process), svc.metrics_host, svc.metrics_port,
+                      "metrics")
     except OSError as exc:
         log.error("metrics: cannot listen on %s:%s: %s", svc.metrics_host, svc.metrics_port, exc)
         return None
@@ -185,13 +208,13 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
     prepare_store(rt.config)  # after the config's checks: a refused config changes nothing
     running = None
     if gh is not None and ring is not None:
-        from evalbot.github.service import make_port, start
+        from evalbot.github.service import RECONCILE_S, make_port, start
 
         assert rt.token is not None
         log.info("webhook: %s", ring.describe())
         running = start(rt.config, ring.accepted, make_port(gh, rt.token, throttle), host,
-                        listen_port)
-    metrics = _metrics(rt.config)
+                        listen_port, reconcile_s=RECONCILE_S)
+    metrics = _metrics(rt.config, running)
     where = f"webhook on {host}:{running.port}" if running else "no webhook (no github section)"
     mode = " (shadow mode: nothing is written to GitHub)" if rt.config.service.shadow else ""
     click.echo(f"evalbot serve: {where}; {len(workers)} worker(s): "
@@ -199,7 +222,8 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
     if metrics is not None:
         click.echo(f"evalbot serve: metrics on {rt.config.service.metrics_host}:{metrics.port}")
     try:
-        run_workers(workers, until_idle=False, grace_s=drain_grace)
+        run_workers(workers, until_idle=False, grace_s=drain_grace,
+                    alive=running.dispatcher.alive if running is not None else None)
     finally:
         for part in (running, metrics):
             if part is not None:

@@ -232,11 +232,12 @@ class Store(IntakeTables, PublicationTables):
         with self._tx() as db:
             _end_lease(db, job_id, worker, state if state != "running" else "lost")
 
-    def cancel(self, repo: str, pr: int) -> int:
+    def cancel(self, repo: str, pr: int, reason: str = "cancelled") -> int:
+        """reason 'closed' (the PR was closed) lets a reopen queue the head again."""
         with self._tx() as db:
-            return db.execute("UPDATE jobs SET state='cancelled', reason='cancelled', updated=? "
+            return db.execute("UPDATE jobs SET state='cancelled', reason=?, updated=? "
                               "WHERE repo=? AND pr=? AND state IN ('queued','running')",
-                              (time.time(), repo, pr)).rowcount
+                              (reason, time.time(), repo, pr)).rowcount
 
     def get(self, job_id: str) -> JobRow:
         row = self.db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()

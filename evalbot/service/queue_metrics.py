@@ -1,0 +1,54 @@
+"""/metrics gauges for the stalls issue 34 found: the inbox, set-aside deliveries, verdicts not
+on GitHub, the rate-limit gate and the dispatcher's life (docs/operations.md: what to alert on).
+
+Read from the store file with plain SQL (the tables may not exist yet in a fresh store); the
+rate-limit gate and the dispatcher live in the serving process and come as `process_gauges`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def _has(db: sqlite3.Connection, table: str, column: str | None = None) -> bool:
+    rows = db.execute(f"PRAGMA table_info({table})").fetchall()
+    return bool(rows) and (column is None or any(r[1] == column for r in rows))
+
+
+def intake_gauges(db: sqlite3.Connection, out: list[str]) -> None:
+    waiting = retrying = aside = 0
+    if _has(db, "inbox", "tries"):
+        waiting, retrying = db.execute("SELECT COUNT(*), COALESCE(SUM(tries > 0), 0) "
+                                       "FROM inbox").fetchone()
+    if _has(db, "inbox_aside"):
+        aside = db.execute("SELECT COUNT(*) FROM inbox_aside").fetchone()[0]
+    pending = given_up = 0
+    if _has(db, "jobs", "unpublished"):
+        pending, given_up = db.execute(
+            "SELECT COALESCE(SUM(unpublished=''), 0), COALESCE(SUM(unpublished<>''), 0) FROM "
+            "jobs WHERE pr IS NOT NULL AND published IS NULL AND state IN ('done','failed')"
+        ).fetchone()
+    out += _gauge("evalbot_inbox_depth", "Webhook deliveries stored and not yet handled.",
+                  waiting)
+    out += _gauge("evalbot_inbox_retrying", "Deliveries waiting out a back-off after a GitHub "
+                  "error (their PR's later deliveries wait behind them).", retrying)
+    out += _gauge("evalbot_inbox_set_aside", "Deliveries set aside for a person (bad payload, "
+                  "a bug, or hours of failures).", aside)
+    out += _gauge("evalbot_unpublished", "Finished jobs whose verdict is not on GitHub yet.",
+                  pending)
+    out += _gauge("evalbot_unpublished_given_up", "Finished jobs whose publication was given "
+                  "up (a 4xx: locked, gone, no permission); `evalbot status --json` says why.",
+                  given_up)
+
+
+def process_gauges(rate_limited_s: float, dispatcher_alive: bool | None) -> list[str]:
+    out = _gauge("evalbot_github_rate_limited_seconds", "Seconds until GitHub's rate limit "
+                 "lets this process send requests again (0: open).", round(rate_limited_s, 1))
+    if dispatcher_alive is not None:
+        out += _gauge("evalbot_dispatcher_up", "1 while the webhook dispatcher runs.",
+                      int(dispatcher_alive))
+    return out
+
+
+def _gauge(name: str, text: str, value: float) -> list[str]:
+    return [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value}"]
