@@ -252,3 +252,17 @@ def test_a_push_while_the_service_was_down_is_queued_at_start(
     finally:
         store.close()
         running.stop()
+
+
+# ---- 7. smaller: a label created, then answered 502, is not a 422 that drops the delivery --------
+def test_a_label_created_then_answered_502_still_ends_with_the_pending_status(
+        quick: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, store = quick
+    fake.add_pull(Pull(15, A, BASE, MAINTAINER))
+    fake.inject(Fault("issues/create-label", 502, after_commit=True))
+    send.post("pull_request", payloads.pull_request("opened", number=15, head_sha=A,
+                                                    author=MAINTAINER), delivery="d-15")
+    wait_for(lambda: handled(running, "d-15"))
+    assert "queued job" in running.dispatcher.done[-1]
+    assert fake.labels_on(15) == {"eval:pending"}
+    assert fake.state.statuses[A][-1]["state"] == "pending"

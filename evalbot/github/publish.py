@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from evalbot.github.labels_sync import LabelFamily
-from evalbot.github.port import Comment, GitHubPort, RateLimited, Transient
+from evalbot.github.port import Comment, GitHubError, GitHubPort, RateLimited, Transient
 from evalbot.report.neutral import quiet_mentions
 from evalbot.report.render import MARKER_PREFIX
 
@@ -164,8 +164,7 @@ class Publisher:
         existing = {lb.name.lower() for lb in self.backoff.call(self.port.repo_labels)}
         for name in wanted:
             if name.lower() not in existing:
-                style = self.family.style(name)
-                self.backoff.call(lambda s=style: self.port.create_label(s))  # type: ignore[misc]
+                self._create_label(name)
         current = self.backoff.call(lambda: self.port.issue_labels(number))
         for name in current:
             if self.family.owns(name) and name not in wanted:
@@ -173,6 +172,14 @@ class Publisher:
         missing = [n for n in wanted if n not in current]
         if missing:
             self.backoff.call(lambda: self.port.add_labels(number, missing))
+
+    def _create_label(self, name: str) -> None:
+        style = self.family.style(name)
+        try:
+            self.backoff.call(lambda: self.port.create_label(style))
+        except GitHubError as exc:  # 422 already_exists: a 502 came after GitHub created it
+            if exc.status != 422:
+                raise
 
     def status(self, sha: str, state: str, description: str, target_url: str = "") -> None:
         self.backoff.call(lambda: self.port.set_status(sha, state, description, self.context,
