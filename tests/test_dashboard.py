@@ -62,6 +62,13 @@ def test_main_levels_and_steps_credit_the_merged_prs(history):
     assert [st.pr for st in decode.steps] == [1, 2]
     assert decode.steps[0].change == pytest.approx(0.20, abs=0.02)
     assert decode.steps[1].change == pytest.approx(1300 / 1200 - 1, abs=0.02)
+    # the PR's own measurement, where its verdict believed it: a decode gain the stub's
+    # witness did not confirm (it can miss +8% on a loaded machine) is not published at all
+    [pr2] = [h for h in store.history(repo="acme/engine", pr=2)]
+    cell = next(c for c in pr2["verdict"]["cells"] if c["metric"] == "decode")
+    if cell["decision"] == "unconfirmed":
+        assert decode.steps[1].pr_estimate is None
+        return
     speedup, lo, hi = decode.steps[1].pr_estimate
     assert lo < speedup < hi and speedup == pytest.approx(0.083, abs=0.02)
 
