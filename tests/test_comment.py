@@ -3,6 +3,7 @@ proportions inside [0, 1], the details folded, and GitHub's size limit."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -262,3 +263,51 @@ def test_the_example_config_names_the_reports_url() -> None:
 
     config = load_config(REPO_ROOT / "evalbot.example.yaml")
     assert config.service.reports_url == "https://ci.example.org/evalbot"
+
+
+def _number(text: str) -> float | None:
+    found = re.match(r"([\d,]+(?:\.\d+)?)", text.strip())
+    return float(found[1].replace(",", "")) if found else None
+
+
+def _graded() -> dict[str, str]:
+    """Comments of verdicts graded here from results (the gpu fixtures are hand-written)."""
+    doc = results(_sparkinfer(1.06, noise=0.01))
+    return {**{n: COMMENTS[n][1] for n in COMMENTS if n.startswith("demo-")},
+            "sparkinfer-18": render_comment(grade(doc, DEFAULT), results=doc)}
+
+
+@pytest.mark.parametrize("name, text", sorted(_graded().items()))
+def test_main_pr_and_change_in_a_row_agree(name: str, text: str) -> None:
+    """One estimator over the same pairs: PR / main − 1 is the change shown, to rounding (the
+    demo's slow_long once showed `927 → 1,035 tok/s` as +1.0%: medians beside a mean)."""
+    checked = 0
+    for row in re.findall(r"^\| [^|]+ \| [^|]+ \| ([^|]+) \| ([^|]+) \| ([^|]+) \|", text, re.M):
+        base, head = _number(row[0]), _number(row[1])
+        change = re.search(r"([+−-])(\d+(?:\.\d+)?)%", row[2])
+        if base is None or head is None or change is None or "main" in row[0]:
+            continue
+        shown = float(change[2]) * (-1 if change[1] in "−-" else 1)
+        # the PR's figure is main's x the change, to 3 significant digits; main's is rounded
+        # to what is shown; the change to 0.1 points
+        third = 10 ** (math.floor(math.log10(head)) - 2)
+        rounding = 100 * (0.5 * third / head + 0.5 / base) * head / base + 0.05
+        assert abs(100 * (head / base - 1) - shown) <= rounding + 1e-9, row
+        checked += 1
+    assert checked, text
+
+
+def test_eighteen_cells_fold_to_twenty_five_lines() -> None:
+    doc = results(_sparkinfer(1.06))
+    lines = folded(render_comment(grade(doc, DEFAULT), results=doc))
+    assert len(lines) <= 25, "\n".join(lines)
+
+
+@pytest.mark.parametrize("shallowest, said", [(0, None), (96, None), (1023, None),
+                                               (4096, "some at 4k+ depth")])
+def test_only_long_windows_claim_a_depth(shallowest: int, said: str | None) -> None:
+    """"some at 0k+ depth" was in every demo comment: its windows start below 1k tokens."""
+    from evalbot.report.comment_correctness import line
+
+    text = line({"decision": "pass", "tokens": 3062, "depths": {"min": shallowest}})
+    assert "depth" not in text if said is None else said in text

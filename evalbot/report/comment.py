@@ -92,13 +92,22 @@ def rows(verdict: dict[str, Any], ctx: CommentContext) -> list[dict[str, Any]]:
         out.append({
             "order": order, "mark": mark, "decision": word,
             "cell": f"{c['model']} {where}" if many else where,
-            "base": rate(c["base_median"], c["unit"]), "head": NOT_BELIEVED if c.get("believed") is False
-            else rate(c["head_median"], c["unit"]),
+            # main, PR and change from the same pairs and one estimator: the geometric means of
+            # the pairs that decided, whose ratio is the change (medians of all pairs are not)
+            "base": rate(_level(c, "base"), c["unit"]),
+            "head": NOT_BELIEVED if c.get("believed") is False else rate(_level(c, "head"),
+                                                                          c["unit"]),
             "change": f"**{change}**" if order == 0 else change, "pairs": c["pairs"],
             "history": sparkline(list(ctx.main_history.get(c["key"], []))),
             "page": _page(ctx, verdict, c),
         })
     return sorted(out, key=lambda r: r["order"])
+
+
+def _level(cell: dict[str, Any], side: str) -> Any:
+    """A side's level in the row; a verdict from before the geometric means has its median."""
+    gmean = cell.get(f"{side}_gmean")
+    return gmean if gmean is not None else cell.get(f"{side}_median")
 
 
 def _page(ctx: CommentContext, verdict: dict[str, Any], cell: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ def line(corr: dict[str, Any]) -> str:
         return "correctness not scored"
     tokens = f"{corr.get('tokens', 0):,} tokens"
     depths = corr.get("depths") or {}
-    if depths.get("min"):  # long windows: say how deep the scoring reached
+    if (depths.get("min") or 0) >= 1024:  # long windows only: say how deep the scoring reached
         tokens += f", some at {depths['min'] // 1024}k+ depth"
     if decision == "inert":
         return f"correctness: identical to main, bit for bit ({tokens})"
