@@ -262,3 +262,30 @@ def test_cell_page_paths_stay_inside_the_site():
         path = Path(cell_page(repo, model, "decode/../x", 128))
         assert path.parts[0] == "cells" and len(path.parts) == 3
         assert ".." not in path.parts and not path.is_absolute()
+
+
+def test_each_verdict_links_its_verdict_and_results_json(history, tmp_path):
+    import json
+
+    store, _ = history
+    site = tmp_path / "site"
+    html = build_site(store, site).read_text()
+    rows = store.history()
+    for row in rows:
+        for name in ("verdict.json", "results.json"):
+            href = f'runs/{row["job_id"]}/{name}'
+            assert f'href="{href}"' in html, href
+            assert json.loads((site / href).read_text())["schema"] is not None
+        assert json.loads((site / "runs" / row["job_id"] / "verdict.json").read_text()) \
+            == row["verdict"]
+
+
+def test_the_demo_repository_gets_no_github_link(tmp_path):
+    repo, main0, shas = make_repo(tmp_path, {"pr1": {"decode": 1200.0, "prefill": 1.1e6}})
+    store = Store(tmp_path / "evalbot.sqlite3")
+    results, verdict = measure(repo, main0, shas["pr1"], tmp_path / "job", "tiny")
+    record(store, "demo/engine", 1, main0, shas["pr1"], results, verdict, 1)
+    site = tmp_path / "site"
+    build_site(store, site)
+    for page in [site / "index.html", site / "regressions.html", *(site / "cells").rglob("*.html")]:
+        assert "https://" not in page.read_text(), page

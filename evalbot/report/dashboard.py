@@ -11,6 +11,8 @@ matplotlib (evalbot.report.charts), which escapes its own text.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,7 @@ from evalbot.store.jobs import Store
 
 TEMPLATES = TEMPLATES_DIR
 RECENT = 50
+RUNS = "runs"  # out/runs/<job id>/: each listed verdict's verdict.json and results.json
 CORRECTNESS_WORDS = {"inert": "identical to main", "pass": "same as main", "reject": "changed",
                      "not-scored": "not scored"}
 _pr_url, _when = pr_url, when
@@ -76,7 +79,28 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
     for path, html in pages.items():
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         (out / path).write_text(html, encoding="utf-8")
+    _write_runs(rows[:RECENT], out)
     return out / "index.html"
+
+
+def _write_runs(rows: list[dict[str, Any]], out: Path) -> None:
+    """Each listed verdict's verdict.json and results.json, from the store, under runs/<job>/:
+    a reader checks the table's figures against what the bot measured and graded. The
+    results lose their log tails as every published failure does (config.redact)."""
+    from evalbot.config.redact import public_failure
+
+    for row in rows:
+        run = out / RUNS / _job_dir(row["job_id"])
+        run.mkdir(parents=True, exist_ok=True)
+        results = dict(row["results"])
+        if isinstance(results.get("failures"), list):
+            results["failures"] = [public_failure(f) for f in results["failures"]]
+        for name, doc in (("verdict.json", row["verdict"]), ("results.json", results)):
+            (run / name).write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def _job_dir(job_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)  # a job id names a directory, never a path
 
 
 def _environment() -> jinja2.Environment:
@@ -152,6 +176,7 @@ def _recent(rows: list[dict[str, Any]], keys: dict[str, Any] | None) -> list[dic
         out.append({
             "when": _when(row["created"]), "repo": row["repo"], "pr": row["pr"],
             "url": _pr_url(row["repo"], row["pr"]), "head": row["head_sha"][:10],
+            "run": f"{RUNS}/{_job_dir(row['job_id'])}/",
             "base": row["base_sha"][:10], "headline": v.get("headline", "?"),
             "kind": v.get("kind", "?"),
             "best": (f"{best['model']} {best['metric']}@{ctx_name(best['ctx'])} "

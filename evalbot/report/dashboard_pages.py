@@ -32,8 +32,11 @@ _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 def pr_url(repo: str, pr: int | None) -> str | None:
-    """A link only for a GitHub owner/name and a PR number (a local path gets none)."""
-    if pr is None or not _GITHUB_REPO.match(repo):
+    """A link only for a GitHub owner/name and a PR number (a local path gets none, nor the
+    demo's repository: it is not on GitHub, and a link there would look real)."""
+    from evalbot.evaluation.demo import DEMO_REPO
+
+    if pr is None or not _GITHUB_REPO.match(repo) or repo == DEMO_REPO:
         return None
     return f"https://github.com/{repo}/pull/{int(pr)}"
 
