@@ -281,6 +281,10 @@ def test_each_verdict_links_its_verdict_and_results_json(history, tmp_path):
 
 
 def test_the_demo_repository_gets_no_github_link(tmp_path):
+    from evalbot.evaluation import demo
+    from evalbot.report import dashboard_pages
+
+    assert dashboard_pages.DEMO_REPO == demo.DEMO_REPO
     repo, main0, shas = make_repo(tmp_path, {"pr1": {"decode": 1200.0, "prefill": 1.1e6}})
     store = Store(tmp_path / "evalbot.sqlite3")
     results, verdict = measure(repo, main0, shas["pr1"], tmp_path / "job", "tiny")

@@ -28,14 +28,15 @@ from evalbot.report.history import NoisePoint, Series, cell_page
 from evalbot.report.numbers import interval, pct, rate
 
 CHARTABLE_S = 3600.0  # a time axis shorter than this says nothing: a sentence or a table instead
+# evalbot.evaluation.demo's repository name (report may not import evaluation: its layer is
+# below; tests/test_dashboard.py checks the two agree)
+DEMO_REPO = "demo/engine"
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 def pr_url(repo: str, pr: int | None) -> str | None:
     """A link only for a GitHub owner/name and a PR number (a local path gets none, nor the
     demo's repository: it is not on GitHub, and a link there would look real)."""
-    from evalbot.evaluation.demo import DEMO_REPO
-
     if pr is None or not _GITHUB_REPO.match(repo) or repo == DEMO_REPO:
         return None
     return f"https://github.com/{repo}/pull/{int(pr)}"
