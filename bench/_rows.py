@@ -27,6 +27,8 @@ LIES = (1.05, 1.1, 1.3, 2.0, 10.0)
 JUNK = (0.5, 0.75, 0.9)
 BF16_FLIPS = 0.01  # argmax flips at about 1% of steps (the issue's bf16-level numerics)
 HONEST_TARGET, LIAR_TARGET, AA_FALSE, AA_INCONCLUSIVE = 0.95, 0.01, 0.01, 0.05
+CENTRE, CENTRE_TARGET = "centre", 0.90  # heads at a tier's centre: the right tier >= 90%
+CENTRES = {"XS": 0.0275, "S": 0.0475, "M": 0.08, "L": 0.14, "XL": 0.22}
 CHUNK = 50  # evaluations per task: rows spread over the workers
 
 
@@ -93,6 +95,21 @@ def liar_heads(profile: Profile) -> list[Head]:
     out.append(Head("attack: fork after READY", printed={k: 1.819 for k in keys}, honest=False))
     out.append(Head("attack: batch read-ahead", printed={k: 1.678 for k in keys}, honest=False,
                     reads_ahead=True))
+    return out
+
+
+def centre_heads(profile: Profile) -> list[Head]:
+    """Per model and metric, every cell of that metric faster by each tier's centre (prefill:
+    its time to first token shorter by the centre), the tier it deserves named."""
+    out = []
+    for model in (m.name for m in profile.models):
+        for metric in ("decode", "prefill"):
+            keys = [f"{model}/{c.metric}@{c.ctx}" for r in profile.runs if r.model == model
+                    for c in r.cells if c.metric == metric]
+            for tier, centre in CENTRES.items() if keys else ():
+                gain = centre if metric == "decode" else 1 / (1 - centre) - 1
+                out.append(Head(f"{CENTRE} {tier} {model} {metric}",
+                                real={k: 1 + gain for k in keys}, true_tier=tier))
     return out
 
 
@@ -187,6 +204,9 @@ def target(variant: Variant, head: Head, t: Tally) -> str:
         return f"tier <= 1%: {_mark(t.tier <= LIAR_TARGET * t.n)}"
     if not witnessed(variant.profile, head):
         return "n/a: no witness covers it"
+    if head.name.startswith(CENTRE):
+        right = t.tiers.get(head.true_tier or "-", 0)
+        return f"right tier >= 90%: {_mark(right >= CENTRE_TARGET * t.n)}"
     return f"tier <= true >= 95%: {_mark(t.tier - t.higher >= HONEST_TARGET * t.n)}"
 
 

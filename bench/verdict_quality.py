@@ -32,8 +32,12 @@ Noise per profile (what it is measured to be):
                profile's throw-away tests to show what they buy.
   generic      the llamacpp job at 1% and 2% per sample (normal), with the floors a 12-pair
                `evalbot calibrate` would store (sqrt(2) x sigma, 11 degrees of freedom).
-  sparkinfer   0.05% and 0.25% per sample (its rounds on the H200), normal; "1% (stale)": four
-               times the noise its floor says, to show the F guard at work (no bar there).
+  sparkinfer   0.05% and 0.25% per sample (its rounds on the H200), normal; "1% (stale 4x)":
+               four times the noise its floor says, to show the guards at work.
+Stresses (issue 33, bench/_stress.py), on each profile's measured noise: a slow first test in a
+third of the processes, a silent throttle (5% of the processes 5% slow), t(3) tails, a linear
+drift across the run, and a stale floor (the box 2x as noisy as calibrated). Bars for every row:
+A/A false <= 1%; on measured noise also inconclusive <= 5% and each centre's tier >= 90%.
   demo         3% per pair (its calibrated floor), normal; its s = t = 30% by design, so the
                power and tier columns (effects of a few percent) do not apply to it.
 Synthetic noise: cells of one process share half their variance; a slow random walk of the box
@@ -49,7 +53,13 @@ pairs per run in the A/A (and at the XS centre); box = mean box minutes per PR o
 profile's power target (@tgt: +5% llamacpp, +3% sparkinfer); fix = the fixed-n minimum: the
 fewest pairs a single look with a known sd needs for the same error rates (A/A: every cell
 neutral 95% of the time; @XS: an effect at the XS centre improved at XS 90% of the time); ratio =
-mean pairs / fixed-n, A/A and @XS.
+mean pairs / fixed-n, A/A and @XS; pairs/fixed-n at S, +3%, +5%: mean pairs of the changed cell's
+run at the S centre, +3% and +5%, the fixed-n minimum for the power and tier accuracy the rule
+reached there, and for the bars (95% power, 90% tier; bench/_fixedn.py). Under each profile's
+table: the fixed-n minimum that keeps the A/A within 1% under its slow-first stress (one look,
+a verdict possible from the first pair): no design with fewer pairs is safe there.
+First table, heads "centre T model metric": that metric's cells faster by tier T's centre,
+with the witnesses: the right tier >= 90%.
 
 Usage: python bench/verdict_quality.py [--sims 300] [--liar-sims 1000] [--paces measured,25,60,120]
        [--profiles sparkinfer,llamacpp] [--heads +5%] [--jobs N]
@@ -61,11 +71,9 @@ paces 25, 60, 120 at --sims 100: 169 s on 2 idle ones. `--sims 3` checks it in s
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -76,97 +84,19 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import _paces, _rows  # noqa: E402
+from bench import _fixedn, _paces, _rows  # noqa: E402
+from bench._scenarios import Scenario, changed_cell, job_of, scenarios  # noqa: E402
 from bench._simbox import Head  # noqa: E402
 from engine.contract.job import Job, SpeedRun  # noqa: E402
 from engine.measure import stats  # noqa: E402
-from evalbot.config.settings import BoxConfig  # noqa: E402
-from evalbot.evaluation.jobspec import make_job  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
+from evalbot.grading import sequential  # noqa: E402
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
 
-FIXTURE = ROOT / "tests" / "data" / "fixtures" / "h200-aa-single-rep.json"
-SHA = "0" * 40
-CELL_CORR, DRIFT_STEP = 0.5, 0.1
 POWER = (0.02, 0.03, 0.05)
 CENTRES = {"XS": 0.0275, "S": 0.0475, "M": 0.08, "L": 0.14, "XL": 0.22}
 BELOW_S = 0.01
-
-# noise(rng, sims, procs, run index, run) -> log-rate deviations (sims, cells of run, procs)
-Noise = Callable[[np.random.Generator, int, int, int, SpeedRun], np.ndarray]
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    profile: str
-    noise: Noise
-    calibrated_sd: float = 0.0  # > 0: floors a calibration at this per-pair sd would store
-    strip_throwaway: bool = False  # score the process's first tests (no throw-away)
-    target: float = 0.05  # the effect power must reach 95% at
-
-
-def normal(sigma: float) -> Noise:
-    def draw(rng: np.random.Generator, sims: int, procs: int, _: int, run: SpeedRun) -> np.ndarray:
-        cells = len(run.cells)
-        shared = rng.standard_normal((sims, 1, procs))
-        own = rng.standard_normal((sims, cells, procs))
-        x = sigma * (math.sqrt(CELL_CORR) * shared + math.sqrt(1 - CELL_CORR) * own)
-        return x + np.cumsum(DRIFT_STEP * sigma * rng.standard_normal((sims, 1, procs)), axis=2)
-    return draw
-
-
-def fixture(slow_first: bool) -> Noise:
-    """Whole measured processes; a cell maps to its (prompt or generation, depth) test."""
-    doc = json.loads(FIXTURE.read_text())
-    runs = doc["runs"]
-    tests = [(e["n_gen"] > 0, e["n_depth"]) for e in runs[0]]  # the process's test order
-    logs = np.log([[e["avg_ts"] for e in run] for run in runs])
-    logs -= logs.mean(axis=0)
-
-    def draw(rng: np.random.Generator, sims: int, procs: int, _: int, run: SpeedRun) -> np.ndarray:
-        cols = [tests.index((c.metric == "decode", c.ctx)) for c in run.cells]
-        x = logs[rng.integers(0, len(runs), size=(sims, procs))][..., cols]  # (sims, procs, C)
-        x = np.moveaxis(x, 2, 1).copy()
-        if slow_first and not run.parse.get("discard_first"):
-            first = [i for i, col in enumerate(cols) if col == 0]
-            slow = rng.random((sims, 1, procs)) < 1 / 3
-            x[:, first, :] += np.where(slow, math.log(0.9), 0.0)
-        return x
-    return draw
-
-
-def scenarios() -> list[Scenario]:
-    return [
-        Scenario("H200 fixture", "llamacpp", fixture(False)),
-        Scenario("H200 +slow first", "llamacpp", fixture(True)),
-        Scenario("H200 +slow, no throw", "llamacpp", fixture(True), strip_throwaway=True),
-        Scenario("generic 1%", "llamacpp", normal(0.01), calibrated_sd=math.sqrt(2) * 0.01),
-        Scenario("generic 2%", "llamacpp", normal(0.02), calibrated_sd=math.sqrt(2) * 0.02),
-        Scenario("spark 0.05%", "sparkinfer", normal(0.0005), target=0.03),
-        Scenario("spark 0.25%", "sparkinfer", normal(0.0025), target=0.03),
-        Scenario("spark 1% (stale)", "sparkinfer", normal(0.01), target=0.03),
-        Scenario("demo 3% pair", "demo", normal(0.03 / math.sqrt(2)), target=0.5),
-    ]
-
-
-def job_of(sc: Scenario, policy: Policy) -> Job:
-    profile = load_profile(sc.profile)
-    box = BoxConfig(name="sim", kind="local", workdir="/sim", repo="/sim", trusted=True)
-    floors = ({f"{r.model}/{c.metric}@{c.ctx}": sc.calibrated_sd
-               for r in profile.runs for c in r.cells} if sc.calibrated_sd else None)
-    job = make_job(profile, policy, box, SHA, SHA, seed=1, sd_floors=floors, floor_df=11)
-    if sc.strip_throwaway:
-        job = replace(job, runs=[replace(r, parse={**r.parse, "discard_first": 0})
-                                 for r in job.runs])
-    return job
-
-
-def changed_cell(job: Job) -> str:
-    """The noisiest primary decode cell: where the power and tier figures are measured."""
-    roles = {m.name: m.role for m in job.models}
-    decode = [c.key for c in job.cells if c.metric == "decode" and roles[c.model] == "primary"]
-    return max(decode, key=lambda k: job.rule.sd_floors.get(k, job.rule.sd_floor))
+EFFORT = {"S": CENTRES["S"], "+3%": 0.03, "+5%": 0.05}
 
 
 @dataclass
@@ -175,6 +105,7 @@ class Sim:
     estimate: np.ndarray  # (sims,) the changed cell's estimate (log-ratio) at its last look
     pairs: np.ndarray  # (sims, runs) pairs each run measured
     box_s: np.ndarray  # (sims,) box seconds
+    target_pairs: np.ndarray | None = None  # (sims,) pairs of the changed cell's run
 
 
 def pace_s(profile: str, run: SpeedRun, given: float | None = None) -> float:
@@ -193,6 +124,7 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
     last = rule.looks[-1]
     elapsed = np.zeros(sims)
     finals, used, estimate = [], [], np.zeros(sims)
+    target_pairs = np.zeros(sims)
     for index, run in enumerate(job.runs):
         pace = pace_s(sc.profile, run, given)
         x = sc.noise(rng, sims, 2 * last, index, run)
@@ -207,10 +139,12 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
         final, n_used, mean_at = run_rule(r, bounds, job, run, pairs_max)
         if target in keys:
             estimate = mean_at[:, keys.index(target)]
+            target_pairs = n_used
         elapsed += (2 * rule.warmup + 2 * n_used) * pace
         finals.append(final)
         used.append(n_used)
-    return Sim(np.concatenate(finals, axis=1), estimate, np.stack(used, axis=1), elapsed)
+    return Sim(np.concatenate(finals, axis=1), estimate, np.stack(used, axis=1), elapsed,
+               target_pairs)
 
 
 def run_rule(r: np.ndarray, bounds: list[stats.Bounds], job: Job, run: SpeedRun,
@@ -257,15 +191,21 @@ def tier_index(gain: np.ndarray, policy: Policy) -> np.ndarray:
     return out
 
 
-def fixed_n(job: Job, sc: Scenario, rng: np.random.Generator,
-            policy: Policy) -> tuple[int, int]:
-    """Fewest pairs of one look with a known sd for the same error rates: (A/A: every cell
-    neutral 95% with the false rate at alpha; XS centre: improved at the XS tier 90%)."""
+def pair_sds(job: Job, sc: Scenario, rng: np.random.Generator) -> dict[str, float]:
+    """sd of a pair's log-ratio per cell under the scenario's noise."""
     sds = {}
     for index, run in enumerate(job.runs):
         x = sc.noise(rng, 4000, 2, index, run)
         for i, c in enumerate(run.cells):
             sds[c.key] = float(np.std(x[:, i, 1] - x[:, i, 0]))
+    return sds
+
+
+def fixed_n(job: Job, sc: Scenario, rng: np.random.Generator,
+            policy: Policy) -> tuple[int, int]:
+    """Fewest pairs of one look with a known sd for the same error rates: (A/A: every cell
+    neutral 95% with the false rate at alpha; XS centre: improved at the XS tier 90%)."""
+    sds = pair_sds(job, sc, rng)
     sd = sds[changed_cell(job)]
     up, hi_xs = math.log1p(job.rule.significance), math.log1p(policy.tiers["S"])
     z_alpha, z_eq = sps.norm.isf(policy.alpha / (2 * job.rule.family)), sps.norm.isf(0.05)
@@ -298,6 +238,9 @@ class Figures:
     box_min: float  # mean box minutes per PR, A/A
     box_target: float  # ... at the profile's power target
     fixed: tuple[int, int]  # fixed-n minimum: A/A, XS centre
+    # at EFFORT (the S centre, +3%, +5%): mean pairs of the changed cell's run, and the fixed-n
+    # minimum for the rule's own power and tier accuracy there (bench/_fixedn.py)
+    effort: list[tuple[float, int, int]]
 
 
 def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
@@ -311,8 +254,9 @@ def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
                for e in (*POWER, sc.target)}
     power = [float(np.mean(powered[e].final[:, target] == stats.IMPROVED)) for e in POWER]
     right, far, xs_pairs = [], [], 0.0
+    at = dict(powered)
     for i, effect in enumerate(CENTRES.values()):
-        sim = simulate(job, sc, effect, sims // 2, rng, policy, given)
+        sim = at[effect] = simulate(job, sc, effect, sims // 2, rng, policy, given)
         improved = sim.final[:, target] == stats.IMPROVED
         got = tier_index(np.expm1(sim.estimate), policy)
         want = len(TIER_ORDER) - 1 - i
@@ -325,7 +269,43 @@ def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
                    float(np.mean((aa.final == stats.UNDECIDED).any(axis=1))), power, right,
                    max(far), float(np.mean(below)), float(np.mean(aa.pairs.max(axis=1))),
                    xs_pairs, float(np.mean(aa.box_s)) / 60,
-                   float(np.mean(powered[sc.target].box_s)) / 60, fixed_n(job, sc, rng, policy))
+                   float(np.mean(powered[sc.target].box_s)) / 60, fixed_n(job, sc, rng, policy),
+                   effort(job, sc, at, target, rng, policy))
+
+
+def effort(job: Job, sc: Scenario, at: dict[float, Sim], target: int,
+           rng: np.random.Generator, policy: Policy) -> list[tuple[float, int, int]]:
+    """Mean pairs of the changed cell's run at each of EFFORT, the fixed-n minimum for the
+    power and the tier accuracy the rule reached there, and for the targets (95%, 90%)."""
+    sd = pair_sds(job, sc, rng)[changed_cell(job)]
+    out = []
+    for effect in EFFORT.values():
+        sim = at[effect]
+        improved = sim.final[:, target] == stats.IMPROVED
+        lo, hi = _fixedn.tier_range(effect, policy, job.rule.significance)
+        right = improved & (sim.estimate >= lo) & (sim.estimate < hi)
+        n = _fixedn.fixed_n(effect, sd, job.rule.family, policy, job.rule.significance,
+                            min(float(np.mean(improved)), _fixedn.CEILING),
+                            min(float(np.mean(right)), _fixedn.CEILING))
+        aim = _fixedn.fixed_n(effect, sd, job.rule.family, policy, job.rule.significance,
+                              _fixedn.POWER_TARGET, _fixedn.TIER_TARGET)
+        out.append((float(np.mean(sim.target_pairs)), n, aim))
+    return out
+
+
+def robust_fixed_n(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> int:
+    """Fewest pairs of one look (the pooled rule, no bar on early verdicts) whose A/A false rate
+    under the scenario's noise is at most 1% per PR: what any fixed-n design must pay there."""
+    job = job_of(sc, policy)
+    for n in range(2, 17):
+        bounds = sequential.schedule([n], job.rule.family, policy.alpha,
+                                     pool_df=job.rule.pool_df)
+        rule = replace(job.rule, looks=[n], **sequential.rule_lists(bounds))
+        aa = simulate(replace(job, rule=rule), sc, 0.0, sims, rng, policy)
+        if np.mean(np.isin(aa.final, [stats.IMPROVED, stats.REGRESSED, stats.SLOWER])
+                   .any(axis=1)) <= 0.01:
+            return n
+    return 17
 
 
 def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
@@ -342,7 +322,8 @@ def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
             + "".join(f"{c:>7}" for c in cols[:3])
             + f" {cols[3]:<16}{cols[4]:>6}{cols[5]:>6}{f.pairs:>6.1f}{xs[0]:>6}"
             f"{f.box_min:>6.1f}{f.box_target:>6.1f}{n_aa:>5}{xs[1]:>5}{f.pairs / n_aa:>6.2f}"
-            f"{xs[2]:>6}")
+            f"{xs[2]:>6}  " + ("-" if small else
+                               " ".join(f"{p:.1f}/{n}/{a}" for p, n, a in f.effort)))
 
 
 def _pct(x: float) -> str:
@@ -352,7 +333,7 @@ def _pct(x: float) -> str:
 def honest_and_aa(profile: Profile) -> list[Head]:
     """The first table's heads: honest ones per model and metric, bf16 ones, the A/A."""
     return [*_rows.honest_heads(profile, bf16=False), *_rows.honest_heads(profile, bf16=True),
-            _rows.AA]
+            *_rows.centre_heads(profile), _rows.AA]
 
 
 def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) -> None:
@@ -360,7 +341,8 @@ def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) ->
     rng = np.random.default_rng(args.seed)
     head = (f"{'noise':<21}{'cls':>3} | {'false':>6}{'inconc':>7}{'pow+2':>7}{'pow+3':>7}"
             f"{'pow+5':>7} {'tier XS/S/M/L/XL':<16}{'far':>6}{'<s':>6}{'pairs':>6}{'@XS':>6}"
-            f"{'box':>6}{'@tgt':>6}{'fix':>5}{'@XS':>5}{'ratio':>6}{'@XS':>6}")
+            f"{'box':>6}{'@tgt':>6}{'fix':>5}{'@XS':>5}{'ratio':>6}{'@XS':>6}"
+            f"  pairs/fixed-n (same/target) at S, +3%, +5%")
     print(f"\npolicy default: alpha {policy.alpha} per PR, s = t = 2%, tiers by the estimate; "
           f"{args.rule_sims} A/A PRs per row, {args.rule_sims // 2} per effect")
     for name in dict.fromkeys(sc.profile for sc in scenarios()):
@@ -379,6 +361,12 @@ def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) ->
         for sc in scenarios():
             if sc.profile == name:
                 print(row(sc, policy, args.rule_sims, rng, given), flush=True)
+        slow = next((sc for sc in scenarios() if sc.profile == name and "slow first" in sc.name),
+                    None)
+        if slow:
+            print(f"fixed-n minimum with A/A false <= 1% under '{slow.name}' (one look, "
+                  f"verdicts from its first pair): "
+                  f"{robust_fixed_n(slow, policy, args.rule_sims, rng)} pairs")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -157,7 +157,11 @@ def test_shipped_profiles_meet_the_bars_at_their_measured_noise(scenario: str,
     assert f.false <= 0.01 and f.inconclusive <= 0.05
     assert f.power[vq.POWER.index(target)] >= 0.95
     assert min(f.tier) >= 0.9 and f.far == 0.0
-    assert f.pairs <= 1.3 * f.fixed[0] and f.xs_pairs <= 1.3 * f.fixed[1]
+    # the fixed-n minimum a design must pay to keep the A/A within alpha under the profile's
+    # slow-first stress too (sparkinfer: 5 pairs, issue 33); none below it is safe there
+    (slow,) = [s for s in vq.scenarios() if s.profile == sc.profile and "slow first" in s.name]
+    robust = vq.robust_fixed_n(slow, policy, 1200, np.random.default_rng(7))
+    assert f.pairs <= 1.3 * f.fixed[0] and f.xs_pairs <= 1.3 * max(f.fixed[1], robust)
 
 
 def test_the_throw_away_first_tests_are_what_keeps_the_h200_aa_neutral() -> None:

@@ -77,6 +77,9 @@ class StoppingRule:
     # The pooled rule (engine/measure/stats.py): the calibration's degrees of freedom (0: the first,
     # max(t S, z f) rule), the tier interval's quantiles, the F guard, each one per look.
     pool_df: int = 0
+    # 1: the rule before issue 33; 2: negative per-look values select its tests (too few pairs
+    # for a verdict, the tier settled on its own width; evalbot/grading/sequential.py)
+    rule_version: int = 1
     settle: list[float] = field(default_factory=list)
     settle_floor: list[float] = field(default_factory=list)
     guard: list[float] = field(default_factory=list)
@@ -249,6 +252,7 @@ def _rule(d: Any) -> StoppingRule:
         sd_floors={str(k): float(v) for k, v in (d.get("sd_floors") or {}).items()},
         lock_clocks=bool(d.get("lock_clocks", False)),
         pool_df=get(d, w, "pool_df", int, optional=True) or 0,
+        rule_version=get(d, w, "rule_version", int, optional=True) or 1,
         settle=_per_look(d, "settle", len(looks)),
         settle_floor=_per_look(d, "settle_floor", len(looks)),
         guard=_per_look(d, "guard", len(looks)),

@@ -10,15 +10,25 @@ Rule, per cell, at look k with n pairs (the full text is in docs/statistics.md):
   directional half-width  h = c_k P / sqrt(n)   family- and look-corrected t quantile
   equivalence half-width  e = u_k P / sqrt(n)   per cell (TOST)
   tier half-width         g = q_k P / sqrt(n)   90% two-sided
-  improved   if m - h > 0, m >= ln(1 + s) and g <= half the narrowest width of m's tier and
-             its neighbours (the tier is settled: the estimate's tier is then right >= 90%
-             of the time for an effect at a tier's centre)
+  improved   if m - h > 0, m >= ln(1 + s) and the tier is settled: (version 1) g <= half the
+             narrowest width of m's tier and its neighbours; version 2 below
   improving  if m - h > 0, m >= ln(1 + s) but the tier is not settled: keep measuring
   regressed  if m + h < 0 and m <= ln(1 - t)
   slower     if neutral below and m + h < 0: significantly slower, by less than t
   neutral    if m - e > ln(1 - t) and m + e < ln(1 + s)   no material change either way
   otherwise undecided. A cell stops at its first improved/regressed/neutral/slower look; at
   its last look an improving cell is improved (its tier unsettled), an undecided one inconclusive.
+Two signs in the bot's per-look values (rules since issue 33, `rule_version` 2; older results
+carry none and replay as they were):
+  a negative directional value (`critical`, `critical_floor`): too few pairs for a verdict
+             (fewer than the rule's verdict_pairs): the look can say neutral or keep measuring,
+             never improved, regressed or slower. A fault of whole processes (a slow first test
+             in a third of them) lines up in every one of n pairs with probability 2 (2/9)^n:
+             10% at 2 pairs, 0.5% at 4, 0.1% at 5, and no spread test can see it.
+  a negative settle value (`settle`, `settle_floor`): the tier is settled when g is at most half
+             the estimate's own tier and m -+ 1.5 g excludes its neighbours' centres (tier_own),
+             not when g is half the narrowest neighbouring tier (tier_settled: 2.2-2.8x the
+             fixed-n pairs at the S centre).
 Pooling spends the calibration's degrees of freedom on the small early looks instead of paying
 for them twice (a t quantile at 2 df and a floor); the guards keep the coverage when the
 calibration is stale. A rule without `pool_df` is the first rule: h = max(t S, z f) / sqrt(n).
@@ -38,6 +48,8 @@ DECISIONS = ("undecided", "improved", "regressed", "neutral", "improving", "slow
 UNDECIDED, IMPROVED, REGRESSED, NEUTRAL, IMPROVING, SLOWER = range(6)
 FINAL = ("improved", "regressed", "neutral", "slower")  # a look with one of these stops the cell
 JOINT_GUARD_Z = 2.326348  # normal quantile of 0.99: the run-wide test of the calibration
+# a tier settles only when m -+ NEIGHBOUR_MARGIN g excludes its neighbours' centres (tier_own)
+NEIGHBOUR_MARGIN = 1.5
 
 
 @dataclass(frozen=True)
@@ -121,14 +133,16 @@ def half_widths(
     root = np.sqrt(n)
     sd, floor = np.asarray(sd, dtype=float), np.asarray(sd_floor, dtype=float)
     b = bounds
+    c, cf, q, qf = (abs(b.directional), abs(b.directional_floor), abs(b.settle),
+                    abs(b.settle_floor))  # the signs select tests (module docstring)
     if b.pool_df <= 0:  # the first rule: the wider of t on S and z on the floor; no tier test
-        directional = np.maximum(b.directional * sd, b.directional_floor * floor) / root
+        directional = np.maximum(c * sd, cf * floor) / root
         equivalence = np.maximum(b.equivalence * sd, b.equivalence_floor * floor) / root
         return directional, equivalence, np.zeros(np.broadcast(directional, sd).shape)
     used, own = pooled_sd(sd, floor, b.pairs - 1, b.pool_df, b.guard, refuted)
-    return (np.where(own, b.directional, b.directional_floor) * used / root,
+    return (np.where(own, c, cf) * used / root,
             np.where(own, b.equivalence, b.equivalence_floor) * used / root,
-            np.where(own, b.settle, b.settle_floor) * used / root)
+            np.where(own, q, qf) * used / root)
 
 
 def pooled_sd(sd: np.ndarray | float, floor: np.ndarray | float, df: int, pool_df: int,
@@ -160,6 +174,32 @@ def tier_settled(mean: np.ndarray, half_width: np.ndarray, edges: np.ndarray) ->
     return half_width <= np.take_along_axis(near, idx[..., None], axis=-1)[..., 0] / 2
 
 
+def tier_own(mean: np.ndarray, half_width: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The tier interval m -+ g is no wider than the estimate's own tier (g at most half its
+    width; the lowest tier from the first edge, the top one as wide as the one under it) and
+    excludes the centres of its two neighbouring tiers (the lowest has none below, the top none
+    above). Precision on the own tier stops an effect at a tier's centre at about the fixed-n
+    pairs of that tier; the neighbours' centres keep an effect at a narrower neighbour's centre
+    from settling early in the wider tier."""
+    edges = np.asarray(edges, dtype=float)
+    mean = np.asarray(mean, dtype=float)
+    count = edges.shape[-1]
+    widths = np.diff(edges, axis=-1)
+    widths = np.concatenate([widths, widths[..., -1:]], axis=-1)  # the top tier
+    centres = edges + widths / 2
+    pad = np.full(edges.shape[:-1] + (1,), np.nan)
+    below = np.concatenate([pad, centres[..., :-1]], axis=-1)  # the lower neighbour's centre
+    above = np.concatenate([centres[..., 1:], pad], axis=-1)
+    idx = np.clip((mean[..., None] >= edges).sum(axis=-1) - 1, 0, count - 1)[..., None]
+
+    def at(row: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(np.broadcast_to(row, mean.shape + (count,)), idx, axis=-1)[..., 0]
+
+    lo, hi = at(below), at(above)
+    return ((half_width <= at(widths) / 2) & ~(mean - NEIGHBOUR_MARGIN * half_width <= lo)
+            & ~(mean + NEIGHBOUR_MARGIN * half_width >= hi))
+
+
 def decide(
     mean: np.ndarray,
     sd: np.ndarray,
@@ -181,8 +221,13 @@ def decide(
     out[neutral] = NEUTRAL
     out[neutral & (mean + h < 0)] = SLOWER
     out[(mean + h < 0) & (mean <= down)] = REGRESSED
-    significant = (mean - h > 0) & (mean >= up)
-    settled = True if edges is None or np.size(edges) == 0 else tier_settled(mean, g, edges)
+    verdict = bounds.directional_floor >= 0  # negative: too few pairs for a verdict
+    if not verdict:  # in the equivalence region it is neutral; a regression waits
+        out[out == SLOWER] = NEUTRAL
+        out[out == REGRESSED] = UNDECIDED
+    significant = (mean - h > 0) & (mean >= up) & verdict
+    settle = tier_own if bounds.settle_floor < 0 else tier_settled
+    settled = True if edges is None or np.size(edges) == 0 else settle(mean, g, edges)
     out[significant] = IMPROVING
     out[significant & settled] = IMPROVED
     return out

@@ -17,7 +17,7 @@ from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
-from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA, RULE_VERSION, rule_lists, schedule
 
 CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
 WITNESS_FLOOR = "witness:"  # the noise store's key of a witness's floor: the prefix, then its name
@@ -42,7 +42,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     floors = _floors(profile, cell_floors)
     pool_df = 0 if not speed.sd_floor_df else min(
         [speed.sd_floor_df] + ([floor_df] if cell_floors else []))
-    bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df)
+    bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df,
+                      version=RULE_VERSION)
     rule = StoppingRule(
         looks=list(speed.looks),
         sd_floor=box.sd_floor if box.sd_floor is not None else speed.sd_floor,
@@ -58,7 +59,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         tier_edges=_tier_edges(profile, policy),
         calibrated=sorted(cell_floors),
         witness_share=speed.witness_share,
-        **rule_lists(bounds),
+        **rule_lists(bounds, RULE_VERSION),
     )
     return Job(
         job_id=job_id or uuid.uuid4().hex[:12],

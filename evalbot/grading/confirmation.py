@@ -60,6 +60,11 @@ from evalbot.grading.sequential import DIGITS, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
+# A confirmed cell's tier is capped at the gain the witness's pairs allow at one-sided 95%: a
+# cap at their point gain (min of two noisy estimates, from as few as 3 pairs) lowered honest
+# tiers (89.5% right at the XS and S centres, issue 33); the upper bound still stops a printed
+# rate from earning more than the harness's clock allows.
+TIER_CAP_ALPHA = 0.05
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
@@ -126,6 +131,9 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     bounds = saving_interval(d, base_s, critical(len(d), alpha / looks, SPOOF_ALPHA / looks,
                                                  floor.df), floor)
     mean, lo, hi_strict = bounds.mean, bounds.lo, bounds.hi
+    # the most the pairs allow (one-sided 1 - TIER_CAP_ALPHA): the cap on a confirmed cell's tier
+    cap_hi = saving_interval(d, base_s, critical(len(d), TIER_CAP_ALPHA, TIER_CAP_ALPHA,
+                                                 floor.df), floor).hi
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict, sd=bounds.sd)
     claims = {k: v for k, v in claims.items() if k in witness["cells"]}
     total = sum(max(v[0], 0.0) for v in claims.values())
@@ -143,8 +151,12 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         gain_lo = main_s / (main_s - own_lo) - 1 if 0 < own_lo < main_s else None
         own_mean = mean - others
         gain = main_s / (main_s - own_mean) - 1 if 0 < own_mean < main_s else None
+        own_hi = cap_hi - others
+        # None: the pairs allow any gain (a cell whose time they could all but remove)
+        gain_hi = (None if own_hi >= main_s else
+                   main_s / (main_s - own_hi) - 1 if own_hi > 0 else 0.0)
         out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
-                             "gain": gain}
+                             "gain": gain, "gain_hi": gain_hi}
     return out
 
 
@@ -181,6 +193,10 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
             gains = [j["cells"][cell["key"]].get("gain") for j in judged
                      if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
             cell["witness_gain"] = max(g if g is not None else math.inf for g in gains)
+            highs = [j["cells"][cell["key"]].get("gain_hi") for j in judged
+                     if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
+            if None not in highs:  # else no cap: some witness allows any gain
+                cell["witness_gain_hi"] = max(highs)
     return judged
 
 

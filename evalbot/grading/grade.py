@@ -42,9 +42,10 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     cells = [_cell(c, looks, results["rule"], roles, policy)
              for c, looks in zip(results["cells"], replayed, strict=True)]
     witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
+    version = int(results["rule"].get("rule_version") or 1)
     for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
         if cell["decision"] == "improved" and "witness_lo" in cell:
-            _tier_cell(cell, policy)
+            _tier_cell(cell, policy, version)
     published.publish(cells, witnesses)  # from here on, only the figures the bot believes
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     guards = [correctness_policy.decide(s, policy.correctness)
@@ -111,7 +112,7 @@ def _check_rule(results: dict[str, Any]) -> None:
     try:
         expected = schedule(looks, family, rule["alpha"],
                             rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA,
-                            int(rule.get("pool_df") or 0))
+                            int(rule.get("pool_df") or 0), int(rule.get("rule_version") or 1))
     except ValueError as exc:
         raise ResultsError(f"results: rule: {exc}") from exc
     recorded = speed.bounds_of(rule)
@@ -196,23 +197,26 @@ def _gmean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def _tier_cell(cell: dict[str, Any], policy: Policy) -> None:
+def _tier_cell(cell: dict[str, Any], policy: Policy, version: int = 2) -> None:
     """The tier an improved cell earns under the policy (compat may say none)."""
     if policy.tier_by == "compat":
         label = compat.cell_label(cell, policy)
         cell["compat"] = label.to_dict()
         cell["tier"] = label.tier
         return
-    gain = _gain(cell, policy)
+    gain = _gain(cell, policy, version)
     # an improved cell cleared s already: below the smallest threshold it floors at XS
     cell["tier"] = next((t for t in TIER_ORDER if gain >= policy.tiers[t]), TIER_ORDER[-1])
 
 
-def _gain(cell: dict[str, Any], policy: Policy) -> float:
+def _gain(cell: dict[str, Any], policy: Policy, version: int = 2) -> float:
     """The gain a tier is judged on; prefill by the reduction of time to first token."""
     value = cell["lo"] if policy.tier_by == "lower_bound" else cell["speedup"]
-    # a printed rate is a claim: the tier never exceeds the gain the harness's witness timed
-    value = min(value, cell.get("witness_gain", math.inf))
+    # a printed rate is a claim: the tier never exceeds the gain the harness's witness allows:
+    # its one-sided 95% upper bound (rule version 2); results before it, its point gain (the
+    # smaller of two noisy estimates, biased low: it lowered honest tiers, issue 33)
+    cap = cell.get("witness_gain_hi" if version >= 2 else "witness_gain", math.inf)
+    value = min(value, cap)
     if cell["metric"] == "prefill":
         return 1 - 1 / (1 + value) if value > -1 else -math.inf
     return float(value)

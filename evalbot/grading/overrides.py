@@ -127,9 +127,10 @@ def scale_job(job: Job, factor: float) -> Job:
     rule = job.rule
     looks = sorted({max(2, math.ceil(n * factor)) for n in rule.looks})
     family = rule.family or len(job.cells)
-    bounds = schedule(looks, family, rule.alpha, rule.equivalence_alpha, rule.pool_df)
+    bounds = schedule(looks, family, rule.alpha, rule.equivalence_alpha, rule.pool_df,
+                      rule.rule_version)
     scaled = dataclasses.replace(rule, looks=looks, budget_s=rule.budget_s * factor,
-                                 family=family, **rule_lists(bounds))
+                                 family=family, **rule_lists(bounds, rule.rule_version))
     return dataclasses.replace(job, rule=scaled)
 
 
@@ -147,9 +148,10 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     looks = sorted({*e_rule["looks"], *(cap + n for n in l_rule["looks"])})
     family = int(l_rule.get("family") or len(later["cells"]))
     eq_alpha = float(l_rule.get("equivalence_alpha") or EQUIVALENCE_ALPHA)
+    version = int(l_rule.get("rule_version") or 1)
     bounds = schedule(looks, family, float(l_rule["alpha"]), eq_alpha,
-                      int(l_rule.get("pool_df") or 0))
-    rule = {**l_rule, "looks": looks, **rule_lists(bounds),
+                      int(l_rule.get("pool_df") or 0), version)
+    rule = {**l_rule, "looks": looks, **rule_lists(bounds, version),
             "equivalence_alpha": eq_alpha, "family": family,
             "budget_s": float(e_rule["budget_s"]) + float(l_rule["budget_s"])}
     later_cells = {speed.cell_key(c): c for c in later["cells"]}

@@ -24,12 +24,25 @@ EQUIVALENCE_ALPHA = 0.05  # one-sided level of each TOST half, per cell and look
 SETTLE_LEVEL = 0.90  # two-sided level of the tier interval that must lie inside one tier
 GUARD_ALPHA = 0.01  # an F test at this level says the box is noisier than its calibration
 MAX_ALPHA = 0.1  # a per-PR false-verdict level above this is no error control
+# Rule versions (a results' `rule_version`; none: 1). Version 2 (issue 33), pooled rules only:
+# - no improved, regressed or slower verdict at a look of fewer than VERDICT_PAIRS pairs (but the
+#   last look): a fault of whole processes lines up in all n pairs with probability 2 (2/9)^n for
+#   a slow first test in a third of them (sparkinfer's A/A: 20% false at 2 pairs); at such a
+#   look the directional values are negative (engine/measure/stats.py);
+# - the tier settles when its 90% interval lies inside the estimate's own tier (negative settle
+#   values), not within half the narrowest neighbouring tier (2.2-2.6x the fixed-n pairs).
+RULE_VERSION = 2
+VERDICT_PAIRS = 5
 DIGITS = 6  # critical values travel in JSON: round so the replay compares equal numbers
 
 
 def schedule(looks: Sequence[int], family: int, alpha: float,
-             equivalence_alpha: float = EQUIVALENCE_ALPHA, pool_df: int = 0) -> list[Bounds]:
-    """The critical values of every look for a family of `family` cells."""
+             equivalence_alpha: float = EQUIVALENCE_ALPHA, pool_df: int = 0,
+             version: int = 1) -> list[Bounds]:
+    """The critical values of every look for a family of `family` cells, under rule `version`
+    (1: results before issue 33; RULE_VERSION for new jobs)."""
+    if version not in (1, 2):
+        raise ValueError(f"rule version {version} is unknown")
     if family < 1 or not looks:
         raise ValueError("need at least one cell and one look")
     if any(n < 2 for n in looks):
@@ -46,17 +59,21 @@ def schedule(looks: Sequence[int], family: int, alpha: float,
     out = []
     for n in looks:
         pooled = pool_df + n - 1
+        # version 2: the signs select the tests (module comment above)
+        barred = -1 if version >= 2 and pool_df and n < VERDICT_PAIRS and n != looks[-1] else 1
+        inside = -1 if version >= 2 and pool_df else 1
         if pool_df:
             floors = (quantiles.t_isf(tail, pooled), quantiles.t_isf(equivalence_alpha, pooled),
                       quantiles.t_isf(settle, pooled))
         else:
             floors = (quantiles.norm_isf(tail), quantiles.norm_isf(equivalence_alpha), 0.0)
         out.append(Bounds(
-            pairs=n, directional=_r(quantiles.t_isf(tail, n - 1)), directional_floor=_r(floors[0]),
+            pairs=n, directional=barred * _r(quantiles.t_isf(tail, n - 1)),
+            directional_floor=barred * _r(floors[0]),
             equivalence=_r(quantiles.t_isf(equivalence_alpha, n - 1)),
             equivalence_floor=_r(floors[1]),
-            settle=_r(quantiles.t_isf(settle, n - 1)) if pool_df else 0.0,
-            settle_floor=_r(floors[2]),
+            settle=inside * _r(quantiles.t_isf(settle, n - 1)) if pool_df else 0.0,
+            settle_floor=inside * _r(floors[2]),
             guard=guard(n, pool_df) if pool_df else 0.0,
             pool_df=int(pool_df)))
     return out
@@ -68,10 +85,11 @@ def guard(pairs: int, pool_df: int) -> float:
     return _r(quantiles.f_isf(GUARD_ALPHA, pairs - 1, pool_df))
 
 
-def rule_lists(bounds: Sequence[Bounds]) -> dict[str, Any]:
+def rule_lists(bounds: Sequence[Bounds], version: int = 1) -> dict[str, Any]:
     """A schedule as the rule's per-look lists (the job's and the results' `rule` keys)."""
     pool_df = bounds[0].pool_df if bounds else 0
     out: dict[str, Any] = {
+        "rule_version": version,
         "critical": [b.directional for b in bounds],
         "critical_floor": [b.directional_floor for b in bounds],
         "equivalence": [b.equivalence for b in bounds],
