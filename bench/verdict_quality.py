@@ -102,7 +102,7 @@ EFFORT = {"S": CENTRES["S"], "+3%": 0.03, "+5%": 0.05}
 @dataclass
 class Sim:
     final: np.ndarray  # (sims, cells) final codes over the whole job
-    estimate: np.ndarray  # (sims,) the changed cell's estimate (log-ratio) at its last look
+    estimate: np.ndarray  # (sims,) what its tier is judged on (log-ratio) at its last look
     pairs: np.ndarray  # (sims, runs) pairs each run measured
     box_s: np.ndarray  # (sims,) box seconds
     target_pairs: np.ndarray | None = None  # (sims,) pairs of the changed cell's run
@@ -176,7 +176,9 @@ def run_rule(r: np.ndarray, bounds: list[stats.Bounds], job: Job, run: SpeedRun,
                             edges, refuted)
         fresh = active[:, None] & ~decided
         code_at = np.where(fresh, code, code_at)
-        mean_at = np.where(fresh, mean, mean_at)
+        # what grading tiers on: an unsettled tier at the end by its interval's lower end (v2)
+        g = stats.half_widths(sd, n, b, floors[None, :], refuted)[2] if b.settle_floor < 0 else 0
+        mean_at = np.where(fresh, np.where(code == stats.IMPROVING, mean - g, mean), mean_at)
         decided |= fresh & np.isin(code, final_codes)
         stop[active & decided.all(axis=1)] = n
     n_used = np.where(stop >= 0, stop, np.minimum(pairs_max, bounds[-1].pairs))

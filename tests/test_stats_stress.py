@@ -21,16 +21,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engine.contract.results import RESULTS_SCHEMA, validate
 from engine.measure import stats
 from evalbot.grading import confirmation
-from evalbot.grading.grade import _tier_cell
+from evalbot.grading.grade import _tier_cell, grade
 from evalbot.grading.policy import load_labels
-from evalbot.grading.sequential import VERDICT_PAIRS, schedule
+from evalbot.grading.sequential import VERDICT_PAIRS, rule_lists, schedule
 from tests.stub_engine import decode_cell
+from tests.test_grading import C, _record
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
 SIMS = 1200
+EDGES = np.log1p([0.02, 0.035, 0.06, 0.10, 0.18])
 
 
 def _vq() -> Any:
@@ -140,3 +143,33 @@ def test_a_precise_witness_still_caps_a_printed_claim() -> None:
     """... while a witness whose whole interval lies in XS still caps the printed S."""
     tier, cell = _witnessed_tier(11.70, 0.005)
     assert cell["witness_gain"] < 0.035 and tier == "XS"
+
+
+def _pooled(ratio: float, version: int) -> dict[str, Any]:
+    """One q35 decode cell at `ratio` (+-1% a pair) under the pooled rule of `version`: looks
+    [4, 8], a 2% floor of 29 degrees of freedom, the default policy's tier edges."""
+    bounds = schedule([4, 8], 1, 0.01, pool_df=29, version=version)
+    rule = {"looks": [4, 8], **rule_lists(bounds, version), "equivalence_alpha": 0.05,
+            "family": 1, "alpha": 0.01, "sd_floor": 0.02, "sd_floors": {},
+            "significance": 0.02, "tolerance": 0.02, "warmup": 1, "budget_s": 600.0,
+            "tier_edges": {"q35/decode@128": [float(x) for x in EDGES]}}
+    return validate({
+        "schema": RESULTS_SCHEMA, "job_id": "t", "profile": "table", "box": {},
+        "base": {"sha": "a" * 40, "ok": True}, "head": {"sha": "b" * 40, "ok": True},
+        "rule": rule, "models": [{"name": "q35", "path": "/m", "sha256": "0" * 64,
+                                  "role": "primary", "namespace": "eval-q35"}],
+        "cells": [_record(C("q35", "decode", 128, ratio, noise=0.01), rule)],
+        "correctness": None, "failures": []})
+
+
+def test_a_tier_still_unsettled_at_the_last_look_is_judged_on_its_interval() -> None:
+    """The finding of the last bench run: +3% heads got S in 5.7% of PRs, their estimate a
+    little above 3.5% at the last look with the tier unsettled. Version 2 tiers such a cell on
+    the lower end of its tier interval; version 1 (older results) on its estimate, as before."""
+    new, old = (grade(_pooled(1.036, v), POLICY) for v in (2, 1))
+    for verdict in (new, old):
+        (cell,) = verdict["cells"]
+        assert cell["decision"] == "improved" and cell["looks"] == 2 and cell["speedup"] > 0.035
+    assert new["tier"] == "XS" and old["tier"] == "S"
+    # a settled tier keeps its estimate's: +12% (L) settles at 8 pairs and stays L
+    assert grade(_pooled(1.12, 2), POLICY)["tier"] == "L"

@@ -77,6 +77,9 @@ class Look:
     eq_hi: float
     sd: float  # sample sd of the log-ratio (inf with fewer than two pairs)
     decision: str
+    # the lower end of the tier interval m - g, as a speedup (the estimate where there is no tier
+    # test): a tier still unsettled at the last look is judged on it (rule version 2, grading)
+    tier_lo: float = math.nan
 
     def to_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
@@ -247,9 +250,9 @@ def look(
     tiers = np.asarray(edges, dtype=float) if edges else None
     code = decide(np.array(m), np.array(sd), bounds, sd_floor, significance, tolerance, tiers,
                   refuted)
-    h, e, _ = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor, refuted))
+    h, e, g = (float(x) for x in half_widths(np.array(sd), n, bounds, sd_floor, refuted))
     return Look(n, math.expm1(m), _expm1(m - h), _expm1(m + h), _expm1(m - e), _expm1(m + e),
-                sd, DECISIONS[int(code)])
+                sd, DECISIONS[int(code)], _expm1(m - g))
 
 
 def _expm1(x: float) -> float:

@@ -3,7 +3,7 @@
 The statistical decisions are replayed from the recorded samples with the recorded rule and must
 agree with the looks the harness recorded; the policy then turns decisions into labels:
   default            tier of the best improved primary cell by its estimate (its tier settled
-                     by the harness: the 95% interval fits in half the tier)
+                     by the harness, engine/measure/stats.py), capped by what its witness allows
   sparkinfer-compat  the existing bot's label function on the geometric means (evalbot.grading.compat)
 Order of the verdict kinds: a PR failure, an infra failure (or a cell never measured), a wrong
 answer, a regression anywhere (guards included), an improvement, inconclusive, neutral.
@@ -180,6 +180,10 @@ def _cell(record: dict[str, Any], looks: list[stats.Look], rule: dict[str, Any],
         "tier": None,
         "compat": None,
     }
+    if last is not None and last.decision == "improving" and int(rule.get("rule_version") or 1) > 1:
+        # improved with its tier unsettled at the end: judged on the lower end of its tier
+        # interval, so an effect just under an edge is not tiered above it by its estimate
+        cell["tier_gain"] = last.tier_lo
     if cell["decision"] == "improved":
         _tier_cell(cell, policy)
     return cell
@@ -211,7 +215,8 @@ def _tier_cell(cell: dict[str, Any], policy: Policy, version: int = 2) -> None:
 
 def _gain(cell: dict[str, Any], policy: Policy, version: int = 2) -> float:
     """The gain a tier is judged on; prefill by the reduction of time to first token."""
-    value = cell["lo"] if policy.tier_by == "lower_bound" else cell["speedup"]
+    value = cell["lo"] if policy.tier_by == "lower_bound" else \
+        cell.get("tier_gain", cell["speedup"])
     # a printed rate is a claim: the tier never exceeds the gain the harness's witness allows:
     # its one-sided 95% upper bound (rule version 2); results before it, its point gain (the
     # smaller of two noisy estimates, biased low: it lowered honest tiers, issue 33)
