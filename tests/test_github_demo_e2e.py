@@ -22,7 +22,7 @@ from evalbot.store.jobs import Store
 from tests.demo_profile import cut_demo_profile
 from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER
-from tests.github.fake_github import REPO, FakeGitHub
+from tests.github.fake_github import REPO, FakeGitHub, Pull
 from tests.github.sender import Sender
 from tests.service_env import evalbot, stop, wait_for
 
@@ -90,9 +90,11 @@ def test_demo_push_push_one_comment_for_the_newer_sha(
         demo: DemoRepo) -> None:
     send, proc, log = served
     old, new = demo.prs["slow_long"], demo.prs["faster"]
+    fake.add_pull(Pull(2, old, demo.main_sha, MAINTAINER))
     _push(send, old, demo.main_sha)
     wait_for("the first job to run", lambda: [s for *_, s in _jobs(demo_config)] == ["running"],
              proc=proc, log=log)  # type: ignore[arg-type]
+    fake.state.pulls[2].head_sha = new  # the push, as GitHub has it
     _push(send, new, demo.main_sha)  # supersedes the running job: the worker kills its run
     wait_for("the newer SHA's verdict to be published",
              lambda: fake.state.statuses.get(new, [{}])[-1].get("state") == "success",
