@@ -1,7 +1,8 @@
 """Issue 29's H200 run, replayed: an honest +9% decode on sparkinfer's Qwythos run with the
-`decode-2176` generate witness, at the pace the H200 measured (25.5 s sweeps that decide at 2
-pairs, 17 s witness pairs). On the H200 the witness was cut for box time after 1 pair and the
-head got `eval:inconclusive`; its first look must now be reached and the head earn `eval:M`.
+`decode-2176` generate witness, at the pace the H200 measured (25.5 s sweeps, 17 s witness
+pairs). On the H200 the measuring decided at 2 pairs, the witness was cut for box time after 1
+pair and the head got `eval:inconclusive`; its first look must now be reached and the head earn
+`eval:M` (tests/test_witness_box_time.py holds the first look's room beyond the share).
 
 The harness's own Measurement schedules everything (bench/_simbox.py replaces only the
 processes and the clock), and the bot's own grading judges it.
@@ -101,11 +102,13 @@ def test_an_honest_nine_percent_decode_earns_m_at_the_h200_pace(seed: int, tmp_p
     with seeded_prompts(seed):
         outcome = evaluator.evaluate(HONEST_9, np.random.default_rng(seed))
     [box] = boxes
-    # the measuring decided at its first look: the warm-up pair and 2 pairs, 6 sweeps
+    # the measuring decided at its first look that may give a verdict (rule version 2: no
+    # verdict before 5 pairs; on the H200 run, under version 1, it decided at 2): the warm-up
+    # pair and 5 pairs, 12 sweeps
     decided = [r.looks[-1]["pairs"] for r in box.records.values() if r.cell.metric == "decode"]
-    assert max(decided) == 2 and outcome.measure_s == pytest.approx(6 * SWEEP_S, rel=0.05)
-    # ... which leaves the witnesses a share of 38 s, less than their first look's 4 pairs
-    assert profile.speed.witness_share * outcome.measure_s < 4 * WITNESS_PAIR_S
+    first = min(n for n in profile.speed.looks if n >= 5)
+    assert max(decided) == first
+    assert outcome.measure_s == pytest.approx(2 * (1 + first) * SWEEP_S, rel=0.05)
     [record] = box.witnesses
     assert record.settled_by == "confirmed"
     assert len([s for s in record.samples if not s["dropped"]]) // 2 >= 4
