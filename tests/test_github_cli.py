@@ -65,3 +65,21 @@ def test_poll_then_rerun_sha(config: Config, fake: FakeGitHub) -> None:
     assert bad.returncode == 1 and "too short" in bad.stderr
     out = evalbot(config, fake, "rerun", _sha(7)[:12])
     assert out.returncode == 0 and "already queued" in out.stdout
+
+
+def test_github_unreachable_is_one_line_not_a_traceback(config: Config, fake: FakeGitHub,
+                                                        tmp_path: Path) -> None:
+    # the config's API on a port nothing listens on: poll, rerun and labels sync each say so
+    # in one line (exit 1), naming neither the host nor the port
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    text = Path(config.source).read_text().replace(fake.api_url, f"http://127.0.0.1:{dead}")
+    Path(config.source).write_text(text)
+    for args in (["poll"], ["rerun", A], ["labels", "sync"]):
+        out = evalbot(config, fake, *args)
+        assert out.returncode == 1, (args, out.stderr)
+        assert "GitHub unreachable" in out.stderr and "Traceback" not in out.stderr
+        assert str(dead) not in out.stderr + out.stdout
