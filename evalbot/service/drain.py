@@ -73,8 +73,8 @@ def hand_back(store: Store, job_id: str, worker: str) -> bool:
     db = store.db
     db.execute("BEGIN IMMEDIATE")
     try:
-        got = db.execute("UPDATE jobs SET lease_expires=?, tries=MAX(tries-1, 0), updated=? "
-                         "WHERE id=? AND lease_owner=? AND state='running'",
+        got = db.execute("UPDATE jobs SET lease_expires=?, lease_ttl=0, tries=MAX(tries-1, 0), "
+                         "updated=? WHERE id=? AND lease_owner=? AND state='running'",
                          (now, now, job_id, worker)).rowcount == 1
         if got:
             db.execute("UPDATE leases SET ended=?, outcome='handed-back' WHERE job_id=? AND "

@@ -348,8 +348,7 @@ def _pooled(earlier: dict[str, Any], later: dict[str, Any], out: Path) -> dict[s
 def _handed_back(store: Store, job_id: str) -> bool:
     """The job's lease was expired by a drain (evalbot.service.drain.hand_back) while we still own it."""
     row = store.get(job_id)
-    return row.state == "running" and row.lease_expires is not None \
-        and row.lease_expires <= time.time()
+    return row.state == "running" and row.lease_ttl == 0  # not the wall clock: leasing.py
 
 
 def _waiting(store: Store) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbot.store.intake import IntakeTables
+from evalbot.store.leasing import HOST, beat_columns, end_lease, fairest, first_expired
 from evalbot.store.publication import PublicationTables
 
 SCHEMA_VERSION = 1
@@ -62,6 +63,10 @@ _ADDED = (
     ("verdicts", "stale", "INTEGER NOT NULL DEFAULT 0"),  # main moved since base_sha
     ("verdicts", "box_s", "REAL NOT NULL DEFAULT 0"),  # leased box time of the evaluation
     ("verdicts", "saved_s", "REAL NOT NULL DEFAULT 0"),  # build time saved by cached builds
+    ("jobs", "lease_ttl", "REAL"),  # leasing.py: expiry by heartbeat and monotonic clocks
+    ("jobs", "lease_beat", "INTEGER NOT NULL DEFAULT 0"),
+    ("jobs", "lease_host", "TEXT"),
+    ("jobs", "lease_mono", "REAL"),
 )
 
 
@@ -83,6 +88,7 @@ class JobRow:
     not_before: float = 0.0
     started: float | None = None
     published: float | None = None
+    lease_ttl: float | None = None  # 0: handed back by a drain, expired at once (leasing.py)
 
 
 class Store(IntakeTables, PublicationTables):
@@ -91,6 +97,7 @@ class Store(IntakeTables, PublicationTables):
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.host = HOST  # whose monotonic clock this process shares (leasing.py)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         self.db.row_factory = sqlite3.Row
@@ -150,18 +157,18 @@ class Store(IntakeTables, PublicationTables):
         lease is recorded as an interval in `leases`."""
         now = time.time()
         with self._tx() as db:
-            row = db.execute("SELECT * FROM jobs WHERE state='running' AND lease_expires < ? "
-                             "ORDER BY lease_expires LIMIT 1", (now,)).fetchone()
+            row = first_expired(str(self.path), db, self.host)  # not by the wall clock
             if row is not None:
                 db.execute("UPDATE leases SET ended=?, outcome='expired' WHERE job_id=? AND "
-                           "ended IS NULL", (row["lease_expires"], row["id"]))
+                           "ended IS NULL", (min(now, row["lease_expires"] or now), row["id"]))
             else:
-                row = _fairest(db, now)
+                row = fairest(db, now)
             if row is None:
                 return None
-            db.execute("UPDATE jobs SET state='running', lease_owner=?, lease_expires=?, box=?, "
-                       "tries=tries+1, updated=? WHERE id=?",
-                       (worker, now + ttl_s, box, now, row["id"]))
+            beat, values = beat_columns(ttl_s)
+            db.execute(f"UPDATE jobs SET state='running', lease_owner=?, lease_expires=?, box=?, "
+                       f"tries=tries+1, updated=?, {beat} WHERE id=?",
+                       (worker, now + ttl_s, box, now, *values, row["id"]))
             db.execute("INSERT INTO leases (job_id, worker, box, started) VALUES (?,?,?,?)",
                        (row["id"], worker, box, now))
             return _job(db.execute("SELECT * FROM jobs WHERE id=?", (row["id"],)).fetchone())
@@ -170,12 +177,13 @@ class Store(IntakeTables, PublicationTables):
         """Extend a lease; False means the job is no longer ours (superseded, cancelled, stolen,
         or handed back by a drain: the check and the update are one statement, so a renewal
         racing a hand-back can never revive the lease it handed back)."""
+        beat, values = beat_columns(ttl_s)
         with self._tx() as db:
-            cur = db.execute("UPDATE jobs SET lease_expires=?, updated=? WHERE id=? AND "
-                             "lease_owner=? AND state='running' AND EXISTS (SELECT 1 FROM "
-                             "leases WHERE leases.job_id=jobs.id AND leases.worker=? AND "
-                             "leases.ended IS NULL)",
-                             (time.time() + ttl_s, time.time(), job_id, worker, worker))
+            cur = db.execute(f"UPDATE jobs SET lease_expires=?, updated=?, {beat} WHERE id=? "
+                             "AND lease_owner=? AND state='running' AND EXISTS "
+                             "(SELECT 1 FROM leases WHERE leases.job_id=jobs.id AND "
+                             "leases.worker=? AND leases.ended IS NULL)",
+                             (time.time() + ttl_s, time.time(), *values, job_id, worker, worker))
             return cur.rowcount == 1
 
     def set_base(self, job_id: str, base_sha: str) -> None:
@@ -200,7 +208,7 @@ class Store(IntakeTables, PublicationTables):
                 db.execute("UPDATE jobs SET state='queued', reason=?, lease_owner=NULL, "
                            "not_before=?, updated=? WHERE id=? AND lease_owner=? AND "
                            "state='running'", (reason, now + backoff_s, now, job_id, worker))
-                _end_lease(db, job_id, worker, "retry", now)
+                end_lease(db, job_id, worker, "retry", now)
         else:
             self._close(job_id, worker, "failed", reason, verdict,
                         (results or {}) if verdict else None)
@@ -215,7 +223,7 @@ class Store(IntakeTables, PublicationTables):
                 return False
             db.execute("UPDATE jobs SET state=?, reason=?, lease_owner=NULL, updated=? "
                        "WHERE id=?", (state, reason, now, job_id))
-            box_s = _end_lease(db, job_id, worker, state)
+            box_s = end_lease(db, job_id, worker, state)
             if verdict is not None and results is not None:
                 db.execute("INSERT OR REPLACE INTO verdicts (job_id, repo, pr, head_sha, "
                            "base_sha, headline, verdict, results, created, box_s, saved_s) "
@@ -230,7 +238,7 @@ class Store(IntakeTables, PublicationTables):
         """The worker let go of a job it no longer owns (superseded, cancelled, stolen)."""
         state = self.get(job_id).state
         with self._tx() as db:
-            _end_lease(db, job_id, worker, state if state != "running" else "lost")
+            end_lease(db, job_id, worker, state if state != "running" else "lost")
 
     def cancel(self, repo: str, pr: int, reason: str = "cancelled") -> int:
         """reason 'closed' (the PR was closed) lets a reopen queue the head again."""
@@ -355,30 +363,7 @@ def _job(row: sqlite3.Row) -> JobRow:
     return JobRow(row["id"], row["repo"], row["pr"], row["head_sha"], row["base_sha"],
                   row["policy"], row["attempt"], row["state"], row["reason"], row["tries"],
                   row["lease_owner"], row["lease_expires"], row["box"], row["not_before"],
-                  row["started"], row["published"])
-
-
-def _fairest(db: sqlite3.Connection, now: float) -> sqlite3.Row | None:
-    """The queued job whose author, then PR, was served longest ago (never served: first)."""
-    return db.execute(
-        "SELECT j.* FROM jobs j LEFT JOIN admissions a ON a.job_id=j.id "
-        "WHERE j.state='queued' AND j.not_before<=? ORDER BY "
-        "(SELECT COALESCE(MAX(l.started), 0) FROM leases l JOIN admissions b ON b.job_id=l.job_id"
-        " WHERE b.author=COALESCE(a.author, '') AND b.repo=j.repo), "
-        "(SELECT COALESCE(MAX(l.started), 0) FROM leases l JOIN jobs k ON k.id=l.job_id "
-        " WHERE k.repo=j.repo AND k.pr IS j.pr), j.created, j.rowid LIMIT 1", (now,)).fetchone()
-
-
-def _end_lease(db: sqlite3.Connection, job_id: str, worker: str, outcome: str,
-               now: float | None = None) -> float:
-    """Close the worker's open lease interval on the job; returns its length in seconds."""
-    now = time.time() if now is None else now
-    row = db.execute("SELECT id, started FROM leases WHERE job_id=? AND worker=? AND ended IS "
-                     "NULL ORDER BY id DESC LIMIT 1", (job_id, worker)).fetchone()
-    if row is None:
-        return 0.0
-    db.execute("UPDATE leases SET ended=?, outcome=? WHERE id=?", (now, outcome, row["id"]))
-    return now - float(row["started"])
+                  row["started"], row["published"], row["lease_ttl"])
 
 
 def saved_s(results: dict[str, Any]) -> float:
