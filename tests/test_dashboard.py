@@ -12,8 +12,16 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from evalbot.report.dashboard import build_site, dashboard
-from evalbot.report.history import cell_page, main_series, merges, noise_points, record_merge
+from evalbot.report.dashboard import _environment, build_site, dashboard
+from evalbot.report.dashboard_pages import cell_pages
+from evalbot.report.history import (
+    NoisePoint,
+    cell_page,
+    main_series,
+    merges,
+    noise_points,
+    record_merge,
+)
 from evalbot.store.jobs import Store
 from tests.graded_history import measure, record
 from tests.stub_engine import make_repo
@@ -209,6 +217,24 @@ def _is_band(rgb: tuple[int, int, int]) -> bool:
     return all(abs(a - b) <= 6 for a, b in zip(rgb, (221, 235, 244), strict=True))
 
 
+def _tallest_band(img: Image.Image) -> int:
+    """The most band-coloured pixels in one column, one above the other (a gap of 3 px for a
+    grid line or a point is bridged): how tall the band is drawn."""
+    px, (width, height) = img.load(), img.size
+    best = 0
+    for x in range(0, width, 4):
+        run = gap = 0
+        for y in range(height):
+            if _is_band(px[x, y]):
+                run, gap = run + 1 + gap, 0
+            elif run and gap < 3:
+                gap += 1
+            else:
+                run = gap = 0
+            best = max(best, run)
+    return best
+
+
 def _screenshot(page: Path, tmp_path: Path) -> Path:
     shot = tmp_path / f"{page.stem}.png"
     done = _chromium([f"--screenshot={shot}", "--window-size=1280,1600"], page,
@@ -293,3 +319,25 @@ def test_the_demo_repository_gets_no_github_link(tmp_path):
     build_site(store, site)
     for page in [site / "index.html", site / "regressions.html", *(site / "cells").rglob("*.html")]:
         assert "https://" not in page.read_text(), page
+
+
+def test_the_noise_band_is_visible_at_three_per_mille(history, tmp_path):
+    """Main moved 30% on this cell, its noise is 0.3%: on the level's axis the band (±0.42%) is
+    thinner than the level's line, so the page draws it again under the chart, in % of the
+    level, where it must fill a good part of the panel in the screenshot."""
+    store, _ = history
+    site = tmp_path / "site"
+    build_site(store, site)
+    rows = store.history()
+    series = main_series(rows, merges(store.db))
+    [box] = {s.box for s in series if s.repo == "acme/engine"}
+    key = f"{EVIL_MODEL}/decode@128"
+    noise = [NoisePoint(box, key, T0, 0.003, 20, "calibration")]
+    ids = iter(range(1, 1000))
+    path = cell_page("acme/engine", EVIL_MODEL, "decode", 128)
+    html = cell_pages(_environment(), rows, series, noise, lambda: f"c{next(ids)}")[path]
+    assert "noise band ±0.43%" in html  # exp(2 · 0.3% / √2) - 1
+    page = site / path
+    page.write_text(html)
+    img = Image.open(_screenshot(page, tmp_path)).convert("RGB")
+    assert _tallest_band(img) >= 25  # px: the panel's band; the level axis's is a few px

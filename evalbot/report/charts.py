@@ -44,6 +44,18 @@ class Band:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """A panel under the chart, in % of main's level: the noise band as ±half_width around 0 and
+    each run's deviation from the level in force. On the level's own axis a band of ±0.4% is
+    thinner than the level line once main has moved 10%; here it fills a third of the panel."""
+    label: str
+    half_width: float  # % of the level
+    times: Sequence[float]
+    deviations: Sequence[float]  # % of the level
+    color: int = 0
+
+
+@dataclass(frozen=True)
 class Marker:
     time: float
     value: float
@@ -52,10 +64,15 @@ class Marker:
 
 
 def line_chart(chart_id: str, title: str, ylabel: str, lines: Sequence[Line],
-               markers: Sequence[Marker] = (), bands: Sequence[Band] = ()) -> str:
+               markers: Sequence[Marker] = (), bands: Sequence[Band] = (),
+               spread: Spread | None = None) -> str:
     """One chart as an <svg> element (no XML prolog), ids made unique by chart_id."""
-    fig = Figure(figsize=(6.4, 3.0), dpi=100, layout="constrained")
-    ax = fig.add_subplot()
+    fig = Figure(figsize=(6.4, 4.4 if spread else 3.0), dpi=100, layout="constrained")
+    if spread:
+        ax, below = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1])
+        _spread(below, spread)
+    else:
+        ax = fig.add_subplot()
     for band in bands:
         ax.fill_between([_when(t) for t in band.times], band.lo, band.hi, step="post",
                         color=_PALETTE[band.color % len(_PALETTE)], alpha=0.15, linewidth=0,
@@ -86,6 +103,21 @@ def line_chart(chart_id: str, title: str, ylabel: str, lines: Sequence[Line],
     if len(lines) + len(bands) > 1:
         ax.legend(fontsize=7, loc="best", frameon=False)
     return _svg(fig, chart_id)
+
+
+def _spread(ax: matplotlib.axes.Axes, spread: Spread) -> None:
+    color = _PALETTE[spread.color % len(_PALETTE)]
+    w = spread.half_width
+    ax.axhspan(-w, w, color=color, alpha=0.15, linewidth=0, label=spread.label)
+    ax.axhline(0, color=color, linewidth=1)
+    ax.plot([_when(t) for t in spread.times], spread.deviations, color=color, marker="o",
+            markersize=3, linestyle="none", alpha=0.45)
+    far = max([abs(d) for d in spread.deviations] + [w])
+    ax.set_ylim(-1.25 * max(far, 1.5 * w), 1.25 * max(far, 1.5 * w))  # the band: >= 1/3 of it
+    ax.set_ylabel("vs level (%)", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
 
 
 def _style(ax: matplotlib.axes.Axes, title: str, ylabel: str) -> None:

@@ -22,7 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from evalbot.grading.grade import ctx_name
-from evalbot.report.charts import Band, Line, Marker, line_chart
+from evalbot.report.charts import Band, Line, Marker, Spread, line_chart
 from evalbot.report.comment import decision_word
 from evalbot.report.history import NoisePoint, Series, cell_page
 from evalbot.report.numbers import interval, pct, rate
@@ -86,16 +86,20 @@ def _box_chart(s: Series, title: str, sd: float | None,
         return {"box": s.box, "svg": None, "summary": one_level(s)}
     times = [lv.first for lv in s.levels] + [s.times[-1]]
     values = [lv.value for lv in s.levels] + [s.levels[-1].value]
-    bands = []
+    bands, spread = [], None
     if sd is not None:
         k = math.exp(2 * sd / math.sqrt(2))
         bands.append(Band("noise band (±2 sd of one run)", times, [v / k for v in values],
                           [v * k for v in values]))
+        level = [next(lv.value for lv in reversed(s.levels) if lv.first <= t) if t >= s.levels[0].first
+                 else s.levels[0].value for t in s.times]
+        spread = Spread(f"noise band ±{100 * (k - 1):.2f}%", 100 * (k - 1), s.times,
+                        [100 * (v / lv - 1) for v, lv in zip(s.values, level, strict=True)])
     lines = [Line("main's level", times, values, "steps", 0),
              Line("each run of main", s.times, s.values, "points", 0)]
     markers = [Marker(st.time, st.value, f"{'#' + str(st.pr) if st.pr else 'main'} "
                       f"{pct(st.change)}", st.change >= 0) for st in s.steps]
-    svg = line_chart(next_id(), f"main on {s.box}: {title}", s.unit, lines, markers, bands)
+    svg = line_chart(next_id(), f"main on {s.box}: {title}", s.unit, lines, markers, bands, spread)
     return {"box": s.box, "svg": Markup(svg), "summary": ""}
 
 
