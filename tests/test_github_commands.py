@@ -39,6 +39,16 @@ CASES = [
     ("~~~md\n/evalbot cancel\n~~~", None),
     ("```\n/evalbot rerun", None),  # an unclosed fence runs to the end
     ("```\ncode\n```\n/evalbot help", HELP),
+    ("<!-- /evalbot rerun -->", None),  # an HTML comment
+    ("<!--\n/evalbot rerun\n-->", None),
+    ("<!-- note -->\n/evalbot help", HELP),
+    ("draft\n<!-- unclosed\n\n/evalbot rerun", None),  # runs to the end, as GitHub renders it
+    ("    /evalbot rerun", None),  # an indented code block
+    ("\t/evalbot rerun", None),
+    ("   /evalbot rerun", RERUN),  # three spaces are still text
+    ("> you wrote\n/evalbot rerun", None),  # a lazy continuation of the quote
+    ("> you wrote\n\n/evalbot rerun", RERUN),  # a blank line ends the quote
+    ("`x` /evalbot rerun", None),  # not at the start of the rendered line
     ("/evalbot", MissingCommand()),
     ("/evalbot rerunn", UnknownCommand("rerunn", "rerun")),
     ("/evalbot retry", UnknownCommand("retry", "rerun")),

@@ -115,6 +115,26 @@ def test_commands_permissions_and_refusals(bot: tuple[Running, Sender, Store],
     assert jobs(store) == [(6, A, "queued", 1)]
 
 
+def test_commands_hidden_from_the_rendered_comment_do_nothing(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    """An HTML comment, an indented code block, a lazy quote line: GitHub shows no command, so
+    none runs; the plain one after them does (the pipeline works)."""
+    running, send, store = bot
+    fake.add_pull(Pull(16, A, "b" * 40, MAINTAINER))
+    hidden = ["<!--\n/evalbot rerun\n-->", "Try this:\n\n    /evalbot rerun\n",
+              "> can someone run\n/evalbot rerun", "<!-- /evalbot help -->"]
+    for i, text in enumerate(hidden + ["/evalbot rerun"]):
+        send.post("issue_comment", payloads.pr_comment(number=16, body=text, author=MAINTAINER,
+                                                       pr_author=MAINTAINER,
+                                                       comment_id=1600 + i))
+        settle(running, i + 1)
+        if i == len(hidden) - 1:
+            assert jobs(store) == [] and fake.comments_on(16) == []
+    assert jobs(store) == [(16, A, "queued", 1)]
+    [sticky] = fake.comments_on(16)
+    assert sticky["body"].startswith("<!-- evalbot:v1 ")
+
+
 def test_rerun_of_evaluated_head_is_a_new_attempt_for_maintainers_only(
         bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
     running, send, store = bot

@@ -1,8 +1,10 @@
 """PR comment commands: a closed set, a parser returning a command or a typed error, help.
 
-Only lines that start with `/evalbot` count; fenced code blocks, inline code and `>` quotes are
-removed first, so quoting someone's command never runs it again. A sentence that echoes the
-user's text quotes it with `neutral.code_span`, which it cannot break out of.
+Only lines of plain text that start with `/evalbot` count: fenced and indented code (4 spaces
+or a tab), inline code, HTML comments and `>` quotes (with their lazy continuation lines, as
+GitHub renders them) are removed first, so quoting someone's command never runs it again. A
+sentence that echoes the user's text quotes it with `neutral.code_span`, which it cannot break
+out of.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ ParseError = (MissingCommand | UnknownCommand | UnexpectedArgument | MissingArgu
               | ConflictingCommands)
 
 _INLINE = re.compile(r"`[^`\n]*`")
-_LINE = re.compile(rf"^\s*{re.escape(PREFIX)}(?![\w-])(?P<rest>.*)$", re.I)
+_LINE = re.compile(rf"^ {{0,3}}{re.escape(PREFIX)}(?![\w-])(?P<rest>.*)$", re.I)  # 4: code
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 def parse(body: str) -> Command | ParseError | None:
@@ -127,7 +130,7 @@ def parse(body: str) -> Command | ParseError | None:
     for line in _visible_lines(body):
         m = _LINE.match(line)
         if m:
-            found.append(_parse_line(m.group("rest").split()))
+            found.append(_parse_line(_INLINE.sub("", m.group("rest")).split()))
     if not found:
         return None
     errors = [f for f in found if not isinstance(f, Command)]
@@ -156,17 +159,30 @@ def _parse_line(words: list[str]) -> Command | ParseError:
 
 
 def _visible_lines(body: str) -> list[str]:
-    """Lines outside code fences (an unclosed fence runs to the end, as GitHub renders it)."""
-    lines, fence = [], ""
-    for line in body.replace("\r\n", "\n").split("\n"):
+    """Lines of plain text: outside code fences (an unclosed fence runs to the end, as GitHub
+    renders it), HTML comments (likewise) and quotes, a quote running to the next blank line."""
+    lines, fence, quote = [], "", False
+    for line in _uncommented(body.replace("\r\n", "\n")).split("\n"):
         stripped = line.lstrip()
         if fence:
             fence = "" if stripped.startswith(fence) else fence
         elif stripped.startswith(("```", "~~~")):
             fence = stripped[:3]
-        elif not stripped.startswith(">"):
-            lines.append(_INLINE.sub("", line))
+        elif stripped.startswith(">") or (quote and stripped):  # a lazy continuation
+            quote = True
+        else:
+            quote = False
+            lines.append(line)
     return lines
+
+
+def _uncommented(body: str) -> str:
+    """The body without HTML comments; an unclosed one hides the rest. A line a comment began
+    holds no command ("<!-- x --> /evalbot rerun" is an HTML block on GitHub)."""
+    body = _COMMENT.sub("\x00", body)
+    body = body.split("<!--", 1)[0]
+    return "\n".join("" if "\x00" in line.split(PREFIX, 1)[0] else line.replace("\x00", "")
+                      for line in body.split("\n"))
 
 
 def _verbs() -> str:
