@@ -17,7 +17,7 @@ from evalbot.github.port import GitHubPort
 from evalbot.github.rounds import Candidate, Round, pick
 from evalbot.store.jobs import Store
 from tests.github.accounts import BOT, MAINTAINER
-from tests.github.fake_github import REPO, FakeGitHub, Pull
+from tests.github.fake_github import REPO, FakeGitHub, Fault, Pull
 
 pytest_plugins = ["tests.github.fixtures"]
 MAIN, OLD_MAIN = "a" * 40, "b" * 40
@@ -154,6 +154,50 @@ def test_stale_prs_are_closed_with_a_comment(fake: FakeGitHub, config: Config,
     [comment] = fake.comments_on(6)
     assert comment["author"] == BOT and "no push for 30 days" in comment["body"]
     assert fake.comments_on(7) == [] and lines == ["#6: closed (no push for 30 days)"]
+
+
+def test_a_merge_that_answered_502_after_merging_is_reported_merged_once(
+        fake: FakeGitHub, config: Config, port: GitHubPort, store: Store) -> None:
+    fake.add_pull(Pull(8, _sha(8), MAIN, MAINTAINER))
+    for attempt in (1, 2):
+        _record(store, 8, _sha(8), _verdict(MAIN, "M"), attempt)
+    fake.inject(Fault("pulls/merge", 502, after_commit=True))
+    lines = _round(fake, config, port, store, merge_first=True, auto_merge=True)
+    assert fake.state.merges == [{"number": 8, "sha": _sha(8), "merge_method": "merge"}]
+    merged = fake.state.pulls[8].merged_sha
+    assert merged is not None and fake.state.branches["main"] == merged
+    assert lines[-1] == f"#8: merged {_sha(8)[:10]} as {merged[:10]}"
+    lines = _round(fake, config, port, store, merge_first=True, auto_merge=True)  # next round
+    assert len(fake.state.merges) == 1 and not any("merged" in line for line in lines)
+
+
+def test_a_merge_that_answered_502_without_merging_is_reported_not_merged(
+        fake: FakeGitHub, config: Config, port: GitHubPort, store: Store) -> None:
+    fake.add_pull(Pull(9, _sha(9), MAIN, MAINTAINER))
+    for attempt in (1, 2):
+        _record(store, 9, _sha(9), _verdict(MAIN, "M"), attempt)
+    fake.inject(Fault("pulls/merge", 502))
+    lines = _round(fake, config, port, store, merge_first=True, auto_merge=True)
+    assert fake.state.pulls[9].state == "open" and fake.state.pulls[9].merged_sha is None
+    assert lines[-1].startswith("#9: not merged: GitHub error 502")
+
+
+def test_a_stale_pr_whose_closing_fails_gets_one_comment(
+        fake: FakeGitHub, config: Config, port: GitHubPort, store: Store) -> None:
+    old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 40 * 86400))
+    fake.add_pull(Pull(10, _sha(10), MAIN, MAINTAINER))
+    fake.add_pull(Pull(11, _sha(11), MAIN, MAINTAINER))
+    fake.state.commit_dates.update({_sha(10): old, _sha(11): old})
+    fake.inject(Fault("pulls/update", 502, times=3, where="/pulls/10"))
+    for _ in range(3):  # three rounds (cron), each failing to close #10
+        lines = _round(fake, config, port, store, close_stale_after_days=30)
+        assert lines[0].startswith("#10: not closed: GitHub error 502")
+    assert fake.state.pulls[11].state == "closed"  # #10's fault did not stop #11
+    assert _round(fake, config, port, store, close_stale_after_days=30) == \
+        ["#10: closed (no push for 30 days)"]
+    assert fake.state.pulls[10].state == "closed"
+    assert [c["author"] for c in fake.comments_on(10)] == [BOT]
+    assert [c["author"] for c in fake.comments_on(11)] == [BOT]
 
 
 def test_config_names_bad_round_keys(tmp_path: Path) -> None:

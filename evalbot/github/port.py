@@ -97,3 +97,5 @@ class GitHubPort(Protocol):
     def merge(self, number: int, sha: str, method: str) -> str: ...  # the merge commit's SHA
 
     def close_pull(self, number: int) -> None: ...
+
+    def merged(self, number: int) -> str | None: ...  # the merge commit's SHA, if merged

@@ -111,6 +111,12 @@ class PyGithubPort:
     def close_pull(self, number: int) -> None:
         _call(lambda: self._repo.get_pull(number).edit(state="closed"))
 
+    def merged(self, number: int) -> str | None:
+        def read() -> str | None:
+            p = self._repo.get_pull(number)
+            return str(p.merge_commit_sha) if p.merged else None
+        return _call(read)
+
 
 def _pull_info(p: Any, full_name: str) -> PullInfo:
     head_repo = p.head.repo

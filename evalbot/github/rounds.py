@@ -15,14 +15,15 @@ from typing import Any
 import click
 
 from evalbot.config.settings import GitHubConfig, load_config
-from evalbot.github.port import GitHubError, GitHubPort, LabelInfo, PullInfo
+from evalbot.github.port import GitHubError, GitHubPort, LabelInfo, PullInfo, Transient
 from evalbot.grading.policy import load_labels
 from evalbot.store.jobs import Store
 
 TIERS = ("XL", "L", "M", "S", "XS")  # best first
 DAY_S = 86400.0
-STALE_TEXT = ("Closing this PR: no push for {days} days. Push a new commit and reopen it to "
-              "get it evaluated again.")
+STALE_MARK = "<!-- evalbot:stale -->"  # found on a retry: one stale comment however many tries
+STALE_TEXT = (STALE_MARK + "\nClosing this PR: no push for {days} days. Push a new commit and "
+              "reopen it to get it evaluated again.")
 LABEL_STYLE = LabelInfo("merge-first", "0e8a16", "evalbot: the best verified PR on current main")
 
 
@@ -99,10 +100,19 @@ class Round:
             if now - self.port.commit_date(pull.head_sha) < days * DAY_S:
                 kept.append(pull)
                 continue
-            self.port.create_comment(pull.number, STALE_TEXT.format(days=days))
-            self.port.close_pull(pull.number)
-            lines.append(f"#{pull.number}: closed (no push for {days} days)")
+            lines.append(self._close_one(pull.number, days))
         return kept
+
+    def _close_one(self, number: int, days: int) -> str:
+        """Say why, once (a comment of an earlier, failed try is found by its mark), then close.
+        A failure is this PR's line; the next round tries again without a second comment."""
+        try:
+            if not any(STALE_MARK in c.body for c in self.port.comments(number)):
+                self.port.create_comment(number, STALE_TEXT.format(days=days))
+            self.port.close_pull(number)
+        except GitHubError as exc:
+            return f"#{number}: not closed: {exc}"
+        return f"#{number}: closed (no push for {days} days)"
 
     def _merge_first(self, pulls: list[PullInfo], lines: list[str]) -> None:
         main_sha = self.port.branch_sha(self.main_branch)
@@ -136,6 +146,14 @@ class Round:
             return self._confirm(winner, main_sha)
         try:
             merged = self.port.merge(winner.number, winner.head_sha, self.gh.merge_method)
+        except Transient as exc:  # GitHub may have merged it and lost the answer: ask, not retry
+            try:
+                done = self.port.merged(winner.number)
+            except GitHubError as again:
+                return f"#{winner.number}: merge unknown ({exc}; then {again}): see GitHub"
+            if done is None:
+                return f"#{winner.number}: not merged: {exc}"
+            merged = done
         except GitHubError as exc:
             return f"#{winner.number}: not merged: {exc}"
         return f"#{winner.number}: merged {winner.head_sha[:10]} as {merged[:10]}"

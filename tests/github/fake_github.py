@@ -51,6 +51,7 @@ class Pull:
     draft: bool = False
     state: str = "open"
     fork: bool = False
+    merged_sha: str | None = None  # set by a merge: GET answers merged: true and this commit
 
 
 @dataclass
@@ -343,7 +344,7 @@ class FakeGitHub:
             return 409, {"message": "Head branch was modified. Review and try the merge again.",
                          "documentation_url": "https://docs.github.com/rest"}, None
         pull.state = "closed"
-        merged = f"{next(self._ids):040x}"
+        merged = pull.merged_sha = f"{next(self._ids):040x}"
         self.state.branches["main"] = merged
         doc = self.spec.example("pull-request-merge-result-response-if-merge-was-successful")
         doc["sha"] = merged
@@ -387,6 +388,10 @@ class FakeGitHub:
                     "labels": [self._label_doc(n) for n in
                                self.state.issue_labels.get(pull.number, [])]})
         doc["user"]["login"] = pull.author
+        doc["merge_commit_sha"] = pull.merged_sha
+        if not simple:
+            doc["merged"] = pull.merged_sha is not None
+        doc["merged_at"] = "2011-01-26T19:01:12Z" if pull.merged_sha else None
         doc["head"]["sha"], doc["base"]["sha"] = pull.head_sha, pull.base_sha
         doc["base"]["ref"] = "main"
         doc["base"]["repo"]["full_name"] = REPO
