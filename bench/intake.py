@@ -6,7 +6,12 @@
 2. Turnaround: `evalbot serve` as its own process on the demo engine (local box); one push
    webhook -> the verdict in the PR's sticky comment and the commit status.
 
+The demo box is a local one running PR code as this user, so it says `unsandboxed: true`
+(serve refuses a box with neither `sandbox_user` nor that). Every wait has a deadline: a bench
+that breaks exits non-zero with the reason instead of hanging.
+
 Usage: python bench/intake.py [DELIVERIES] [CLIENTS]   (defaults 1000, 16)
+       python bench/intake.py --short                  (100 deliveries, 4 clients: CI's check)
 """
 
 from __future__ import annotations
@@ -54,6 +59,18 @@ def config_file(root: Path, fake: FakeGitHub, box: str, profile: str = "demo") -
     return path
 
 
+DEADLINE_S = 600.0
+
+
+def wait(what: str, ready: object, deadline_s: float = DEADLINE_S) -> None:
+    """Poll `ready` (a callable) until true; exit non-zero naming `what` at the deadline."""
+    end = time.monotonic() + deadline_s
+    while not ready():  # type: ignore[operator]
+        if time.monotonic() > end:
+            raise SystemExit(f"bench/intake.py: {what} not reached in {deadline_s:.0f} s")
+        time.sleep(0.05)
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
@@ -62,7 +79,8 @@ def intake(n: int, clients: int) -> dict[str, float]:
     fake = fake_github()
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(config_file(Path(tmp), fake, f"{{name: b, kind: local, workdir: "
-                                                          f"{tmp}/box, trusted: true}}"))
+                                                          f"{tmp}/box, trusted: true, "
+                                                          "unsandboxed: true}"))
         secret = secrets.token_bytes(32)
         port = PyGithubPort(REPO, fake.token, fake.api_url, throttle=False)  # type: ignore[attr-defined]
         running = start(config, secret, port, backoff=fast_backoff())
@@ -85,8 +103,7 @@ def intake(n: int, clients: int) -> dict[str, float]:
             answers = list(pool.map(post, range(len(plan))))
         burst_s = time.perf_counter() - t0
         accepted = sum(1 for _, code in answers if code in (200, 202))
-        while len(running.dispatcher.done) < n * 9 // 10:
-            time.sleep(0.05)
+        wait("every delivery dispatched", lambda: len(running.dispatcher.done) >= n * 9 // 10)
         drained_s = time.perf_counter() - t0
         jobs = len(Store(config.store).jobs())
         running.stop()
@@ -102,7 +119,8 @@ def turnaround() -> dict[str, float | str]:
     with tempfile.TemporaryDirectory() as tmp:
         demo = generate(Path(tmp) / "demo")
         box = (f"{{name: local, kind: local, workdir: {tmp}/box, repo: {demo.path}, "
-               f"models_dir: {demo.model_path.parent}, python: {sys.executable}, trusted: true}}")
+               f"models_dir: {demo.model_path.parent}, python: {sys.executable}, trusted: true, "
+               "unsandboxed: true}")
         path = config_file(Path(tmp), fake, box)
         secret, log = secrets.token_hex(16), Path(tmp) / "serve.log"
         env = {**os.environ, "EVALBOT_GITHUB_TOKEN": fake.token,  # type: ignore[attr-defined]
@@ -112,8 +130,13 @@ def turnaround() -> dict[str, float | str]:
                                      str(path), "--port", "0", "--no-throttle"], stdout=out,
                                     stderr=subprocess.STDOUT, env=env)
         try:
-            while not (m := re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())):
-                time.sleep(0.1)
+            def listening() -> re.Match[str] | None:
+                if proc.poll() is not None:
+                    raise SystemExit("serve exited:\n" + log.read_text()[-3000:])
+                return re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())
+            wait("serve listening", listening, 120.0)
+            m = listening()
+            assert m is not None
             send = Sender(f"http://127.0.0.1:{m.group(1)}/", secret.encode())
             head = demo.prs["faster"]
             t0 = time.perf_counter()
@@ -121,7 +144,11 @@ def turnaround() -> dict[str, float | str]:
                 "synchronize", number=1, head_sha=head, base_sha=demo.main_sha,
                 author=MAINTAINER))
             pending = verdict = 0.0
+            end = time.monotonic() + DEADLINE_S
             while not verdict:
+                if time.monotonic() > end:
+                    raise SystemExit("bench/intake.py: no verdict published:\n"
+                                     + log.read_text()[-3000:])
                 states = [s["state"] for s in fake.state.statuses.get(head, [])]
                 pending = pending or (time.perf_counter() - t0 if states else 0.0)
                 verdict = time.perf_counter() - t0 if states and states[-1] != "pending" else 0.0
@@ -129,7 +156,10 @@ def turnaround() -> dict[str, float | str]:
                     raise SystemExit(log.read_text()[-3000:])
                 time.sleep(0.1)
             [comment] = [c for c in fake.comments_on(1) if c["author"] == BOT]
-            headline = re.search(r"\*\*(eval:[^*]+)\*\*", comment["body"])
+            final = fake.state.statuses[head][-1]["description"]  # "eval:M ...", as in the comment
+            headline = re.match(r"(eval:\w+)", final)
+            if headline and headline.group(1) not in comment["body"]:
+                headline = None
         finally:
             proc.terminate()
             proc.wait()
@@ -140,8 +170,10 @@ def turnaround() -> dict[str, float | str]:
 
 def main() -> None:
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    clients = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+    args = [a for a in sys.argv[1:] if a != "--short"]
+    short = len(args) < len(sys.argv) - 1
+    n = int(args[0]) if args else (100 if short else 1000)
+    clients = int(args[1]) if len(args) > 1 else (4 if short else 16)
     r = intake(n, clients)
     print(f"{'intake (webhook + dispatcher + fake GitHub)':<46}{'value':>12}")
     print(f"{'deliveries sent (10% redeliveries)':<46}{r['deliveries']:>12.0f}")
@@ -155,6 +187,11 @@ def main() -> None:
     print(f"{'demo engine: webhook -> pending status (s)':<46}{t['pending_s']:>12.1f}")
     print(f"{'demo engine: webhook -> verdict published (s)':<46}{t['verdict_s']:>12.1f}")
     print(f"{'demo engine: published headline':<46}{t['headline']:>12}")
+    broken = [why for why, bad in (("a delivery was refused", r["accepted"] < r["deliveries"]),
+                                   ("not one job per head", r["jobs"] != r["heads"]),
+                                   ("no headline published", t["headline"] == "?")) if bad]
+    if broken:
+        raise SystemExit("bench/intake.py: " + "; ".join(broken))
 
 
 if __name__ == "__main__":
