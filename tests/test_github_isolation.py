@@ -176,6 +176,17 @@ def test_thirty_helps_from_a_fork_author_get_one_reply_and_one_permission_look_u
     assert sum(line.endswith(": help (already answered)") for line in running.dispatcher.done) \
         == 29
     assert fake.calls("repos/get-collaborator-permission-level") <= 2
+    from evalbot.service.health import metrics_text
+    fake.add_user("Octocat", "read")  # no write access, not the PR's author: refused once
+    for i in range(5):
+        send.post("issue_comment", payloads.pr_comment(number=3, body="/evalbot rerun",
+                                                       author="Octocat", pr_author=OUTSIDER,
+                                                       comment_id=8100 + i))
+    wait_for(lambda: len(running.dispatcher.done) == 35)
+    assert len(fake.comments_on(3)) == 2  # the help and one refusal
+    text = metrics_text(_store.path)  # what GET /metrics serves: the drops are counted
+    assert 'evalbot_surplus_commands_total{reason="help"} 29' in text.splitlines()
+    assert 'evalbot_surplus_commands_total{reason="refusal"} 4' in text.splitlines()
 
 
 # ---- 8. a service that says when it is broken ------------------------------------------------------

@@ -202,6 +202,9 @@ class Handlers:
         if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
             note = f"refusal:{ev.repo}#{ev.number}:{ev.author}"
             if self.store.noted_within(note, REFUSAL_EVERY_S):
+                log.info("command on #%s from %s: refused within the hour; no reply",
+                         ev.number, ev.author)
+                self.store.count("surplus_commands:refusal")
                 return f"refused {ev.author} (already told)"
             # Noted only once posted: a retried delivery still tells them (the key keeps it one).
             self.publisher.reply(ev.number, texts.refusal(ev.author,
@@ -220,6 +223,7 @@ class Handlers:
             if self.store.noted_within(note, HELP_EVERY_S):  # a flood gets no reply each
                 log.info("help on #%s from %s: answered within 10 minutes; no reply",
                          ev.number, ev.author)
+                self.store.count("surplus_commands:help")
                 return "help (already answered)"
             self.publisher.reply(ev.number, texts.help_comment(self.config.approval_label),
                                  key=_key(ev))

@@ -36,6 +36,15 @@ def intake_gauges(db: sqlite3.Connection, out: list[str]) -> None:
                   "a bug, or hours of failures).", aside)
     out += _gauge("evalbot_unpublished", "Finished jobs whose verdict is not on GitHub yet.",
                   pending)
+    surplus: dict[str, int] = {"help": 0, "refusal": 0}
+    if _has(db, "counters"):
+        surplus.update({name.split(":", 1)[1]: int(value) for name, value in db.execute(
+            "SELECT name, value FROM counters WHERE name LIKE 'surplus_commands:%'")})
+    out += ["# HELP evalbot_surplus_commands_total Commands dropped without a reply by the flood "
+            "limiter (help: answered on the PR within 10 minutes; refusal: already told within "
+            "the hour).", "# TYPE evalbot_surplus_commands_total counter"]
+    out += [f'evalbot_surplus_commands_total{{reason="{k}"}} {v}' for k, v in sorted(
+        surplus.items())]
     out += _gauge("evalbot_unpublished_given_up", "Finished jobs whose publication was given "
                   "up (a 4xx: locked, gone, no permission); `evalbot status --json` says why.",
                   given_up)

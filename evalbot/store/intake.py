@@ -35,6 +35,7 @@ class IntakeTables:
     CREATE TABLE IF NOT EXISTS admissions (job_id TEXT PRIMARY KEY, repo TEXT NOT NULL,
                                            pr INTEGER, author TEXT NOT NULL, created REAL NOT NULL);
     CREATE TABLE IF NOT EXISTS notes (key TEXT PRIMARY KEY, at REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
     """
     # Inbox columns added later: (column, declaration). `due` is on the dispatcher's monotonic
     # clock, which restarts with the host: the dispatcher clears it at start (inbox_restart).
@@ -151,3 +152,9 @@ class IntakeTables:
                 return False
             db.execute("INSERT OR REPLACE INTO notes VALUES (?, ?)", (key, now))
             return True
+
+    def count(self, name: str) -> None:
+        """Add one to a counter /metrics exposes (queue_metrics.py), e.g. surplus commands."""
+        with self._tx() as db:
+            db.execute("INSERT INTO counters VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET "
+                       "value=value+1", (name,))
