@@ -1,0 +1,38 @@
+"""Every bench in a short form, so none rots unseen (issue 34): each runs as the README says, with
+small counts, and must exit 0 with its table. The figures are not checked here (the benches'
+own targets print beside them); that a bench still runs against the current code is.
+verdict_quality and spoof_quality have their own smoke tests (tests/test_bench_paces.py);
+suite_under_load runs this suite itself and is left to people."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# bench -> (short arguments, a line its table must print)
+SHORT = {
+    "intake.py": (["--short"], "deliveries"),
+    "slow_clients.py": (["8", "10"], "p99"),
+    "sparkinfer_noise.py": ([], "decode"),
+    "guard_quality.py": (["--inert", "20", "--sims", "10", "--profile", "demo"], "|"),
+}
+
+
+@pytest.mark.parametrize("bench", sorted(SHORT))
+def test_the_bench_runs_in_its_short_form(bench: str) -> None:
+    args, expect = SHORT[bench]
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / bench), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (bench, done.stdout[-2000:], done.stderr[-3000:])
+    assert expect in done.stdout, (bench, done.stdout[-2000:])
+
+
+def test_every_bench_is_run_somewhere() -> None:
+    smoked = set(SHORT) | {"verdict_quality.py", "spoof_quality.py", "suite_under_load.py"}
+    benches = {p.name for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_")}
+    assert benches <= smoked, sorted(benches - smoked)
