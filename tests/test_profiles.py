@@ -116,3 +116,33 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
 def test_bad_profiles_are_refused_naming_the_key(tmp_path: Path, edit: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_profile(str(_broken_copy(tmp_path, edit)))
+
+
+def test_the_profile_version_travels_with_the_job_into_the_verdict(tmp_path: Path) -> None:
+    import json
+
+    from engine.contract.job import parse_job
+    from evalbot.config.settings import BoxConfig
+    from evalbot.evaluation.jobspec import make_job
+    from evalbot.grading.grade import grade
+    from evalbot.grading.policy import load_labels
+
+    policy = load_labels(PROFILES.parent / "labels.yaml").policy("default")
+    box = BoxConfig(name="local", kind="local", workdir=str(tmp_path), repo=str(tmp_path))
+    job = make_job(load_profile("sparkinfer"), policy, box, "a" * 40, "b" * 40)
+    assert job.profile_version == 2 and parse_job(json.loads(job.to_json())) == job
+    # a results file from before the version (the H200 acceptance run) regrades as version 1
+    data = Path(__file__).parent / "data" / "sparkinfer" / "accept-h200" / "decode-a.results.json"
+    results = json.loads(data.read_text())
+    assert grade(results, policy)["provenance"]["profile_version"] == 1
+    results["profile_version"] = 2
+    assert grade(results, policy)["provenance"]["profile_version"] == 2
+
+
+def test_a_profile_version_below_one_is_refused(tmp_path: Path) -> None:
+    doc = yaml.safe_load((PROFILES / "sparkinfer.yaml").read_text())
+    doc["version"] = 0
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match="version"):
+        load_profile(str(path))

@@ -157,6 +157,9 @@ class Job:
     cache_dir: str | None = None
     sandbox: dict[str, Any] | None = None  # engine.sandbox.session's settings; None: a trusted box
     box: str = ""  # the box's name in the bot's config: the only box identifier ever published
+    # the profile's own version: a change of what it measures (its witnesses, its looks) bumps it,
+    # so a stored verdict says which one measured it (it regrades under the rule it recorded)
+    profile_version: int = 1
 
     @property
     def cells(self) -> list[Cell]:
@@ -367,6 +370,7 @@ def parse_job(doc: Any) -> Job:
         cache_dir=doc.get("cache_dir"),
         sandbox=check_sandbox(doc.get("sandbox")),
         box=str(doc.get("box") or ""),
+        profile_version=get(doc, "", "profile_version", int, optional=True) or 1,
     )
     names = {m.name for m in job.models}
     for cell in job.cells:

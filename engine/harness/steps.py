@@ -112,6 +112,7 @@ def _header(job: Job) -> dict[str, Any]:
         "schema": RESULTS_SCHEMA,
         "job_id": job.job_id,
         "profile": job.profile,
+        "profile_version": job.profile_version,
         "harness_version": __version__,
         "merge_base": job.merge_base,
         "box": {

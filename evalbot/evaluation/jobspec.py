@@ -64,6 +64,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     return Job(
         job_id=job_id or uuid.uuid4().hex[:12],
         profile=profile.name,
+        profile_version=profile.version,
         repo=box.repo,
         base_sha=base_sha,
         head_sha=head_sha,

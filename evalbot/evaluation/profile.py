@@ -90,6 +90,7 @@ class Profile:
     correctness: CorrectnessSettings | None
     box_labels: tuple[str, ...] = ()  # a box must carry all of these to run this profile
     gpu: bool = True  # the engine needs an NVIDIA GPU (`evalbot doctor` fails a box without one)
+    version: int = 1  # bumped when what it measures changes; recorded with every verdict
 
     def model(self, name: str) -> ProfileModel:
         return next(m for m in self.models if m.name == name)
@@ -108,8 +109,8 @@ def load_profile(name_or_path: str) -> Profile:
             shipped = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
             raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {shipped})")
     doc = Doc(path)
-    top = Section(doc, "", doc.data, {"name", "build", "env", "models", "speed", "correctness",
-                                      "box_labels", "gpu"})
+    top = Section(doc, "", doc.data, {"name", "version", "build", "env", "models", "speed",
+                                      "correctness", "box_labels", "gpu"})
     build = top.section("build", {"argv", "timeout_s", "artifacts"})
     models = tuple(_model(s) for s in top.items("models", {"name", "file", "sha256", "role",
                                                            "namespace"}))
@@ -147,6 +148,7 @@ def load_profile(name_or_path: str) -> Profile:
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
         gpu=top.get("gpu", bool, True),
+        version=_version(top),
     )
 
 
@@ -227,6 +229,13 @@ def _floor_df(speed: Section) -> int:
     if df < 0:
         raise speed.doc.error(speed.path("sd_floor_df"), f"{df} degrees of freedom")
     return df
+
+
+def _version(top: Section) -> int:
+    version: int = top.get("version", int, 1)
+    if version < 1:
+        raise top.doc.error(top.path("version"), f"{version}: a profile's version counts from 1")
+    return version
 
 
 def _witness_share(speed: Section) -> float:

@@ -336,6 +336,7 @@ def _provenance(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     return {
         "job_id": results["job_id"],
         "profile": results["profile"],
+        "profile_version": results.get("profile_version", 1),  # results before it: 1
         "base_sha": results["base"]["sha"],
         "head_sha": results["head"]["sha"],
         "merge_base": results.get("merge_base"),
