@@ -65,7 +65,8 @@ def test_main_levels_and_steps_credit_the_merged_prs(history):
     decode = next(s for s in series if s.metric == "decode")
     assert [lv.sha for lv in decode.levels] == [shas["main0"], shas["pr1"], shas["pr2_squashed"]]
     assert [lv.observations for lv in decode.levels] == [2, 1, 1]
-    assert [round(lv.value, -1) for lv in decode.levels] == [1000, 1200, 1300]
+    # a level is an estimate over few noisy samples (one run gave 1294 for 1300): within 2%
+    assert [lv.value for lv in decode.levels] == pytest.approx([1000, 1200, 1300], rel=0.02)
     # #1 by its head becoming main (fast-forward); #2 only through the merges table (squash).
     assert [st.pr for st in decode.steps] == [1, 2]
     assert decode.steps[0].change == pytest.approx(0.20, abs=0.02)
