@@ -10,9 +10,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from evalbot.config.settings import Config, load_config
 from evalbot.store.jobs import Store
+
+T = TypeVar("T")
 
 PROFILE = """
 name: stub
@@ -81,10 +84,12 @@ def evalbot(*args: str, env: dict[str, str] | None = None, log: Path | None = No
                             start_new_session=True)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 45.0,
-             proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+def wait_for(what: str, check: Callable[[], T], timeout_s: float = 45.0,
+             proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> T:
+    """Wait on a state (never a fixed sleep), returning check's first truthy value; the
+    deadline is for a stuck service only."""
     deadline = time.monotonic() + timeout_s
-    while not check():
+    while not (got := check()):
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"evalbot exited {proc.returncode} while waiting for {what}: "
                                  + (log.read_text()[-3000:] if log else ""))
@@ -92,6 +97,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 45.0,
             raise AssertionError(f"timed out waiting for {what}: "
                                  + (log.read_text()[-3000:] if log else ""))
         time.sleep(0.05)
+    return got
 
 
 def job_states(config: Config) -> list[str]:

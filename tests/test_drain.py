@@ -25,7 +25,7 @@ from evalbot.service.worker import Settings, Worker
 from evalbot.store.jobs import Store
 from remote.local import LocalBox
 from tests.graded_history import policy
-from tests.service_env import write_config
+from tests.service_env import wait_for, write_config
 from tests.stub_engine import job_doc, make_repo
 
 WORKER = r'''
@@ -66,16 +66,6 @@ def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str,
                      main={"work_s": 0.05})
 
 
-def _wait_for(what: str, check: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _status(jobdir: Path) -> str:
     try:
         return str(json.loads((jobdir / "status.json").read_text()).get("step", ""))
@@ -95,7 +85,7 @@ def test_sigterm_mid_job_hands_back_and_the_next_worker_reattaches(stub, tmp_pat
                              str(tmp_path / "job.json"), str(workdir), str(tmp_path / "out-a")],
                             stdout=subprocess.PIPE, text=True, env=env)
     jobdir = workdir / "jobs" / queued.id
-    _wait_for("the harness to measure", lambda: _status(jobdir) == "speed")
+    wait_for("the harness to measure", lambda: _status(jobdir) == "speed", 60.0)
     pid_before = (jobdir / "harness.pid").read_text()
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
@@ -201,7 +191,7 @@ def test_a_drained_worker_stops_renewing_and_never_kills_the_run_it_handed_back(
     thread = threading.Thread(target=lambda: worker.step(Store(config.store)))
     thread.start()
     jobdir = Path(config.boxes[0].workdir) / "jobs" / job.id
-    _wait_for("the harness to measure", lambda: _status(jobdir) == "speed")
+    wait_for("the harness to measure", lambda: _status(jobdir) == "speed", 60.0)
     report = drain(config.store, [worker], grace_s=0.0)
     assert report.handed_back == [job.id]
     pid = (jobdir / "harness.pid").read_text()

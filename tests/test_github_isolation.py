@@ -7,10 +7,10 @@ deadline and asserts the final state: comments, labels, statuses, job rows, the 
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -23,6 +23,7 @@ from tests.github.accounts import MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import REPO as REPO_NAME
 from tests.github.fake_github import FakeGitHub, Fault, Pull
 from tests.github.sender import Sender
+from tests.service_env import wait_for as wait_on
 
 A, B, C = "a" * 40, "b1" * 20, "c" * 40
 BASE = "b" * 40
@@ -30,12 +31,8 @@ BASE = "b" * 40
 pytest_plugins = ["tests.github.fixtures"]
 
 
-def wait_for(what: Callable[[], object], timeout_s: float = 90.0) -> None:
-    """Wait on a state, never on a fixed sleep; the deadline is for a stuck service only."""
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert time.monotonic() < deadline, "the state never came"
-        time.sleep(0.02)
+# a state of the dispatcher, never a fixed sleep; the deadline is for a stuck service only
+wait_for = functools.partial(wait_on, "the dispatcher's state", timeout_s=90.0)
 
 
 @pytest.fixture

@@ -9,12 +9,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from evalbot.store.jobs import JobRow, Store
+from tests.service_env import wait_for
 
 A, B = "a" * 40, "b" * 40
 TTL = 5.0
@@ -27,16 +28,6 @@ print(job.id, flush=True)
 while store.renew(job.id, "holder", float(sys.argv[2])):
     time.sleep(0.2)
 """
-
-
-def _until(what: Callable[[], object], deadline_s: float = 60.0) -> object:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        got = what()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("not reached before the deadline")
 
 
 @pytest.fixture
@@ -60,7 +51,7 @@ def _beats(store: Store, job_id: str, n: int) -> None:
         return int(store.db.execute("SELECT lease_beat FROM jobs WHERE id=?",
                                     (job_id,)).fetchone()[0])
     start = beat()
-    _until(lambda: beat() >= start + n)
+    wait_for(f"{n} more renewals of the holder", lambda: beat() >= start + n, 60.0)
 
 
 def _step(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
@@ -97,7 +88,7 @@ def test_a_dead_workers_lease_is_taken_after_its_ttl_despite_a_backward_step(
     proc.kill()  # SIGKILL: no more renewals
     proc.wait()
     _step(monkeypatch, -3600.0)  # by the wall clock the lease would now last another hour
-    taken = _until(lambda: store.lease("taker", TTL))
+    taken = wait_for("the dead holder's job", lambda: store.lease("taker", TTL), 60.0)
     assert isinstance(taken, JobRow) and taken.id == job_id
     row = store.get(job_id)
     assert (row.state, row.lease_owner, row.tries) == ("running", "taker", 2)
