@@ -15,6 +15,7 @@ import pytest
 
 from engine.demo import DemoRepo, generate
 from evalbot.config.settings import BoxConfig
+from evalbot.evaluation.evaluate import Outcome
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, system_python
 
 NEEDS = "import numpy"  # what the demo engine and the harness import
@@ -80,3 +81,33 @@ def box_config(sshd: Sshd, root: Path, demo: DemoRepo, python: str) -> BoxConfig
                      port=int(str(kw["port"])), user=str(kw["user"]),
                      key_file=str(kw["key_file"]), known_hosts=str(kw["known_hosts"]),
                      python=python, sandbox_user=SANDBOX_USER)  # root harness: no sudo
+
+
+def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
+                      head_sha: str, pr: int) -> tuple[Outcome, BoxConfig]:
+    """One demo PR evaluated in the production shape: `evaluate()` over the SSH box with its
+    sandbox user, the demo profile cut to its witnessed cell, a store at out/evalbot.sqlite3 and
+    the published files under out/out."""
+    from evalbot.config.redact import for_boxes
+    from evalbot.config.settings import REPO_ROOT
+    from evalbot.evaluation.evaluate import evaluate
+    from evalbot.evaluation.profile import load_profile
+    from evalbot.grading.policy import load_labels
+    from evalbot.store.jobs import Store
+    from remote.ssh import SSHBox, SSHTarget
+    from tests.demo_profile import cut_demo_profile
+
+    root, repo = demo
+    config = box_config(sshd, root, repo, python)
+    box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
+    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    profile = load_profile(str(cut_demo_profile(out / "profile")))
+    store = Store(out / "evalbot.sqlite3")
+    try:
+        outcome = evaluate(box, config, profile, policy, repo="demo/engine", pr=pr,
+                           base_sha=repo.main_sha, head_sha=head_sha, out=out / "out",
+                           store=store, redact=for_boxes([config]))
+    finally:
+        box.close()
+        store.close()
+    return outcome, config

@@ -29,15 +29,7 @@ from typing import Any
 
 import pytest
 
-from evalbot.config.redact import for_boxes
-from evalbot.config.settings import REPO_ROOT
-from evalbot.evaluation.evaluate import evaluate
-from evalbot.evaluation.profile import load_profile
-from evalbot.grading.policy import load_labels
-from evalbot.store.jobs import Store
-from remote.ssh import SSHBox, SSHTarget
-from tests.demo_box import box_config, box_python, demo
-from tests.demo_profile import cut_demo_profile
+from tests.demo_box import box_python, demo, evaluate_over_ssh
 from tests.sshd import SANDBOX_USER, Sshd
 
 __all__ = ["box_python", "demo"]  # fixtures
@@ -172,20 +164,9 @@ def _found(logs: list[Path]) -> list[dict[str, Any]]:
 
 def test_a_snooping_head_finds_no_secret_and_leaves_nothing(sshd, canaries, box_python, demo,
                                                            tmp_path):
-    root, repo = demo
+    _root, repo = demo
     head = _hostile_head(repo.path, repo.main_sha)
-    config = box_config(sshd, root, repo, box_python)
-    box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
-    profile = load_profile(str(cut_demo_profile(tmp_path / "profile")))
-    store = Store(tmp_path / "evalbot.sqlite3")
-    try:
-        outcome = evaluate(box, config, profile, policy, repo="demo/engine", pr=31,
-                           base_sha=repo.main_sha, head_sha=head, out=tmp_path / "out",
-                           store=store, redact=for_boxes([config]))
-    finally:
-        box.close()
-        store.close()
+    outcome, config = evaluate_over_ssh(sshd, box_python, demo, tmp_path, head, pr=31)
     jobs = Path(config.workdir) / "jobs"
     logs = sorted(p for p in jobs.rglob("*.log") if p.is_file())
     found = _found(logs)

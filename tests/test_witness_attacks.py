@@ -50,15 +50,9 @@ import numpy as np
 
 from engine.demo import DemoRepo
 from engine.measure.witness import claimed_saving, full_pairs
-from evalbot.config.redact import for_boxes
-from evalbot.config.settings import REPO_ROOT
-from evalbot.evaluation.evaluate import Outcome, evaluate
-from evalbot.evaluation.profile import load_profile
-from evalbot.grading.policy import load_labels
+from evalbot.evaluation.evaluate import Outcome
 from evalbot.store.jobs import Store
-from remote.ssh import SSHBox, SSHTarget
-from tests.demo_box import box_config, box_python, demo
-from tests.demo_profile import cut_demo_profile
+from tests.demo_box import box_python, demo, evaluate_over_ssh
 from tests.sshd import Sshd
 
 __all__ = ["box_python", "demo"]  # fixtures
@@ -161,20 +155,12 @@ def _head(repo: DemoRepo, name: str, blocks: list[tuple[str, str]]) -> str:
 
 def _evaluate(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], tmp_path: Path,
               head_sha: str, pr: int) -> tuple[Outcome, dict[str, Any]]:
-    root, repo = demo
-    config = box_config(sshd, root, repo, python)
-    box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
-    profile = load_profile(str(cut_demo_profile(tmp_path / "profile")))
+    outcome, _config = evaluate_over_ssh(sshd, python, demo, tmp_path, head_sha, pr)
     store = Store(tmp_path / "evalbot.sqlite3")
     try:
-        outcome = evaluate(box, config, profile, policy, repo="demo/engine", pr=pr,
-                           base_sha=repo.main_sha, head_sha=head_sha, out=tmp_path / "out",
-                           store=store, redact=for_boxes([config]))
         assert [h["verdict"]["kind"] for h in store.history(repo="demo/engine")] == \
             [outcome.verdict["kind"]]
     finally:
-        box.close()
         store.close()
     assert (tmp_path / "out" / "comment.md").read_text() == outcome.comment
     return outcome, json.loads((tmp_path / "out" / "results.json").read_text())
