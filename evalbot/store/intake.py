@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from evalbot.store.columns import add_missing
+
 
 class IntakeTables:
     """Inbox (at-least-once deliveries for the dispatcher), admissions, notes (evalbot/github)."""
@@ -44,14 +46,7 @@ class IntakeTables:
 
     def github_tables(self) -> None:
         self.db.executescript(self._GITHUB_DDL)
-        have = {r[1] for r in self.db.execute("PRAGMA table_info(inbox)")}
-        for column, decl in self._INBOX_ADDED:
-            if column not in have:
-                try:
-                    self.db.execute(f"ALTER TABLE inbox ADD COLUMN {column} {decl}")
-                except sqlite3.OperationalError as exc:  # another process added it first
-                    if "duplicate column" not in str(exc):
-                        raise
+        add_missing(self.db, "inbox", self._INBOX_ADDED)
 
     def inbox_put(self, delivery_id: str, event: str, body: bytes,
                   subject: str | None = None) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalbot.store.columns import add_missing
 from evalbot.store.intake import IntakeTables
 from evalbot.store.leasing import HOST, beat_columns, end_lease, fairest, first_expired
 from evalbot.store.publication import PublicationTables
@@ -111,14 +112,8 @@ class Store(IntakeTables, PublicationTables):
                         (str(SCHEMA_VERSION),))
 
     def _migrate(self) -> None:
-        for table, column, decl in _ADDED:
-            have = {r["name"] for r in self.db.execute(f"PRAGMA table_info({table})")}
-            if column not in have:
-                try:
-                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-                except sqlite3.OperationalError as exc:  # another process added it first
-                    if "duplicate column" not in str(exc):
-                        raise
+        for table in dict.fromkeys(t for t, _, _ in _ADDED):
+            add_missing(self.db, table, [(c, d) for t, c, d in _ADDED if t == table])
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from evalbot.store.columns import add_missing
+
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 ADDED = (  # (column, declaration) on jobs
     ("publish_tries", "INTEGER NOT NULL DEFAULT 0"),
@@ -43,14 +45,7 @@ class PublicationTables:
     _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
 
     def publication_columns(self) -> None:
-        have = {r[1] for r in self.db.execute("PRAGMA table_info(jobs)")}
-        for column, decl in ADDED:
-            if column not in have:
-                try:
-                    self.db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {decl}")
-                except sqlite3.OperationalError as exc:  # another process added it first
-                    if "duplicate column" not in str(exc):
-                        raise
+        add_missing(self.db, "jobs", ADDED)
         boot = boot_id()
         row = self.db.execute("SELECT value FROM meta WHERE key='boot_id'").fetchone()
         if row is None or row[0] != boot:  # a new monotonic clock: old deadlines mean nothing
