@@ -172,16 +172,22 @@ def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str,
     return repo, main, shas
 
 
-def _evaluate(stub: tuple[Path, str, dict[str, str]], head: str, share: float, out: Path
-              ) -> tuple[dict[str, Any], dict[str, Any]]:
+def _evaluate(stub: tuple[Path, str, dict[str, str]], head: str, share: float | None, out: Path,
+              ctxs: tuple[int, ...] = (128,)) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stub's decode cells at `ctxs`, each with its own stepped witness, through the real
+    harness and grading; with the bot's critical values per look, as evalbot's job carries
+    them, so the harness may stop at the first look where the bot's judgement is decided."""
     repo, main, shas = stub
-    # with the bot's critical values per look, as evalbot's job carries them, so the harness
-    # may stop at the first look where the bot's judgement is decided
-    w = stepped_witness("decode-128", "m/decode@128", 256, [4, 8])
-    spec = confirmation.with_stops(witness_spec.parse_witness(w, "w", {"m/decode@128"}), 0.05)
-    witnesses = [{**w, "stop_t": list(spec.stop_t), "spoof_t": list(spec.spoof_t)}]
-    doc = job_doc(repo, main, shas[head], witnesses=witnesses)
-    doc["rule"]["witness_share"] = share  # type: ignore[index]
+    keys = {f"m/decode@{ctx}" for ctx in ctxs}
+    witnesses = []
+    for ctx in ctxs:
+        w = stepped_witness(f"decode-{ctx}", f"m/decode@{ctx}", 256, [4, 8])
+        spec = confirmation.with_stops(witness_spec.parse_witness(w, "w", keys), 0.05)
+        witnesses.append({**w, "stop_t": list(spec.stop_t), "spoof_t": list(spec.spoof_t)})
+    cells = [("decode", ctx) for ctx in ctxs] if len(ctxs) > 1 else None
+    doc = job_doc(repo, main, shas[head], cells=cells, witnesses=witnesses)
+    if share is not None:
+        doc["rule"]["witness_share"] = share  # type: ignore[index]
     results = validate(run_job(parse_job(doc), out))
     return results, grade(json.loads(json.dumps(results)), DEFAULT)
 
@@ -304,29 +310,14 @@ def test_the_shipped_profiles_bound_the_witnesses_box_time() -> None:
     assert shares == {"demo": 0.5, "llamacpp": 0.25, "sparkinfer": 0.25}
 
 
-def _two_witnesses(stub: tuple[Path, str, dict[str, str]], head: str, out: Path
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two faster decode cells, each with its own witness: the first one settles the verdict."""
-    repo, main, shas = stub
-    keys = {"m/decode@128", "m/decode@512"}
-    witnesses = []
-    for key in sorted(keys):
-        w = stepped_witness(f"decode-{key.split('@')[1]}", key, 256, [4, 8])
-        spec = confirmation.with_stops(witness_spec.parse_witness(w, "w", keys), 0.05)
-        witnesses.append({**w, "stop_t": list(spec.stop_t), "spoof_t": list(spec.spoof_t)})
-    doc = job_doc(repo, main, shas[head], cells=[("decode", 128), ("decode", 512)],
-                  witnesses=witnesses)
-    results = validate(run_job(parse_job(doc), out))
-    return results, grade(json.loads(json.dumps(results)), DEFAULT)
-
-
 @pytest.mark.parametrize(("head", "settled_by", "kind"), [("honest", "confirmed", "improved"),
                                                           ("bench_only", "contradicted", "spoofed")])
 def test_a_witness_that_could_not_change_the_verdict_is_not_run(stub, tmp_path, head, settled_by,
                                                                  kind) -> None:
     # a confirmed tier (no higher one claimed elsewhere) or refuted printed rates (REJECT)
     # settle the verdict: the other witness costs no box time, and the comment says why
-    results, verdict = _two_witnesses(stub, head, tmp_path)
+    # two faster decode cells, each with its own witness: the first one settles the verdict
+    results, verdict = _evaluate(stub, head, None, tmp_path, ctxs=(128, 512))
     ran, skipped = sorted((w for w in results["witnesses"] if w["source"] == "witness"),
                           key=lambda w: w["stopped"] == "not_needed")
     assert (ran["settled_by"], skipped["stopped"], skipped["samples"]) == (settled_by,
