@@ -29,6 +29,7 @@ class Why:
     reason: str  # follows "faster, not confirmed: "
     maintainer: str = ""  # "": no maintainer action changes it
     contributor: str = NOTHING
+    cut: bool = False  # its witness was stopped for box time (evalbot witness-cut lists these)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def _box_time(w: WitnessView, rule: Mapping[str, Any]) -> str:
 def _not_run(w: WitnessView, rule: Mapping[str, Any]) -> Why:
     if w.stopped == "box_time":
         return Why(f"its witness `{w.name}` was not run: no box time was left for it",
-                   maintainer=_box_time(w, rule))
+                   maintainer=_box_time(w, rule), cut=True)
     return Why(f"its witness `{w.name}` was not run", maintainer=f"{RERUN} to run `{w.name}`")
 
 
@@ -130,7 +131,7 @@ def _short(w: WitnessView, rule: Mapping[str, Any]) -> Why:
         f"{w.pairs} of the {w.first_look} pairs a judgement needs"
     if w.stopped == "box_time":
         return Why(f"{OWN_RUN} reached {of} (`{w.name}`, stopped for box time)",
-                   maintainer=_box_time(w, rule))
+                   maintainer=_box_time(w, rule), cut=True)
     return Why(f"{OWN_RUN} kept {of} (`{w.name}`; the others were dropped)",
                maintainer=_measure_again(w))
 
@@ -146,7 +147,7 @@ def _not_shown(w: WitnessView, rule: Mapping[str, Any]) -> Why:
     return Why(f"{OWN_RUN} did not show the saving ({detail})",
                _box_time(w, rule) if cut else _measure_again(w) if seen else "",
                contributor=f"make the saving show in the work `{w.name}` times (the "
-                           "engine's own run, not only its printed rate), then push")
+                           "engine's own run, not only its printed rate), then push", cut=cut)
 
 
 def _saving(saving_s: float, claimed_s: float, seen: bool) -> str:
@@ -164,7 +165,7 @@ def _measure_again(w: WitnessView) -> str:
 def _unjudged(w: WitnessView, rule: Mapping[str, Any]) -> Why:
     """Without the results a witness judged on no pairs names no cells: say only what is known."""
     why = _not_run(w, rule) if not w.ran else _short(w, rule)
-    return Why(f"no witness judged it; {why.reason}", why.maintainer, why.contributor)
+    return Why(f"no witness judged it; {why.reason}", why.maintainer, why.contributor, why.cut)
 
 
 def _no_witness(cells: list[dict[str, Any]], many: bool) -> Why:

@@ -31,8 +31,7 @@ def cut_witnesses(verdict: Mapping[str, Any], results: Mapping[str, Any] | None)
     headline = str(verdict.get("headline", ""))
     if verdict.get("tier") or any(headline.endswith(word) for word in FINAL):
         return []
-    return [cell for group in groups(verdict, results) if "box time" in group.why.reason
-            for cell in group.cells]
+    return [cell for group in groups(verdict, results) if group.why.cut for cell in group.cells]
 
 
 @click.command("witness-cut")
