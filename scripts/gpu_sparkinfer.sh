@@ -25,7 +25,7 @@ BUDGET=${SPK_BUDGET_S:-570}
 START=$(date +%s)
 PY=${SPK_PYTHON:-$(command -v python3)}
 SANDBOX=evalbot-sandbox
-REF_SHA=90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279220
+REF_SHA=${REF_SHA:-90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279220}  # another packing: pass its sha
 REF_KEY=src-${REF_SHA:0:16}
 export PATH="$PATH:/usr/local/cuda/bin" PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 mkdir -p "$W/done" "$W/models" "$W/log" "$OUT"
