@@ -29,6 +29,10 @@ EXPECTED = {
     "prefill-4k": ("eval:M", "qwythos-9b/prefill@4096", "prefill-4096", "confirmed"),
     # head = main whose bench prints its decode rate x1.10, nothing faster
     "liar-decode-110": ("eval:REJECT", "qwythos-9b/decode@128", "decode-128", "contradicted"),
+    # second session, rule v2 (profile-v2.yaml): base = main running the batched prefill's
+    # attention twice above 8192 tokens; head = main. The 64k witness settles XL, so the 32k one
+    # is not run (stopped not_needed) and prefill@32k stays "faster, not confirmed".
+    "prefill-32k": ("eval:XL", "qwythos-9b/prefill@65536", "prefill-65536", "confirmed"),
 }
 
 
@@ -67,13 +71,24 @@ def test_the_gpu_profile_is_the_shipped_one_but_for_the_models_and_the_removed_s
     assert all(w.argv[0] == TOOL for r in ran.runs for w in r.witnesses)
 
 
+def test_the_second_sessions_profile_is_the_shipped_one_but_for_the_same_changes() -> None:
+    ran, shipped = load_profile(str(DATA / "profile-v2.yaml")), load_profile("sparkinfer")
+    qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
+    assert (ran.version, ran.speed, ran.build_argv) == (
+        shipped.version, shipped.speed, shipped.build_argv)
+    assert ran.correctness is None
+    assert ran.runs == tuple(r for r in qwythos if 131072 not in {c.ctx for c in r.cells})
+
+
 def test_an_honest_gain_costs_little_witness_time() -> None:
     # the witness that settles an honest tier reaches its first look and stops there: its box
     # time is a small part of the measuring's (builds and set-up aside)
-    for name in ("decode-a", "prefill-4k"):
+    for name in ("decode-a", "prefill-4k", "prefill-32k"):
         results, _ = _load(name)
         measured = sum(s["seconds"] for w in results["witnesses"] if w["source"] == "samples"
                        for s in w["samples"])
         witnessed = sum(s["wall_s"] for w in results["witnesses"] if w["source"] == "witness"
                         for s in w["samples"])
-        assert 0 < witnessed <= 0.25 * measured, (name, witnessed, measured)
+        # issue 30: measuring + witnesses <= 1.5x the A/A's measuring. An A/A decides at 5 pairs
+        # at the earliest, where these measurings stopped, so its measuring is no shorter
+        assert 0 < witnessed <= 0.5 * measured, (name, witnessed, measured)
