@@ -61,6 +61,12 @@ stage_setup() {  # wheels, and the engine repository with its four heads as real
 }
 
 stage_box() {  # the users of `evalbot box init`, and proof that the sandbox user sees the GPU
+  # The device image (Ubuntu 24.04, no network) lacks bubblewrap and sudo, which `box init`
+  # installs from the network on a real box: install the Debian packages carried in shared/debs/
+  # (`apt-get download bubblewrap sudo` on a machine that has them; their dependencies are there).
+  command -v bwrap >/dev/null && command -v sudo >/dev/null ||
+    dpkg -i "$ROOT"/shared/debs/*.deb > "$W/log/debs.txt" 2>&1 ||
+    fail "bubblewrap/sudo missing and shared/debs/ does not install them (debs.txt)" || return 1
   cd "$ROOT" && "$PY" -m evalbot box init --no-install --workdir "$W/box" --python "$PY" 2>&1 | tail -5
   id "$SANDBOX" >/dev/null 2>&1 || fail "box init did not create $SANDBOX" || return 1
   ls -l /dev/nvidia* 2>&1 | tee "$W/log/dev-nvidia.txt"
