@@ -29,6 +29,7 @@ REF_SHA=${REF_SHA:-90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279
 REF_KEY=src-${REF_SHA:0:16}
 export PATH="$PATH:/usr/local/cuda/bin" PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 mkdir -p "$W/done" "$W/models" "$W/log" "$OUT"
+echo "$REF_KEY" > "$W/ref-key.txt"  # the key the e2e profiles name (the acceptance reads it)
 export ROOT W OUT BUDGET START PY SANDBOX REF_SHA REF_KEY
 log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$W/log/timeline.txt"; }
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }

@@ -61,8 +61,8 @@ sys.exit(0 if any(e[4] for e in EVALUATIONS if e[0] in '$evals_all'.split()) els
       { note "heads failed"; return 1; }
     chmod -R a+rX "$W/repo"
   fi
-  local ref=${REF_SHA:-90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279220}
-  local key=src-${ref:0:16} env flags=""  # scripts/gpu_sparkinfer.sh's REF_KEY
+  local key env flags=""
+  key=$(cat "$W/ref-key.txt")  # scripts/gpu_sparkinfer.sh's REF_KEY
   env=$(cat "$W/sandbox-env.txt" 2>/dev/null)
   [ "${ACCEPT_QWEN36:-0}" = 1 ] && flags=--qwen36
   [ "${ACCEPT_NO_128K:-0}" = 1 ] && flags="$flags --no-128k"  # a short GPU session: say so

@@ -89,6 +89,12 @@ def test_an_honest_gain_costs_little_witness_time() -> None:
                        for s in w["samples"])
         witnessed = sum(s["wall_s"] for w in results["witnesses"] if w["source"] == "witness"
                         for s in w["samples"])
-        # issue 30: measuring + witnesses <= 1.5x the A/A's measuring. An A/A decides at 5 pairs
-        # at the earliest, where these measurings stopped, so its measuring is no shorter
+        # issue 30: measuring + witnesses <= 1.5x the A/A's measuring. Each measuring stopped at
+        # its rule's first deciding look (a negative critical value: no verdict at that look),
+        # which no A/A can stop before, so the A/A's measuring is no shorter than this one
+        rule = results["rule"]
+        first = next(n for n, c in zip(rule["looks"], rule["critical"], strict=True) if c > 0)
+        pairs = {len({s["pair"] for s in w["samples"]}) for w in results["witnesses"]
+                 if w["source"] == "samples"}
+        assert pairs == {first}, (name, pairs, first)
         assert 0 < witnessed <= 0.5 * measured, (name, witnessed, measured)
