@@ -28,8 +28,9 @@ Noise per profile (what it is measured to be):
                processes on an H200, all six tests of a process drawn together); "+slow first":
                in a third of the processes the first test after the model load runs 10% slow
                (docs/gpu-e2e.md), which hits a scored cell only when the profile scores the
-               process's first test (its parse `discard_first`); the last row drops the
-               profile's throw-away tests to show what they buy.
+               process's first test (its parse `discard_first`); "prefill@0 kept": the profile
+               before version 2, depth-0 prefill scored, its scored copy 10% slow in 24 of 42
+               processes as in the shipped A/A (tests/data/llamacpp/h200-aa.results.json).
   generic      the llamacpp job at 1% and 2% per sample (normal), with the floors a 12-pair
                `evalbot calibrate` would store (sqrt(2) x sigma, 11 degrees of freedom).
   sparkinfer   0.05% and 0.25% per sample (its rounds on the H200), normal; "1% (stale 4x)":
