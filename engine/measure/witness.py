@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,7 +47,8 @@ class WitnessRecord:
         s = asdict(self.spec)
         return {"name": s["name"], "cells": s["cells"], "pairs": s["pairs"],
                 "looks": list(s["looks"]), "clock": s["clock"],
-                "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
+                "min_agreement": s["min_agreement"], "tie_margin": s["tie_margin"],
+                "output_tokens": s["output_tokens"],
                 "sd_floor_s": s["sd_floor_s"], "floor_df": s["floor_df"],
                 "steps": s["steps"], "source": "witness", "stopped": self.stopped,
                 **({"settled_by": self.settled_by} if self.settled_by else {}),
@@ -108,14 +109,16 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
         timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s,
                               prompt) for side in order}
         dropped = any(t.throttled for t in timed.values())
-        ids = {side: _ids(spec, t) for side, t in timed.items()}
+        read = {side: _read(spec, t) for side, t in timed.items()}
+        main = read["base"]
         for side in order:
-            t, (got, error) = timed[side], ids[side]
-            agree = _agreement(got, ids["base"][0], spec.output_tokens)
+            t, (got, _, error) = timed[side], read[side]
+            agree, credited = _agreement(got, main[0], spec.output_tokens, main[1])
             record.samples.append({
                 "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
                 "verified": bool(got) and error == "" and agree >= spec.min_agreement,
                 "agreement": round(agree, 4), "error": error,
+                **_tie_counts(spec, side, main[1], credited),
                 **({} if t.wall_s is None else {"wall_s": round(t.wall_s, 4)})})
         if not dropped:
             pair += 1
@@ -333,16 +336,58 @@ def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,
     return out
 
 
-def _ids(spec: WitnessSpec, timed: Timed) -> tuple[list[int], str]:
+class Step(NamedTuple):
+    """One STEP line: the id, and where the tool printed them, that step's runner-up id and its
+    top-1 minus top-2 logit margin (read only from main's output: `main_ties`)."""
+
+    id: int
+    runner_up: int | None = None
+    margin: float | None = None
+
+
+def _read(spec: WitnessSpec, timed: Timed) -> tuple[list[int], list[int | None], str]:
+    """A process's output ids, main's near ties read from the same output (`main_ties`; only
+    the base side's are ever used), and "" or why the output cannot be judged."""
     if not timed.ok:
-        return [], timed.error or "failed"
+        return [], [], timed.error or "failed"
     try:
-        ids = read_output_ids(timed.output, spec.output)
+        if spec.output["kind"] == "step_lines":
+            steps = read_steps(timed.output)
+            ids, ties = [s.id for s in steps], main_ties(steps, spec.tie_margin)
+        else:
+            ids, ties = read_output_ids(timed.output, spec.output), []
     except (ValueError, KeyError, TypeError) as exc:
-        return [], f"unreadable output: {str(exc)[:200]}"
+        return [], [], f"unreadable output: {str(exc)[:200]}"
     if len(ids) != spec.output_tokens:
-        return [], f"{len(ids)} output ids, expected {spec.output_tokens}"
-    return ids, ""
+        return [], [], f"{len(ids)} output ids, expected {spec.output_tokens}"
+    return ids, ties, ""
+
+
+def read_steps(output: str) -> list[Step]:
+    """A stepped witness's STEP lines, each `<id>` or `<id> <runner_up> <margin>`."""
+    steps, skip = [], len(STEP)
+    for line in output.splitlines():
+        if not line.startswith(STEP):
+            continue
+        words = line[skip:].split()
+        if len(words) == 1:
+            steps.append(Step(int(words[0]), None, None))
+            continue
+        if len(words) != 3:
+            raise ValueError(f"a step line is '<id>' or '<id> <runner_up> <margin>', "
+                             f"not {line[skip:].strip()[:60]!r}")
+        margin = float(words[2])
+        if not margin >= 0 or math.isinf(margin):  # NaN fails it too
+            raise ValueError(f"step margin {words[2]!r} is not a logit margin >= 0")
+        steps.append(Step(int(words[0]), int(words[1]), margin))
+    return steps
+
+
+def main_ties(steps: Sequence[Step], tie_margin: float) -> list[int | None]:
+    """Per step of main's output, its runner-up id where its top two logits were closer than
+    `tie_margin` (a near tie: bf16-level noise may flip that argmax), else None."""
+    return [s.runner_up if s.margin is not None and s.margin < tie_margin else None
+            for s in steps]
 
 
 def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
@@ -350,7 +395,7 @@ def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
     inside a prefixed JSON line, or the argmax column of `S` score lines."""
     kind, prefix = how["kind"], str(how.get("prefix", ""))
     if kind == "step_lines":
-        return [int(ln[len(STEP):].strip()) for ln in output.splitlines() if ln.startswith(STEP)]
+        return [s.id for s in read_steps(output)]
     if kind == "score_lines":
         return [int(ln.split(" am=")[1].split()[0]) for ln in output.splitlines()
                 if ln.startswith("S i=")]
@@ -365,8 +410,25 @@ def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
     return [int(t) for t in doc]
 
 
-def _agreement(got: list[int], base: list[int], n: int) -> float:
-    """Share of the n positions where both sides printed the same id (0 when either is empty)."""
+def _agreement(got: list[int], base: list[int], n: int,
+               ties: Sequence[int | None] = ()) -> tuple[float, int]:
+    """Share of the n positions where the head's id agrees with main's (0 when either side is
+    empty), and how many of them agree only as near ties. A head's id agrees where it is main's,
+    or main's runner-up at a step where main itself was near a tie (`main_ties`): numeric noise
+    flips only near-tied logits. Whatever else the head printed plays no part."""
     if not got or not base:
-        return 0.0
-    return sum(a == b for a, b in zip(got, base, strict=False)) / n
+        return 0.0, 0
+    same = sum(a == b for a, b in zip(got, base, strict=False))
+    tied = sum(a != b and a == t for a, b, t in zip(got, base, ties, strict=False))
+    return (same + tied) / n, tied
+
+
+def _tie_counts(spec: WitnessSpec, side: str, ties: Sequence[int | None],
+                credited: int) -> dict[str, int]:
+    """What a maintainer checks the near-tie credit by (docs/trust.md): main's near-tie steps
+    on its sample, the head's ids credited as near ties on the head's. Stepped witnesses only."""
+    if spec.output["kind"] != "step_lines":
+        return {}
+    if side == "base":
+        return {"near_ties": sum(t is not None for t in ties)}
+    return {"tie_credited": credited}
