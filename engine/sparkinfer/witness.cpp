@@ -34,7 +34,9 @@
 //
 // The protocol (engine/contract/witness_spec.py, engine/sandbox/proc.py `Handoff`; the reference
 // is engine/llamacpp/topk.cpp `witness`): load, warm up the same paths at the same sizes, print
-// `EVALBOT_READY`; the harness's clock starts when it writes the prompt line. Each later id is
+// `EVALBOT_READY`; the harness's clock starts when it writes the prompt line. Each STEP line is
+// `EVALBOT_STEP <argmax> <runner-up> <top-1 minus top-2 logit>` (`print_step`): the harness
+// credits a head's runner-up where main's margin is a near tie, reading main's fields only. Each later id is
 // written only after the harness has read the previous STEP line, so no two steps can share a
 // forward pass. After the last STEP line the harness stops its clock and closes stdin; the tool
 // exits 0 at that EOF. Malformed input (a wrong count of ids, an id outside the vocabulary, EOF
@@ -96,7 +98,9 @@
 //     confined to that loop is not seen here. Each step here also copies its argmax to the host
 //     and crosses two pipes, a fixed cost on both sides: on the H200 a step took 0.7-1.1% more
 //     than the bench's decode at the same depth, and the harness's clock adds ~0.08 ms a step
-//     (tests/data/sparkinfer/witness-h200-timings.jsonl).
+//     (tests/data/sparkinfer/witness-h200-timings.jsonl). Since near ties, each step also copies
+//     its vocabulary of logits to a pinned host buffer and scans it (`step_margin`): ~1 MB for
+//     Qwythos's 248k ids, a fixed cost on both sides, not yet measured on the H200.
 #include "sparkinfer/runtime.h"
 #include "sparkinfer/kv_cache.h"
 #include "sparkinfer/gguf.h"
