@@ -3,7 +3,8 @@
 A witness is a process whose cost is dominated by some cells' work (a long decode, a prefill at
 the cell's context), fed ids the harness draws fresh for every pair (the PR cannot have computed
 its answer before), timed by the harness, and accepted only when its output ids agree with
-main's for the same ids (the work was done). The protocol (engine/contract/witness_spec.py):
+main's for the same ids (the work was done; main's runner-up at main's own near tie agrees too:
+`main_ties`). The protocol (engine/contract/witness_spec.py):
 the prompt after READY, then a stepped witness's decode ids one at a time, each after the
 previous step's output was read; only that span is timed. Pairs alternate as the samples do
 (ABBA). The harness only records; the bot judges the record (evalbot/grading/confirmation.py),
