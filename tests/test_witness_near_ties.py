@@ -21,7 +21,7 @@ from engine.contract.checks import ContractError
 from engine.contract.job import parse_job
 from engine.contract.results import validate
 from engine.harness.steps import run_job
-from engine.measure import witness
+from engine.measure import witness, witness_steps
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from tests.stub_engine import _git, decode_witness, job_doc, make_repo
@@ -37,8 +37,8 @@ STEP = witness_spec.STEP
 
 def test_a_step_line_is_an_id_or_an_id_runner_up_and_margin() -> None:
     out = f"{STEP}5\n{STEP}7 9 0.01\nnoise\n{STEP}8 3 2.5\n"
-    assert witness.read_steps(out) == [witness.Step(5), witness.Step(7, 9, 0.01),
-                                       witness.Step(8, 3, 2.5)]
+    assert witness.read_steps(out) == [witness_steps.Step(5), witness_steps.Step(7, 9, 0.01),
+                                       witness_steps.Step(8, 3, 2.5)]
     assert witness.read_output_ids(out, {"kind": "step_lines"}) == [5, 7, 8]
     assert witness.main_ties(witness.read_steps(out), 0.05) == [None, 9, None]
 
