@@ -15,7 +15,6 @@ import os
 import pwd
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO, Pull
 from tests.github.payloads import pr_comment
 from tests.service_env import PROFILE, evalbot, wait_for
-from tests.sshd import SANDBOX_USER, ensure_sandbox_user
+from tests.sshd import SANDBOX_USER, ensure_sandbox_user, reachable_dir
 from tests.stub_engine import make_repo
 
 TOKEN = "ghs_" + "w" * 36
@@ -62,13 +61,8 @@ def runner_cancels(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def root() -> Iterator[Path]:
-    """Outside pytest's 0700 tmp: the sandbox user must reach its job directory and model."""
-    path = Path(tempfile.mkdtemp(prefix="evalbot-cancel-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("evalbot-cancel-") as path:
         yield path
-    finally:
-        subprocess.run(["rm", "-rf", "--", str(path)], check=True)
 
 
 def _config(root: Path, api_url: str, repo: Path, python: str) -> Path:
