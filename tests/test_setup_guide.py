@@ -147,6 +147,7 @@ def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> Non
     assert "stored " in text and "for box 'local', profile 'demo'" in text  # calibrate
     assert (work / "first-verdict" / "verdict.json").is_file()
     assert "improved" in (work / "first-verdict" / "verdict.json").read_text()
+    assert re.search(r"last\s+verdicts\s+\(1\)", text)  # status shows the evaluation's verdict
     assert token not in text
     # box init's launcher, sandbox user and sudo rule, in the guide's private directories
     launcher, allowed, sudoers = (reachable / f"private-{n}" for n in range(3))
