@@ -150,7 +150,7 @@ def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> Non
     assert re.search(r"last\s+verdicts\s+\(1\)", text)  # status shows the evaluation's verdict
     assert token not in text
     # box init's launcher, sandbox user and sudo rule, in the guide's private directories
-    launcher, allowed, sudoers = (reachable / f"private-{n}" for n in range(3))
+    allowed, launcher, sudoers = (reachable / f"private-{n}" for n in range(3))  # BOX_INIT_PATHS
     assert (allowed / "sandbox-user").read_text() == f"{SANDBOX_USER}\n"
     assert (launcher / "sandbox-exec").stat().st_uid == 0
     assert (sudoers / "evalbot").read_text() == \
