@@ -25,7 +25,10 @@ from evalbot.evaluation.profile import Profile, load_profile
 GAINS = (0.03, 0.05, 0.10)
 LIES = (1.05, 1.1, 1.3, 2.0, 10.0)
 JUNK = (0.5, 0.75, 0.9)
-BF16_FLIPS = 0.01  # argmax flips at about 1% of steps (the issue's bf16-level numerics)
+BF16_FLIPS = 0.01  # argmax flips at about 1% of steps (the issue's bf16-level numerics), all at
+# main's near ties (bench/_simbox.py NEAR_TIES): there the witness credits main's runner-up
+BF16 = "bf16 "  # a bf16 head's name: this before its exact twin's
+SKIP_SHARE = 0.02  # a liar that skips this share of its witness's steps and guesses their ids
 HONEST_TARGET, LIAR_TARGET, AA_FALSE, AA_INCONCLUSIVE = 0.95, 0.01, 0.01, 0.05
 CENTRE, CENTRE_TARGET = "centre", 0.90  # heads at a tier's centre: the right tier >= 90%
 CENTRES = {"XS": 0.0275, "S": 0.0475, "M": 0.08, "L": 0.14, "XL": 0.22}
@@ -68,7 +71,7 @@ def honest_heads(profile: Profile, bf16: bool) -> list[Head]:
             for g in GAINS:
                 tiers = [_simbox.true_tier(metric, g) for _, metric in chosen]
                 best = max(tiers, key=lambda t: _simbox.RANK.get(t or "none", 0))
-                out.append(Head(f"{'bf16 ' if bf16 else ''}{model} {scope} +{100 * g:.0f}%",
+                out.append(Head(f"{BF16 if bf16 else ''}{model} {scope} +{100 * g:.0f}%",
                                 real={k: 1 + g for k, _ in chosen},
                                 flips=BF16_FLIPS if bf16 else 0.0, true_tier=best))
     return out
@@ -88,6 +91,7 @@ def liar_heads(profile: Profile) -> list[Head]:
         out.append(Head(f"lie {f:g}x ctx", printed={k: f for k in keys if k.endswith("@" + ctx)},
                         honest=False))
     out += [Head(f"junk tail {a:g}", agreement=a, honest=False) for a in JUNK]
+    out.append(SKIPPER)
     # issue 29's two demo attacks, at the gains they printed there. Forking after READY: the
     # orphan does the work, the handoff clock (or the cgroup's cpu clock) still times it, so its
     # witness costs what main's does (modelled as honest work, no gain). Reading ahead to batch
@@ -114,6 +118,10 @@ def centre_heads(profile: Profile) -> list[Head]:
 
 
 AA = Head("A/A", honest=False)
+# skips a few steps of its witness (and as much of its samples' decode work), guessing those
+# ids: no near-tie credit can reach a guess, so it is charged as any invented id
+SKIPPER = Head(f"skips {100 * SKIP_SHARE:g}% of steps, guesses ids", agreement=1 - SKIP_SHARE,
+               honest=False)
 
 
 def witnessed(profile: Profile, head: Head) -> bool:
@@ -195,8 +203,9 @@ def tally_rows(rows: Sequence[tuple[Variant, float | None, Head, int]], seed: in
     return out
 
 
-def target(variant: Variant, head: Head, t: Tally) -> str:
-    """The issue's target for the row, and whether it holds."""
+def target(variant: Variant, head: Head, t: Tally, exact: Tally | None = None) -> str:
+    """The issue's target for the row, and whether it holds; a bf16 head's against the same
+    head with exact numerics (`exact`): it keeps that head's true tier in >= 95% as often."""
     if head is AA or head.name == AA.name:
         ok = t.false <= AA_FALSE * t.n and t.inconclusive <= AA_INCONCLUSIVE * t.n
         return f"false <= 1%, inconc <= 5%: {_mark(ok)}"
@@ -204,6 +213,11 @@ def target(variant: Variant, head: Head, t: Tally) -> str:
         return f"tier <= 1%: {_mark(t.tier <= LIAR_TARGET * t.n)}"
     if not witnessed(variant.profile, head):
         return "n/a: no witness covers it"
+    if head.flips and exact is not None:
+        kept, exact_kept = (x.tiers.get(head.true_tier or "-", 0) for x in (t, exact))
+        return (f"keeps the exact head's tier ({exact_kept}) >= 95%: "
+                f"{_mark(kept >= HONEST_TARGET * exact_kept)}; tier <= true: "
+                f"{_mark(t.tier - t.higher >= HONEST_TARGET * t.n)}")
     if head.name.startswith(CENTRE):
         right = t.tiers.get(head.true_tier or "-", 0)
         return f"right tier >= 90%: {_mark(right >= CENTRE_TARGET * t.n)}"
@@ -219,13 +233,13 @@ HEADER = ("| head | true | n | P(tier) | P(> true) | P(inconc) | P(spoofed) | me
 RULE = "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
 
 
-def line(variant: Variant, head: Head, t: Tally) -> str:
+def line(variant: Variant, head: Head, t: Tally, exact: Tally | None = None) -> str:
     n = max(t.n, 1)
     tiers = " ".join(f"{k}:{v}" for k, v in sorted(t.tiers.items()) if k != "-") or "-"
     return (f"| {head.name} | {head.true_tier or '-'} | {t.n} | {_pct(t.tier / n)} | "
             f"{_pct(t.higher / n)} | {_pct(t.inconclusive / n)} | {_pct(t.spoofed / n)} | "
             f"{t.measure_s / n:.0f} | {t.witness_s / n:.0f} | {tiers} | "
-            f"{target(variant, head, t)} |")
+            f"{target(variant, head, t, exact)} |")
 
 
 def _pct(x: float) -> str:
@@ -263,6 +277,8 @@ def print_tables(heads: Callable[[Profile], list[Head]], names: Iterable[str],
                     continue
                 rows.append((variant, pace, head, sims["honest" if head.honest else "liar"]))
     tallies = tally_rows(rows, seed, jobs)
+    by_name = {(v.label, pace, head.name): t
+               for (v, pace, head, _), t in zip(rows, tallies, strict=True)}
     current = None
     for (variant, pace, head, _), t in zip(rows, tallies, strict=True):
         if current != (variant.label, pace):
@@ -270,7 +286,8 @@ def print_tables(heads: Callable[[Profile], list[Head]], names: Iterable[str],
             print(f"\n### {variant.label}, sample pace "
                   f"{'measured' if pace is None else f'{pace:.0f} s'}\n\n"
                   f"{pace_header(variant, pace)}\n\n{HEADER}\n{RULE}")
-        print(line(variant, head, t), flush=True)
+        exact = by_name.get((variant.label, pace, head.name.removeprefix(BF16)))
+        print(line(variant, head, t, exact), flush=True)
 
 
 def add_arguments(ap: argparse.ArgumentParser, profiles: str) -> None:

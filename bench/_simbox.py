@@ -59,7 +59,8 @@ class Head:
     real: dict[str, float] = field(default_factory=dict)  # cell key -> true rate factor
     printed: dict[str, float] = field(default_factory=dict)  # cell key -> factor printed beyond
     agreement: float = 1.0  # share of its witness's output ids it computes; the rest invented
-    flips: float = 0.0  # share of steps where its numerics pick another argmax (bf16-level)
+    # share of steps where its numerics pick main's runner-up (bf16-level): at main's near ties
+    flips: float = 0.0
     true_tier: str | None = None  # the tier its true gain earns; None: none (liars, A/A)
     honest: bool = True
     # its witness reads ahead (issue 29's batching attack): on the stepped protocol the next id
@@ -187,24 +188,47 @@ class SimulatedBox(Measurement):
         return self.head.real.get(near.key, 1.0)
 
 
+# main's steps whose top two logits are within its witness's tie_margin: the only steps where
+# bf16-level noise can flip an argmax (a head's `flips` happen there). 5% is below what the
+# synthetic Qwythos shows (20% within 0.05, tests/data/sparkinfer/score-short-*.log: random
+# weights give flat logits), so a 1% flip rate is a fifth of main's near ties.
+NEAR_TIES = 0.05
+
+
+@dataclass(frozen=True)
+class Printed:
+    """A witness process's output: its ids and, on a stepped witness, each step's runner-up id
+    and top-1 minus top-2 margin (the base side's are main's; the head's are claims)."""
+
+    ids: list[int]
+    runner_up: list[int] | None = None
+    margin: list[float] | None = None
+
+
 def output_ids(spec: WitnessSpec, prompt: list[int], head: Head | None,
-               rng: np.random.Generator) -> list[int]:
-    """main's ids for this prompt (a function of it); a head's differ where it invents (the
-    tail) or where its numerics flip an argmax: at that step alone when every step's input is
-    given (teacher-forced), from there on when the witness decodes freely."""
-    n = spec.output_tokens
-    seed = zlib.crc32(np.asarray(prompt, dtype=np.int64).tobytes())
-    ids = np.random.default_rng(seed).integers(0, ID_SPACE, n)
+               rng: np.random.Generator) -> Printed:
+    """main's ids, runners-up and margins for this prompt (a function of it); a head's ids
+    differ where it invents (the tail: a guess that is neither main's id nor its runner-up) or
+    where its numerics flip an argmax, which happens only at main's near ties and picks main's
+    runner-up: at that step alone when every step's input is given (teacher-forced), from there
+    on when the witness decodes freely. A head prints its own id as its runner-up at margin 0
+    (a claim the harness must ignore)."""
+    n, stepped = spec.output_tokens, spec.output.get("kind") == "step_lines"
+    main = np.random.default_rng(zlib.crc32(np.asarray(prompt, dtype=np.int64).tobytes()))
+    ids = main.integers(0, ID_SPACE, n)
+    tied = main.random(n) < NEAR_TIES
+    runner_up = (ids + 2) % ID_SPACE
     if head is None:
-        return ids.tolist()
+        margin = np.where(tied, spec.tie_margin / 2, 1.0)
+        return Printed(ids.tolist(), *((runner_up.tolist(), margin.tolist()) if stepped else ()))
     wrong = np.zeros(n, dtype=bool)
     wrong[round(head.agreement * n):] = True
-    if head.flips:
-        flipped = rng.random(n) < head.flips
-        if not teacher_forced(spec) and flipped.any():
-            flipped[int(np.argmax(flipped)):] = True  # a free-running decode diverges
-        wrong |= flipped
-    return np.where(wrong, (ids + 1) % ID_SPACE, ids).tolist()
+    flipped = tied & (rng.random(n) < head.flips / NEAR_TIES) if head.flips \
+        else np.zeros(n, dtype=bool)
+    if not teacher_forced(spec) and flipped.any():
+        wrong[int(np.argmax(flipped)):] = True  # a free-running decode diverges
+    got = np.where(wrong, (ids + 1) % ID_SPACE, np.where(flipped, runner_up, ids))
+    return Printed(got.tolist(), *((got.tolist(), [0.0] * n) if stepped else ()))
 
 
 def teacher_forced(spec: WitnessSpec) -> bool:
@@ -214,14 +238,18 @@ def teacher_forced(spec: WitnessSpec) -> bool:
         spec.prompt_tokens >= sum(spec.cells.values())
 
 
-def render(how: dict[str, Any], ids: list[int]) -> str:
+def render(how: dict[str, Any], printed: Printed | list[int]) -> str:
     """What the witness process prints, in the spec's output kind, for the harness's reader
     (engine.measure.witness.read_output_ids)."""
-    kind, prefix = how["kind"], str(how.get("prefix", ""))
+    out = printed if isinstance(printed, Printed) else Printed(list(printed))
+    ids, kind, prefix = out.ids, how["kind"], str(how.get("prefix", ""))
     if kind == "ids_line":
         return f"{prefix}{' '.join(map(str, ids))}\n"
     if kind == "step_lines":
-        return "".join(f"{STEP}{i}\n" for i in ids)
+        if out.runner_up is None or out.margin is None:
+            return "".join(f"{STEP}{i}\n" for i in ids)
+        return "".join(f"{STEP}{i} {r} {m:g}\n"
+                       for i, r, m in zip(ids, out.runner_up, out.margin, strict=True))
     if kind == "score_lines":
         return "".join(f"S i={n} am={i} lp=0\n" for n, i in enumerate(ids))
     doc: Any = ids

@@ -8,10 +8,12 @@ rates and noise are the profile's measured fixtures under tests/data/ (bench/_pa
 assumed" where none exists; `--paces` replaces every sample process's time. sparkinfer is also
 simulated with its Qwythos runs alone (one model). Heads (bench/_rows.py): faster by +3, +5 and
 +10% on one model's decode cells only, its prefill cells only, or every cell; "bf16": every cell,
-its witness ids differing from main's at 1% of the steps (free-running witnesses diverge there).
-Targets: an honest head earns a tier no higher than its true one in >= 95% (where a witness
-covers a cell it changes); the A/A is wrong (a tier, a regression, spoofed) in <= 1% and
-inconclusive in <= 5%. Liars: bench/spoof_quality.py.
+its witness ids main's runner-up at 1% of the steps, all at main's near ties (bench/_simbox.py
+NEAR_TIES; free-running witnesses diverge there); "skips 2% of steps, guesses ids": the liar the
+near-tie credit must not pay. Targets: an honest head earns a tier no higher than its true one
+in >= 95% (where a witness covers a cell it changes); a bf16 head its exact twin's true tier at
+least 95% as often; the skipping liar a tier in <= 1%; the A/A is wrong (a tier, a regression,
+spoofed) in <= 1% and inconclusive in <= 5%. Liars: bench/spoof_quality.py.
 
 Second table (`--rule`): the stopping rule alone, vectorised. The job is what `make_job` builds
 for the profile under the `default` policy: its cells and runs, looks, floors (and their degrees
@@ -28,8 +30,9 @@ Noise per profile (what it is measured to be):
                processes on an H200, all six tests of a process drawn together); "+slow first":
                in a third of the processes the first test after the model load runs 10% slow
                (docs/gpu-e2e.md), which hits a scored cell only when the profile scores the
-               process's first test (its parse `discard_first`); the last row drops the
-               profile's throw-away tests to show what they buy.
+               process's first test (its parse `discard_first`); "prefill@0 kept": the profile
+               before version 2, depth-0 prefill scored, its scored copy 10% slow in 24 of 42
+               processes as in the shipped A/A (tests/data/llamacpp/h200-aa.results.json).
   generic      the llamacpp job at 1% and 2% per sample (normal), with the floors a 12-pair
                `evalbot calibrate` would store (sqrt(2) x sigma, 11 degrees of freedom).
   sparkinfer   0.05% and 0.25% per sample (its rounds on the H200), normal; "1% (stale 4x)":
@@ -333,9 +336,10 @@ def _pct(x: float) -> str:
 
 
 def honest_and_aa(profile: Profile) -> list[Head]:
-    """The first table's heads: honest ones per model and metric, bf16 ones, the A/A."""
+    """The first table's heads: honest ones per model and metric, bf16 ones, the liar that
+    skips a few witness steps (what the bf16 heads' near-tie credit must not pay), the A/A."""
     return [*_rows.honest_heads(profile, bf16=False), *_rows.honest_heads(profile, bf16=True),
-            *_rows.centre_heads(profile), _rows.AA]
+            _rows.SKIPPER, *_rows.centre_heads(profile), _rows.AA]
 
 
 def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) -> None:

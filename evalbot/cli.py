@@ -102,11 +102,17 @@ def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> N
 
 
 @cli.command("eval")
-@click.option("--repo", "repo_path", required=True, help="the engine repository (path or URL)")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="evaluate on a box of this config (its sandbox, profile, policy, clone)")
+@click.option("--box", "box_name", default=None, help="with --config: which box (default: the "
+              "only one)")
+@click.option("--repo", "repo_path", default=None, help="the engine repository (path or URL); "
+              "required without --config")
 @click.option("--base", "base_sha", required=True, help="full SHA of main")
 @click.option("--head", "head_sha", required=True, help="full SHA of the PR head")
 @click.option("--profile", "profile_name", default="demo", show_default=True)
-@click.option("--policy", "policy_name", default="default", show_default=True)
+@click.option("--policy", "policy_name", default=None,
+              help="default: the config's policy, else `default`")
 @click.option("--models-dir", default="", help="where the profile's model files are")
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path(".evalbot-box"),
               show_default=True, help="job directories and caches of the local box")
@@ -114,10 +120,10 @@ def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> N
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--dry-run", is_flag=True, help="write comment and labels to --out, publish nothing")
 @click.option("--json", "as_json", is_flag=True, help="print the verdict JSON")
-def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, policy_name: str,
-          models_dir: str, workdir: Path, seed: int | None, out: Path, dry_run: bool,
-          as_json: bool) -> None:
-    """Evaluate one head against one base on the local box."""
+def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
+          base_sha: str, head_sha: str, profile_name: str, policy_name: str | None, models_dir: str,
+          workdir: Path, seed: int | None, out: Path, dry_run: bool, as_json: bool) -> None:
+    """Evaluate one head against one base on the local box (or a configured box)."""
     from rich.console import Console
 
     from evalbot.audit.signing import KEY_ENV, load_signing_key
@@ -128,24 +134,42 @@ def eval_(repo_path: str, base_sha: str, head_sha: str, profile_name: str, polic
     from evalbot.evaluation.profile import load_profile
     from evalbot.evaluation.progress import evaluation_bar
     from evalbot.grading.policy import load_labels
+    from evalbot.service.calibrate import config_box
+    from evalbot.service.pool import open_box
     from evalbot.store.jobs import Store
-    from remote.local import LocalBox
 
     if not dry_run:
         raise EvalbotError("publishing needs `evalbot serve` and a config; use --dry-run here")
-    profile, policy = load_profile(profile_name), load_labels(LABELS_FILE).policy(policy_name)
-    box_config = BoxConfig(name="local", kind="local", workdir=str(workdir.resolve()),
-                           repo=repo_path, models_dir=models_dir, trusted=True,
-                           python=sys.executable)
+    if config_file is not None:
+        from evalbot.config.settings import load_config
+
+        config = load_config(config_file)
+        box_config = config_box(config.boxes, box_name, "eval")
+        profile_name, labels_file = config.profile, config.labels_file
+        policy_name = policy_name or config.policy
+        repo_path = repo_path or box_config.repo
+    elif not repo_path:
+        raise EvalbotError("eval needs --repo (the engine repository), or --config FILE")
+    else:
+        box_config = BoxConfig(name="local", kind="local", workdir=str(workdir.resolve()),
+                               repo=repo_path, models_dir=models_dir, trusted=True,
+                               python=sys.executable)
+        labels_file = LABELS_FILE
+    profile = load_profile(profile_name)
+    policy = load_labels(labels_file).policy(policy_name or "default")
     console = Console(stderr=True)
     # Sign when the operator has named a key (the same variable the service falls back to).
     signer = load_signing_key() if os.environ.get(KEY_ENV) else None
     with evaluation_bar(console, f"{head_sha[:10]} vs {base_sha[:10]}") as progress:
-        outcome = evaluate(LocalBox("local", box_config.workdir), box_config, profile, policy,
-                           repo=repo_path, pr=None, base_sha=base_sha, head_sha=head_sha,
-                           out=out, store=Store(out / "evalbot.sqlite3"),
-                           redact=for_boxes([box_config]), seed=seed, progress=progress,
-                           signer=signer)
+        box = open_box(box_config)
+        try:
+            outcome = evaluate(box, box_config, profile, policy, repo=repo_path, pr=None,
+                               base_sha=base_sha, head_sha=head_sha, out=out,
+                               store=Store(out / "evalbot.sqlite3"),
+                               redact=for_boxes([box_config]), seed=seed, progress=progress,
+                               signer=signer)
+        finally:
+            box.close()
     if as_json:
         click.echo(json.dumps(outcome.verdict, indent=2, sort_keys=True))
     else:

@@ -11,8 +11,10 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -133,6 +135,18 @@ def ensure_sandbox_user() -> None:
     except KeyError:
         subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
                         "/nonexistent", "--shell", "/usr/sbin/nologin", SANDBOX_USER], check=True)
+
+
+@contextmanager
+def reachable_dir(prefix: str) -> Iterator[Path]:
+    """A directory outside pytest's 0700 tmp, removed after: the sandbox user must reach the
+    job directories and models a test puts there."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(root)], check=True)
 
 
 def system_python() -> str:

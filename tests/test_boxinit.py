@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from evalbot.service import boxinit
@@ -76,3 +77,36 @@ def test_box_init_makes_a_box_the_bot_can_log_in_to_and_fetch_from(fresh: Path) 
     finally:
         box.close()
         sshd.stop()
+
+
+def _shadow() -> dict[str, str]:
+    return dict(line.split(":")[:2] for line in Path("/etc/shadow").read_text().splitlines())
+
+
+def test_a_maintainers_own_account_keeps_its_password(fresh: Path) -> None:
+    """A local box's harness user is the maintainer (docs/setup.md, section 3): box init must
+    not replace their password with `*` as it unlocks a fresh, locked harness account."""
+    boxinit.ensure_user(HARNESS, f"/home/{HARNESS}", "/bin/bash")
+    hashed = "$6$evalbot$" + "x" * 86  # any crypt(3) hash: a password is set
+    subprocess.run(["usermod", "-p", hashed, HARNESS], check=True)
+    boxinit.init_box(boxinit.Plan(HARNESS, SANDBOX, fresh / "srv", None, "/usr/bin/python3",
+                                  install=False))
+    assert _shadow()[HARNESS] == hashed
+    assert HARNESS in grp.getgrgid(pwd.getpwnam(SANDBOX).pw_gid).gr_mem
+
+
+def test_a_root_harness_gets_no_group_and_no_login(fresh: Path) -> None:
+    """A local box of a bot run as root (the guide, as CI follows it): the sandbox and the
+    launcher as for any box, but root joins no group, keeps its password field, and box init
+    never authorizes a key for it."""
+    root_shadow = _shadow()["root"]
+    key = Sshd(fresh / "sshd").client_key.with_suffix(".pub")
+    with pytest.raises(click.ClickException, match="never logs in as root"):
+        boxinit.init_box(boxinit.Plan("root", SANDBOX, fresh / "srv", key, "/usr/bin/python3",
+                                      install=False))
+    boxinit.init_box(boxinit.Plan("root", SANDBOX, fresh / "srv", None, "/usr/bin/python3",
+                                  install=False))
+    assert "root" not in grp.getgrgid(pwd.getpwnam(SANDBOX).pw_gid).gr_mem
+    assert _shadow()["root"] == root_shadow
+    assert (fresh / "srv").stat().st_uid == 0 and Path(boxinit.ALLOWED_USER_FILE).read_text() \
+        == f"{SANDBOX}\n"

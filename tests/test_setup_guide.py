@@ -5,9 +5,12 @@ blocks names exists; the example config documents every key the loader takes."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +25,7 @@ from evalbot.config.settings import REPO_ROOT
 from evalbot.grading.policy import load_labels
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO
-from tests.sshd import Sshd
+from tests.sshd import SANDBOX_USER, Sshd, reachable_dir
 
 GUIDE = REPO_ROOT / "docs" / "setup.md"
 BLOCK = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^\s*```\s*$", re.S | re.M)
@@ -78,26 +81,56 @@ def test_the_install_block_is_what_ci_runs() -> None:
         assert step in install and step in check, step
 
 
-def test_the_guide_runs(tmp_path: Path, fake: AppFakeGitHub, sshd: Sshd) -> None:
+# What `evalbot box init` writes outside the guide's directory, each made private to the guide's
+# shell (a mount namespace of its own): the machine's own sandboxed tests, running beside it,
+# must never see the guide's launcher, sandbox user file or sudo rule.
+BOX_INIT_PATHS = ("/etc/evalbot", "/usr/local/lib/evalbot", "/etc/sudoers.d")
+
+
+def in_private_mounts(script: str, root: Path) -> list[str]:
+    """bash running `script` where BOX_INIT_PATHS are directories of `root` (sudo's own
+    sudoers.d copied in); their empty mount points are made on the machine if missing."""
+    binds = []
+    for n, target in enumerate(BOX_INIT_PATHS):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        private = root / f"private-{n}"
+        shutil.copytree(target, private, symlinks=True)
+        binds.append(f"mount --bind {shlex.quote(str(private))} {shlex.quote(target)}")
+    return ["unshare", "--mount", "--propagation", "private", "bash", "-c",
+            " && ".join(binds) + ' && exec bash -c "$1"', "guide", script]
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """The guide's directory: the sandbox user reads the demo's models and its job directory
+    there, as the guide says."""
+    with reachable_dir("evalbot-guide-") as root:
+        yield root
+
+
+def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> None:
     token = "github_pat_" + secrets.token_hex(12)
     fake.add_user("perf-bot", "write", token)
     # Section 1's venv: the install steps are .ci/wheel-check's (not run here); the venv they
     # make is this interpreter's, at the path the guide activates.
-    home = tmp_path / "home"
+    home = reachable / "home"
     venv = home / ".local" / "share" / "evalbot" / "venv"
     venv.parent.mkdir(parents=True)
     venv.symlink_to(sys.prefix)
-    work = tmp_path / "work"
+    work = reachable / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALBOT_", "VIRTUAL_ENV"))}
     env.update(HOME=str(home), EVALBOT_GITHUB_TOKEN=token,  # Actions mode: no webhook secret
                PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                     if not p.startswith(sys.prefix)))  # only the guide's venv
+    # This checkout's own sandbox user (the sandbox kills every process of its user after each
+    # run: two suites must never share one).
     swaps = {"https://api.github.com": fake.api_url, "example-org/example-engine": REPO,
-             "-p 22 gpu-a.internal.example": f"-p {sshd.port} 127.0.0.1"}
+             "-p 22 gpu-a.internal.example": f"-p {sshd.port} 127.0.0.1",
+             "evalbot-sandbox": SANDBOX_USER}
     script, run = _script(swaps)
-    got = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True,
-                         text=True, timeout=600)
+    got = subprocess.run(in_private_mounts(script, reachable), cwd=work, env=env,
+                         capture_output=True, text=True, timeout=1500)
     text = got.stdout + got.stderr
     if got.returncode != 0:
         failed = int(re.findall(r"^@@ block (\d+)$", got.stderr, re.M)[-1])
@@ -114,7 +147,21 @@ def test_the_guide_runs(tmp_path: Path, fake: AppFakeGitHub, sshd: Sshd) -> None
     assert "stored " in text and "for box 'local', profile 'demo'" in text  # calibrate
     assert (work / "first-verdict" / "verdict.json").is_file()
     assert "improved" in (work / "first-verdict" / "verdict.json").read_text()
+    assert re.search(r"last\s+verdicts\s+\(1\)", text)  # status shows the evaluation's verdict
     assert token not in text
+    # box init's launcher, sandbox user and sudo rule, in the guide's private directories
+    allowed, launcher, sudoers = (reachable / f"private-{n}" for n in range(3))  # BOX_INIT_PATHS
+    assert (allowed / "sandbox-user").read_text() == f"{SANDBOX_USER}\n"
+    assert (launcher / "sandbox-exec").stat().st_uid == 0
+    assert (sudoers / "evalbot").read_text() == \
+        "root ALL=(root) NOPASSWD: /usr/local/lib/evalbot/sandbox-exec\n"
+    assert not Path("/etc/evalbot/sandbox-user").exists()  # nothing of it on the machine
+    # calibrate and the evaluation ran in the sandbox: each job's harness entered it as the
+    # sandbox user, and every PR process ran as that user
+    jobs = sorted((work / "box" / "jobs").glob("*/job.json"))
+    assert len(jobs) >= 2, jobs
+    for job in jobs:
+        assert json.loads(job.read_text())["sandbox"]["user"] == SANDBOX_USER, job
 
 
 def test_the_example_config_names_every_key_the_loader_takes() -> None:

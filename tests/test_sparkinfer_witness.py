@@ -281,7 +281,7 @@ def test_the_continuation_proves_the_fill(tool: Path, tmp_path: Path) -> None:
     got = {name: witness.read_output_ids(d.output, spec.output) for name, d in
            (("main", main), ("lazy", lazy))}
     assert got["main"] == argmaxes(ids)[31:] and got["lazy"] == argmaxes(ids, skip=16)[31:]
-    assert witness._agreement(got["lazy"], got["main"], spec.output_tokens) < spec.min_agreement
+    assert witness._agreement(got["lazy"], got["main"], spec.output_tokens)[0] < spec.min_agreement
 
 
 @pytest.mark.parametrize(("prompt", "steps", "error"), [
@@ -316,6 +316,71 @@ def test_it_never_says_ready_without_the_work(tool: Path, tmp_path: Path, argv: 
     argv = [str(model(tmp_path)) if a == "MODEL" else a for a in argv]
     done = run_tool(tool, tmp_path, argv, witness.handoff_of(spec_of("prefill", 4, 2), [1] * 6), env)
     assert done.returncode == rc and error in done.output and READY not in done.output
+
+
+# ---- main's near ties: each STEP line's runner-up and margin ----------------------------------
+
+def near_ties(ids: list[int]) -> list[tuple[int, int, float]]:
+    """The stub's (argmax, runner-up, margin) after each position of `ids` (stub_runtime.cpp
+    `top`, `second`, `gap`: the logits copy_logits writes)."""
+    h, out = 0x5157454E3335, []
+    for pos, i in enumerate(ids):
+        h = _fmix(h ^ _fmix((i * 0x100000001B3 + pos) & M64))
+        top = _fmix((h + 0x9E37) & M64) % VOCAB
+        second = (top + 1 + _fmix((h + 0x51) & M64) % (VOCAB - 1)) % VOCAB
+        out.append((top, second, (_fmix((h + 0x7A9) & M64) % 100) / 1000))
+    return out
+
+
+def test_each_step_line_carries_mains_runner_up_and_margin(tool: Path, tmp_path: Path) -> None:
+    """The tool reads each step's logits back (copy_logits) and prints the runner-up id and the
+    top-1 minus top-2 margin beside the argmax; the harness reads main's near ties from them."""
+    spec = spec_of("prefill", 16, 40)
+    ids = ids_from(21, 56)
+    done = run_tool(tool, tmp_path, ["prefill", str(model(tmp_path)), "16", "40"],
+                    witness.handoff_of(spec, ids))
+    assert done.ok, done.output
+    expected = near_ties(ids)[15:]
+    steps = witness.read_steps(done.output)
+    assert [(s.id, s.runner_up) for s in steps] == [(t, r) for t, r, _ in expected]
+    assert [s.margin for s in steps] == pytest.approx([m for _, _, m in expected], abs=1e-6)
+    ties = witness.main_ties(steps, spec.tie_margin)
+    assert ties == [r if m < 0.05 else None for _, r, m in expected]
+    assert 0 < sum(t is not None for t in ties) < len(ties)  # the stub has both kinds of steps
+
+
+def test_a_head_with_other_numerics_agrees_through_mains_near_ties(tool: Path,
+                                                                   tmp_path: Path) -> None:
+    """A head whose argmax flips where its own logits are near-tied (STUB_FLIP_BELOW: bf16-like
+    numerics) prints main's runner-up at some of main's near ties: credited in full, and the
+    credit is counted. Flipping also where main's margin is wide is charged."""
+    spec = spec_of("decode", 32, 60)
+    fresh, m = ids_from(13, 61), str(model(tmp_path))
+    main, bf16, wide = (run_tool(tool, tmp_path, ["decode", m, "32", "60"],
+                                 witness.handoff_of(spec, fresh), env)
+                        for env in ({}, {"STUB_FLIP_BELOW": "0.03"}, {"STUB_FLIP_BELOW": "0.09"}))
+    assert main.ok and bf16.ok and wide.ok, (main.output, bf16.output, wide.output)
+    ties = witness.main_ties(witness.read_steps(main.output), spec.tie_margin)
+    got = {name: witness.read_output_ids(d.output, spec.output)
+           for name, d in (("main", main), ("bf16", bf16), ("wide", wide))}
+    flips = sum(a != b for a, b in zip(got["bf16"], got["main"], strict=True))
+    assert flips > 0
+    assert witness._agreement(got["bf16"], got["main"], 61, ties) == (1.0, flips)
+    assert witness._agreement(got["bf16"], got["main"], 61, ())[0] == (61 - flips) / 61
+    agree, credited = witness._agreement(got["wide"], got["main"], 61, ties)
+    wide_flips = sum(a != b for a, b in zip(got["wide"], got["main"], strict=True))
+    tied = sum(t is not None for t in ties)  # its flips at main's near ties are credited, no more
+    assert flips <= credited == tied < wide_flips and agree == (61 - wide_flips + tied) / 61
+
+
+def test_a_library_that_skips_the_logits_copy_fails_the_witness(tool: Path,
+                                                                tmp_path: Path) -> None:
+    """The copy is in the PR's library: a head that copies part of the logits (saving the
+    copy's time in its witness) leaves the tool's NaN fill in place and fails, never faster."""
+    spec = spec_of("prefill", 8, 3)
+    done = run_tool(tool, tmp_path, ["prefill", str(model(tmp_path)), "8", "3"],
+                    witness.handoff_of(spec, ids_from(2, 11)), {"STUB_LOGITS_COPIED": "100"})
+    assert done.returncode == 3 and "[FAIL] the prompt: logit 100 not copied (NaN)" in done.output
 
 
 # ---- a head that changed the API: unconfirmed, never an infra-error --------------------------
@@ -543,7 +608,7 @@ def test_on_the_h200_the_tool_agrees_with_the_engines_own_tools() -> None:
     assert steps_of(lines)[:len(score)] == score and "path=token-fill" in meta["witness-timing"]
     one, two, off = (steps_of(s[k][1]) for k in ("aa-prefill-1", "aa-prefill-2", "aa-prefill-i8off"))
     assert one == two and len(one) == 65
-    assert witness._agreement(off, one, 65) == pytest.approx(55 / 65)
+    assert witness._agreement(off, one, 65)[0] == pytest.approx(55 / 65)
 
 
 def test_on_the_h200_the_witness_times_what_the_bench_times() -> None:

@@ -59,7 +59,8 @@ class Transcript:
         return [text for way, text in self.lines if way == ">"]
 
     def step_ids(self) -> list[int]:
-        return [int(t[len(STEP):]) for t in self.printed() if t.startswith(STEP)]
+        # the id, then (since near ties) the runner-up and margin; recordings before: the id alone
+        return [int(t[len(STEP):].split()[0]) for t in self.printed() if t.startswith(STEP)]
 
 
 def drive(argv: list[str], feed: list[str], timeout_s: float = 120.0) -> Transcript:

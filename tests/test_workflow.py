@@ -1,6 +1,8 @@
 """The workflows an engine repository installs (docs/setup.md, section 7a): actionlint finds
 nothing, least privilege, the venv cache keyed on the wheel's version, the label filter, and a
-cancel path that does not wait behind the evaluation it cancels."""
+cancel path that does not wait behind the evaluation it cancels (its run against the fake
+GitHub and the worker's answer to GitHub's signals: tests/test_workflow_cancel.py,
+tests/test_worker_cancel_signal.py)."""
 
 from __future__ import annotations
 
@@ -70,17 +72,23 @@ def test_actionlint_is_really_checking(tmp_path: Path) -> None:
 
 # ---- privileges ---------------------------------------------------------------------------
 
+def _self_hosted(path: Path) -> dict[str, Any]:
+    """The jobs on the bot's runner: all but the hosted `cancel` job."""
+    return {name: job for name, job in _load(path)["jobs"].items() if name != "cancel"}
+
+
 def test_least_privilege_and_dedicated_runners() -> None:
     for path in SHIPPED:
         doc = _load(path)
         assert doc["permissions"] == {}
         assert "concurrency" not in doc  # workflow-level concurrency acts before any job's `if`
-        for name, job in doc["jobs"].items():
+        for name, job in _self_hosted(path).items():
             expected = {**PERMISSIONS, "contents": "write"} if path == SCHEDULED else PERMISSIONS
             assert job["permissions"] == expected, name
-            assert job["runs-on"][:3] == ["self-hosted", "linux", "x64"], name
-            assert job["runs-on"][3] in ("evalbot", "evalbot-intake"), name
+            assert job["runs-on"] == ["self-hosted", "linux", "x64", "evalbot"], name
             assert job["environment"] == "evalbot"
+    # the hosted job: no environment, no write but cancelling runs (tests/test_workflow_cancel.py)
+    assert set(_workflow()["jobs"]) == {"intake", "cancel", "work"}
 
 
 def test_never_checks_out_or_runs_pr_code() -> None:
@@ -101,21 +109,23 @@ def test_the_token_reaches_only_the_steps_that_run_evalbot() -> None:
             assert "secrets." not in json.dumps(job.get("env", {}))
             for step in job["steps"]:
                 has_secret = "secrets." in json.dumps(step.get("env", {}))
-                assert has_secret == (step["run"].startswith("evalbot ")
-                                      and "dashboard" not in step["run"]), step["name"]
+                runs_evalbot = step["run"].startswith(("evalbot ", "exec evalbot ")) or \
+                    " -m evalbot.github.run_cancel " in step["run"]
+                assert has_secret == (runs_evalbot and "dashboard" not in step["run"]), \
+                    step["name"]
 
 
 # ---- the venv cache ----------------------------------------------------------------------
 
 def _install_steps() -> list[dict[str, Any]]:
-    return [job["steps"][0] for path in SHIPPED for job in _load(path)["jobs"].values()]
+    return [job["steps"][0] for path in SHIPPED for job in _self_hosted(path).values()]
 
 
 def test_every_job_installs_with_the_same_cached_step() -> None:
     steps = _install_steps()
     assert len(steps) == 3 and all(s == steps[0] for s in steps)
     for path in SHIPPED:
-        for job in _load(path)["jobs"].values():
+        for job in _self_hosted(path).values():
             assert job["env"]["EVALBOT_WHEEL"].endswith("-py3-none-any.whl")
             assert [s for s in job["steps"][1:] if "pip" in s["run"]] == []
 
@@ -218,7 +228,7 @@ def _started(github: dict[str, Any], variables: dict[str, str] | None = None) ->
     (_pr_event("closed"), ["intake"]),
     (_pr_event("labeled", "evalbot-approved"), ["intake", "work"]),
     (_pr_event("labeled", "bug"), []), (_pr_event("labeled", "eval:faster"), []),
-    (_comment("/evalbot cancel"), ["intake", "work"]),
+    (_comment("/evalbot cancel"), ["intake", "cancel", "work"]),
     (_comment("thanks!\n/evalbot rerun"), ["intake", "work"]),
     (_comment("looks good, thanks"), []), (_comment("/evalbot rerun", on_pr=False), []),
 ], ids=lambda v: json.dumps(v)[:60])
@@ -247,46 +257,51 @@ def test_the_expression_model_follows_githubs_rules(expression: str, expected: A
 
 # ---- the cancel path -----------------------------------------------------------------------
 
-def _runner_labels() -> dict[str, set[str]]:
+def _runner_labels() -> list[set[str]]:
     """The runners docs/setup.md registers: the `--labels` of each config.sh line."""
-    return {m[1]: set(m[1].split(",")) for m in re.finditer(r"--labels (\S+)", GUIDE.read_text())}
+    return [set(m[1].split(",")) for m in re.finditer(r"--labels (\S+)", GUIDE.read_text())]
 
 
-def test_a_cancel_is_recorded_by_a_job_the_evaluation_cannot_hold_up() -> None:
+def test_a_cancel_does_not_wait_for_the_busy_runner() -> None:
     jobs = _workflow()["jobs"]
-    intake, work = jobs["intake"], jobs["work"]
-    assert _started(_comment("/evalbot cancel"))[0] == "intake"
-    assert "needs" not in intake and "concurrency" not in intake  # queued behind nothing
-    assert intake["steps"][-1]["run"].startswith("evalbot action ")  # store.cancel, at once
-    # GitHub gives a job to a runner that has all its labels: each runner the guide registers
-    # takes exactly one of the two jobs, so the busy evaluation runner never holds the intake.
-    runners = _runner_labels()
-    assert len(runners) == 2, runners
-    for labels in runners.values():
-        takes = [name for name, job in jobs.items() if set(job["runs-on"][3:]) <= labels]
-        assert len(takes) == 1, (labels, takes)
-    assert set(intake["runs-on"][3:]).isdisjoint(work["runs-on"][3:])
+    [runner] = _runner_labels()  # the guide registers one self-hosted runner
+    takes = [name for name, job in jobs.items()
+             if isinstance(job["runs-on"], list) and set(job["runs-on"][3:]) <= runner]
+    assert takes == ["intake", "work"]  # so while `work` evaluates, `intake` waits ...
+    cancel = jobs["cancel"]  # ... and the cancel runs on a runner of GitHub's
+    assert cancel["runs-on"] == "ubuntu-latest" and "needs" not in cancel
+    assert "concurrency" not in cancel
+    assert _started(_comment("/evalbot cancel")) == ["intake", "cancel", "work"]
+    assert "cancel" not in _started(_comment("/evalbot rerun"))
 
 
-def test_nothing_is_cancelled_through_actions() -> None:
-    # Cancelling the worker's job only drains it (evalbot.service.drain: the lease is handed
-    # back, the harness keeps measuring on the box); the store is what stops a run.
+def test_the_worker_gets_githubs_signal_and_links_its_run() -> None:
+    run = _workflow()["jobs"]["work"]["steps"][-1]["run"]
+    # GitHub signals the step's entry process (bash) only: `exec` makes evalbot that process.
+    assert run.startswith("exec evalbot worker ")
+    assert "--on-signal cancel" in run
+    assert '--run-url "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"' in run
+
+
+def test_nothing_is_cancelled_by_a_newer_run() -> None:
+    # A newer event's run must not cancel the evaluation in flight (cancel-in-progress): only
+    # `/evalbot cancel` (or a maintainer, by hand) cancels a run.
     for path in SHIPPED:
         for job in _load(path)["jobs"].values():
             assert job.get("concurrency", {}).get("cancel-in-progress", False) is False
 
 
-def test_the_worker_renews_often_enough_to_stop_a_cancelled_run_within_a_minute() -> None:
+def test_the_worker_renews_often_enough_to_stop_a_superseded_run_within_a_minute() -> None:
     run = _workflow()["jobs"]["work"]["steps"][-1]["run"]
     assert "--until-idle" in run
     ttl = float(re.search(r"--lease-ttl (\d+(?:\.\d+)?)", run)[1])  # type: ignore[index]
-    # intake (~10 s) + one renewal period + stopping the run over SSH (~10 s) <= 60 s
-    assert 10 + ttl / 3 + 10 <= 60
+    # one renewal period + stopping the run over SSH (~10 s) <= 60 s
+    assert ttl / 3 + 10 <= 60
 
 
 def test_a_cancel_in_the_store_stops_the_run_at_the_next_renewal(tmp_path: Path) -> None:
-    """What `evalbot action` does for `/evalbot cancel` (store.cancel) reaches the worker that
-    holds the job: its Renewal loses the lease and stops the run on the box."""
+    """What `evalbot action` does for a new head or `/evalbot cancel` (store.cancel) reaches
+    the worker that holds the job: its Renewal loses the lease and stops the run on the box."""
     store = Store(tmp_path / "s.sqlite3")
     store.enqueue("o/r", 7, "a" * 40, "default")
     job = store.lease("w1", 1.0, box="b")

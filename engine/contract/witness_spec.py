@@ -21,7 +21,17 @@ from engine.contract.checks import field as get
 OUTPUT_KINDS = ("ids_line", "json_path", "score_lines", "step_lines")
 CLOCKS = ("wall", "cpu", "handoff")
 READY = "EVALBOT_READY"  # the line a handoff witness prints when its start-up is done
-STEP = "EVALBOT_STEP "  # a stepped witness's output line: the argmax after its latest input
+STEP = "EVALBOT_STEP "  # a stepped witness's output line: the argmax after its latest input,
+# optionally followed by that step's runner-up id and the top-1 minus top-2 logit margin
+# (`EVALBOT_STEP <id> <runner_up> <margin>`): only main's are ever read (engine.measure.witness)
+# A step where main's own top two logits are closer than this counts a head's runner-up id as
+# agreeing (docs/trust.md, "Near ties"). bf16 keeps 8 significant bits: two correct kernels'
+# logits differ by reduction order and rounding by ~0.005-0.01 (the 1% flip rate the issue
+# measured needs noise of about that size on the H200's Qwythos margins,
+# tests/data/sparkinfer/score-short-h200-qwythos-synth.log: 2% of steps within 0.005, 7% within
+# 0.02). 0.05 is several times that noise: a noise flip above it is rare, and a liar gains no
+# more from it than it would from any cheaper near-tie rule (it must compute a step to know).
+TIE_MARGIN = 0.05
 # Placeholders only a witness argv may use: the harness's fresh prompt as a file of ids separated
 # by spaces, as a JSON list, or (an argument that is exactly "{prompt_ids}") one argument per id.
 PROMPT_PLACEHOLDERS = ("prompt", "prompt_json", "prompt_ids")
@@ -66,6 +76,8 @@ class WitnessSpec:
     # each after the previous STEP line was read; its output is steps + 1 STEP lines (the argmax
     # after the prompt, then after each fed id). 0: the whole input is the prompt.
     steps: int = 0
+    # main's top-1 minus top-2 logit margin below which a head's runner-up id agrees (TIE_MARGIN)
+    tie_margin: float = TIE_MARGIN
 
 
 def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
@@ -97,6 +109,7 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
         timeout_s=get(d, where, "timeout_s", float, optional=True) or 300.0,
         steps=get(d, where, "steps", int, optional=True) or 0,
+        tie_margin=_or(get(d, where, "tie_margin", float, optional=True), TIE_MARGIN),
     )
     if spec.prompt_tokens < 1 or spec.output_tokens < 1 or spec.id_range < 2:
         raise ContractError(f"{where}: prompt_tokens, output_tokens >= 1")
@@ -105,11 +118,18 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         raise ContractError(f"{where}.argv: a {spec.clock} witness takes its prompt on stdin, "
                             "not from a {prompt...} placeholder")
     _check_steps(spec, where)
+    if not 0 <= spec.tie_margin <= 1:  # NaN fails it too; 1 logit is no longer a tie
+        raise ContractError(f"{where}.tie_margin: {spec.tie_margin} is not a logit margin "
+                            "between 0 and 1")
     for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard"):
         if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
             raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
     _check_floor(spec, where)
     return spec
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _check_steps(spec: WitnessSpec, where: str) -> None:

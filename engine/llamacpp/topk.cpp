@@ -15,8 +15,9 @@
 //       clock (engine/measure/witness.py, engine/contract/witness_spec.py): loads the model, makes
 //       a context for N_PREFILL + N_STEPS ids and warms it (one prefill and one step of throw-away
 //       ids, then the memory cleared), prints `EVALBOT_READY`; then reads the prompt, N_PREFILL
-//       ids as one line, runs it as one batch and prints `EVALBOT_STEP <argmax>`; then N_STEPS
-//       times reads one line of one id, decodes it as one step and prints `EVALBOT_STEP <argmax>`.
+//       ids as one line, runs it as one batch and prints `EVALBOT_STEP <argmax> <runner-up>
+//       <margin>` (`print_step`); then N_STEPS times reads one line of one id, decodes it as one
+//       step and prints the same.
 //       Each id is written only after the previous STEP line was read, so no two steps can share
 //       a forward pass. N_STEPS + 1 STEP lines in all; exits 0 at the EOF that follows. A
 //       malformed line (a wrong count of ids, an id outside the vocabulary, EOF too early, input
@@ -267,8 +268,17 @@ static bool read_line_ids(const char * what, size_t want, int n_vocab, std::vect
     return true;
 }
 
+// `EVALBOT_STEP <argmax> <runner-up> <top-1 minus top-2 logit>`: the harness credits a head's
+// runner-up where main's margin is a near tie (docs/trust.md, "Near ties"; only main's fields are
+// read). The logits are libllama's host copy, which llama_decode makes whatever this prints.
 static void print_step(llama_context * ctx, int n_vocab) {
-    printf("EVALBOT_STEP %d\n", argmax_last(ctx, n_vocab));
+    const float * logits = llama_get_logits_ith(ctx, -1);
+    const llama_token top = argmax_last(ctx, n_vocab);
+    llama_token second = top == 0 ? 1 : 0;
+    for (llama_token i = 0; i < n_vocab; i++) {
+        if (i != top && logits[i] > logits[second]) second = i;
+    }
+    printf("EVALBOT_STEP %d %d %.6g\n", top, second, (double) (logits[top] - logits[second]));
     fflush(stdout);  // the harness writes the next id only once it has read this line
 }
 

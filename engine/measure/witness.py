@@ -3,7 +3,8 @@
 A witness is a process whose cost is dominated by some cells' work (a long decode, a prefill at
 the cell's context), fed ids the harness draws fresh for every pair (the PR cannot have computed
 its answer before), timed by the harness, and accepted only when its output ids agree with
-main's for the same ids (the work was done). The protocol (engine/contract/witness_spec.py):
+main's for the same ids (the work was done; main's runner-up at main's own near tie agrees too:
+`main_ties`). The protocol (engine/contract/witness_spec.py):
 the prompt after READY, then a stepped witness's decode ids one at a time, each after the
 previous step's output was read; only that span is timed. Pairs alternate as the samples do
 (ABBA). The harness only records; the bot judges the record (evalbot/grading/confirmation.py),
@@ -24,6 +25,7 @@ import numpy as np
 
 from engine.contract.witness_spec import READY, STEP, WitnessSpec
 from engine.measure.witness_interval import Critical, Floor, saving_interval
+from engine.measure.witness_steps import _agreement, main_ties, read_steps
 from engine.sandbox import proc
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
@@ -47,7 +49,8 @@ class WitnessRecord:
         s = asdict(self.spec)
         return {"name": s["name"], "cells": s["cells"], "pairs": s["pairs"],
                 "looks": list(s["looks"]), "clock": s["clock"],
-                "min_agreement": s["min_agreement"], "output_tokens": s["output_tokens"],
+                "min_agreement": s["min_agreement"], "tie_margin": s["tie_margin"],
+                "output_tokens": s["output_tokens"],
                 "sd_floor_s": s["sd_floor_s"], "floor_df": s["floor_df"],
                 "steps": s["steps"], "source": "witness", "stopped": self.stopped,
                 **({"settled_by": self.settled_by} if self.settled_by else {}),
@@ -108,14 +111,16 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
         timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s,
                               prompt) for side in order}
         dropped = any(t.throttled for t in timed.values())
-        ids = {side: _ids(spec, t) for side, t in timed.items()}
+        read = {side: _read(spec, t) for side, t in timed.items()}
+        main = read["base"]
         for side in order:
-            t, (got, error) = timed[side], ids[side]
-            agree = _agreement(got, ids["base"][0], spec.output_tokens)
+            t, (got, _, error) = timed[side], read[side]
+            agree, credited = _agreement(got, main[0], spec.output_tokens, main[1])
             record.samples.append({
                 "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
                 "verified": bool(got) and error == "" and agree >= spec.min_agreement,
                 "agreement": round(agree, 4), "error": error,
+                **_tie_counts(spec, side, main[1], credited),
                 **({} if t.wall_s is None else {"wall_s": round(t.wall_s, 4)})})
         if not dropped:
             pair += 1
@@ -333,16 +338,22 @@ def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,
     return out
 
 
-def _ids(spec: WitnessSpec, timed: Timed) -> tuple[list[int], str]:
+def _read(spec: WitnessSpec, timed: Timed) -> tuple[list[int], list[int | None], str]:
+    """A process's output ids, main's near ties read from the same output (`main_ties`; only
+    the base side's are ever used), and "" or why the output cannot be judged."""
     if not timed.ok:
-        return [], timed.error or "failed"
+        return [], [], timed.error or "failed"
     try:
-        ids = read_output_ids(timed.output, spec.output)
+        if spec.output["kind"] == "step_lines":
+            steps = read_steps(timed.output)
+            ids, ties = [s.id for s in steps], main_ties(steps, spec.tie_margin)
+        else:
+            ids, ties = read_output_ids(timed.output, spec.output), []
     except (ValueError, KeyError, TypeError) as exc:
-        return [], f"unreadable output: {str(exc)[:200]}"
+        return [], [], f"unreadable output: {str(exc)[:200]}"
     if len(ids) != spec.output_tokens:
-        return [], f"{len(ids)} output ids, expected {spec.output_tokens}"
-    return ids, ""
+        return [], [], f"{len(ids)} output ids, expected {spec.output_tokens}"
+    return ids, ties, ""
 
 
 def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
@@ -350,7 +361,7 @@ def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
     inside a prefixed JSON line, or the argmax column of `S` score lines."""
     kind, prefix = how["kind"], str(how.get("prefix", ""))
     if kind == "step_lines":
-        return [int(ln[len(STEP):].strip()) for ln in output.splitlines() if ln.startswith(STEP)]
+        return [s.id for s in read_steps(output)]
     if kind == "score_lines":
         return [int(ln.split(" am=")[1].split()[0]) for ln in output.splitlines()
                 if ln.startswith("S i=")]
@@ -365,8 +376,12 @@ def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
     return [int(t) for t in doc]
 
 
-def _agreement(got: list[int], base: list[int], n: int) -> float:
-    """Share of the n positions where both sides printed the same id (0 when either is empty)."""
-    if not got or not base:
-        return 0.0
-    return sum(a == b for a, b in zip(got, base, strict=False)) / n
+def _tie_counts(spec: WitnessSpec, side: str, ties: Sequence[int | None],
+                credited: int) -> dict[str, int]:
+    """What a maintainer checks the near-tie credit by (docs/trust.md): main's near-tie steps
+    on its sample, the head's ids credited as near ties on the head's. Stepped witnesses only."""
+    if spec.output["kind"] != "step_lines":
+        return {}
+    if side == "base":
+        return {"near_ties": sum(t is not None for t in ties)}
+    return {"tie_credited": credited}

@@ -34,7 +34,9 @@
 //
 // The protocol (engine/contract/witness_spec.py, engine/sandbox/proc.py `Handoff`; the reference
 // is engine/llamacpp/topk.cpp `witness`): load, warm up the same paths at the same sizes, print
-// `EVALBOT_READY`; the harness's clock starts when it writes the prompt line. Each later id is
+// `EVALBOT_READY`; the harness's clock starts when it writes the prompt line. Each STEP line is
+// `EVALBOT_STEP <argmax> <runner-up> <top-1 minus top-2 logit>` (`print_step`): the harness
+// credits a head's runner-up where main's margin is a near tie, reading main's fields only. Each later id is
 // written only after the harness has read the previous STEP line, so no two steps can share a
 // forward pass. After the last STEP line the harness stops its clock and closes stdin; the tool
 // exits 0 at that EOF. Malformed input (a wrong count of ids, an id outside the vocabulary, EOF
@@ -96,7 +98,9 @@
 //     confined to that loop is not seen here. Each step here also copies its argmax to the host
 //     and crosses two pipes, a fixed cost on both sides: on the H200 a step took 0.7-1.1% more
 //     than the bench's decode at the same depth, and the harness's clock adds ~0.08 ms a step
-//     (tests/data/sparkinfer/witness-h200-timings.jsonl).
+//     (tests/data/sparkinfer/witness-h200-timings.jsonl). Since near ties, each step also copies
+//     its vocabulary of logits to a pinned host buffer and scans it (`step_margin`): ~1 MB for
+//     Qwythos's 248k ids, a fixed cost on both sides, not yet measured on the H200.
 #include "sparkinfer/runtime.h"
 #include "sparkinfer/kv_cache.h"
 #include "sparkinfer/gguf.h"
@@ -112,7 +116,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -237,11 +243,6 @@ bool read_line_ids(const std::string& what, size_t want, int vocab, std::vector<
     return true;
 }
 
-void print_step(int id) {
-    printf("%s %d\n", STEP, id);
-    fflush(stdout);  // the harness writes the next id only once it has read this line
-}
-
 struct Session {
     sparkinfer::Qwen35Config cfg{};
     std::unique_ptr<sparkinfer::Runtime> rt;
@@ -249,7 +250,58 @@ struct Session {
     std::unique_ptr<sparkinfer::moe::MoEEngine> engine;
     std::unique_ptr<sparkinfer::Qwen35Model> model;
     bool batched = true;  // prefill_batched supported (else the token fill)
+    float* logits = nullptr;  // a step's logits on the host (pinned: `step_logits`)
 };
+
+// Each STEP line carries, besides the argmax, the step's runner-up id and its top-1 minus
+// top-2 logit margin: the harness credits a head's runner-up where main's margin is a near tie
+// (docs/trust.md, "Near ties"; only main's fields are read). They come from the step's logits
+// (copy_logits: valid after forward_token and prefill_batched, which both end in the LM head),
+// copied into a pinned buffer first filled with NaN, so a library that skips or shortens the
+// copy (saving its time in the PR's witness) fails instead: every value must arrive, finite or
+// infinite, and the id the step returned must hold their largest.
+bool step_margin(Session& s, int id, int& runner_up, float& margin, const char* what) {
+    const int vocab = s.cfg.vocab;
+    std::fill(s.logits, s.logits + vocab, std::numeric_limits<float>::quiet_NaN());
+    s.model->copy_logits(s.logits);
+    float second = -std::numeric_limits<float>::infinity();
+    runner_up = -1;
+    for (int i = 0; i < vocab; i++) {
+        const float v = s.logits[i];
+        if (std::isnan(v)) {
+            fprintf(stderr, "[FAIL] %s: logit %d not copied (NaN)\n", what, i);
+            return false;
+        }
+        if (i != id && (runner_up < 0 || v > second)) { second = v; runner_up = i; }
+    }
+    if (runner_up < 0 || s.logits[id] < second) {
+        fprintf(stderr, "[FAIL] %s: returned %d, not the argmax of its logits\n", what, id);
+        return false;
+    }
+    margin = s.logits[id] - second;
+    return true;
+}
+
+// The pinned buffer `step_margin` copies into, allocated before READY (not in the timed span).
+bool alloc_logits(Session& s) {
+    void* p = nullptr;
+    if (s.cfg.vocab < 2 || cudaMallocHost(&p, (size_t)s.cfg.vocab * sizeof(float)) != cudaSuccess ||
+        p == nullptr) {
+        fprintf(stderr, "[FAIL] a pinned buffer of %d logits\n", s.cfg.vocab);
+        return false;
+    }
+    s.logits = (float*)p;
+    return true;
+}
+
+bool print_step(Session& s, int id, const char* what) {
+    int runner_up = -1;
+    float margin = 0;
+    if (!step_margin(s, id, runner_up, margin, what)) return false;
+    printf("%s %d %d %.6g\n", STEP, id, runner_up, (double)margin);
+    fflush(stdout);  // the harness writes the next id only once it has read this line
+    return true;
+}
 
 // Details 1-3 of the header: the benchmark process's config, KV format and pool, sequence 0.
 bool open_session(Session& s, const Args& a, long need) {
@@ -288,7 +340,7 @@ bool open_session(Session& s, const Args& a, long need) {
         fprintf(stderr, "[FAIL] kv allocate (%d tokens)\n", s.cfg.max_seq);
         return false;
     }
-    return true;
+    return alloc_logits(s);
 }
 
 // A prompt at positions 0..n-1: the batched prefill (details 4, 5), or where the model has none
@@ -353,7 +405,7 @@ int run_stepped(Session& s, const Args& a, Timing& t) {
     int out = prefill ? fill_prompt(s, ids) : s.model->forward_token(ids[0], first_pos, true);
     if (!valid(s, out, prefill ? "the prompt's prefill" : "the prompt's step")) return 3;
     t.prompt_s = seconds_since(t0);
-    print_step(out);
+    if (!print_step(s, out, "the prompt")) return 3;
     int pos = first_pos + n_prompt;
     for (long i = 1; i <= a.n; i++, pos++) {
         const std::string what = "step " + std::to_string(i) + " of " + std::to_string(a.n);
@@ -365,7 +417,7 @@ int run_stepped(Session& s, const Args& a, Timing& t) {
         t.steps_s += dt;
         t.step_min_s = std::min(t.step_min_s, dt);
         t.step_max_s = std::max(t.step_max_s, dt);
-        print_step(out);
+        if (!print_step(s, out, what.c_str())) return 3;
     }
     char probe[2];
     if (fgets(probe, sizeof probe, stdin) != nullptr) {  // the harness closes stdin after the last STEP

@@ -102,10 +102,17 @@ def authorize(key: Path, harness: pwd.struct_passwd) -> None:
     os.chmod(keys, 0o600)
 
 
+LOCKED_EMPTY = ("!", "!!", "!*")  # what useradd leaves: locked, and no password behind the lock
+
+
 def unlock_login(user: str) -> None:
     """useradd leaves the password field `!` (locked); sshd with `UsePAM no` then refuses even
-    key logins. `*` is no password at all, and not locked."""
-    subprocess.run(["usermod", "-p", "*", user], check=True)
+    key logins. `*` is no password at all, and not locked. An account with a password (a
+    maintainer's own, as the harness user of a local box) is left as it is."""
+    fields = {line.split(":")[0]: line.split(":")[1] for line in
+              Path("/etc/shadow").read_text().splitlines() if line.count(":") >= 2}
+    if fields.get(user) in LOCKED_EMPTY:
+        subprocess.run(["usermod", "-p", "*", user], check=True)
 
 
 def own_repo(repo: Path, harness: pwd.struct_passwd) -> None:
@@ -159,11 +166,16 @@ def init_box(plan: Plan) -> list[str]:
         install_missing(missing_tools(plan.python))  # sudo first: the rule below needs it
     harness = ensure_user(plan.harness_user, f"/home/{plan.harness_user}", "/bin/bash")
     sandbox = ensure_user(plan.sandbox_user, "/nonexistent", "/usr/sbin/nologin")
-    if harness.pw_uid == sandbox.pw_uid or 0 in (harness.pw_uid, sandbox.pw_uid):
-        raise click.ClickException("the harness and sandbox users must be two non-root users")
-    sandbox_group = grp.getgrgid(sandbox.pw_gid).gr_name
-    subprocess.run(["usermod", "-a", "-G", sandbox_group, plan.harness_user], check=True)
-    unlock_login(plan.harness_user)
+    if harness.pw_uid == sandbox.pw_uid or sandbox.pw_uid == 0:
+        raise click.ClickException("the sandbox user must be a non-root user other than the "
+                                   "harness user")
+    if harness.pw_uid == 0 and plan.authorized_key is not None:
+        raise click.ClickException("the bot never logs in as root: name a harness user of its "
+                                   "own (--harness-user) for --authorized-key")
+    if harness.pw_uid != 0:  # a root harness (a local box of a bot run as root) needs neither
+        sandbox_group = grp.getgrgid(sandbox.pw_gid).gr_name
+        subprocess.run(["usermod", "-a", "-G", sandbox_group, plan.harness_user], check=True)
+        unlock_login(plan.harness_user)
     make_dirs(plan, harness)
     if plan.repo is not None:
         own_repo(plan.repo, harness)
@@ -188,7 +200,8 @@ def box_group() -> None:
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path("/srv/evalbot"),
               show_default=True, help="job directories and caches")
 @click.option("--harness-user", default="evalbot", show_default=True,
-              help="the user the bot logs in as and the harness runs as")
+              help="the user the bot logs in as and the harness runs as (a local box: the "
+              "user evalbot runs as)")
 @click.option("--sandbox-user", default="evalbot-sandbox", show_default=True,
               help="the unprivileged user PR builds and runs execute as")
 @click.option("--authorized-key", type=click.Path(exists=True, path_type=Path), default=None,

@@ -134,7 +134,7 @@ def calibrate_cmd(config_file: Path | None, box_name: str | None, repo_path: str
 
     if config_file is not None:
         config = load_config(config_file)
-        box_config = _config_box(config.boxes, box_name)
+        box_config = config_box(config.boxes, box_name, "calibrate")
         profile_name, policy_name = config.profile, config.policy
         store_path = store_path or config.store
         labels_file = config.labels_file
@@ -154,13 +154,14 @@ def calibrate_cmd(config_file: Path | None, box_name: str | None, repo_path: str
                witnesses)
 
 
-def _config_box(boxes: tuple[BoxConfig, ...], name: str | None) -> BoxConfig:
+def config_box(boxes: tuple[BoxConfig, ...], name: str | None, command: str) -> BoxConfig:
+    """The box `--box` names (or the config's only one), for `command`'s error."""
     if name is None and len(boxes) == 1:
         return boxes[0]
     for box in boxes:
         if box.name == name:
             return box
-    raise EvalbotError(f"calibrate: name the box with --box (one of "
+    raise EvalbotError(f"{command}: name the box with --box (one of "
                        f"{', '.join(b.name for b in boxes)})")
 
 

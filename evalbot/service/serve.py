@@ -34,7 +34,7 @@ from evalbot.service.pool import check_pool
 from evalbot.service.queue_metrics import process_gauges
 from evalbot.service.secrets_rotation import ring_from_env
 from evalbot.service.worker import Publish, Settings, Worker
-from evalbot.store.jobs import Store
+from evalbot.store.jobs import JobRow, Store
 
 if TYPE_CHECKING:
     from evalbot.github.service import Listener, Running
@@ -109,13 +109,17 @@ def make_workers(rt: Runtime, settings: Settings, out_root: Path,
 
 
 def run_workers(workers: list[Worker], until_idle: bool, grace_s: float,
-                alive: Callable[[], bool] | None = None) -> None:
+                alive: Callable[[], bool] | None = None,
+                on_signal: Callable[[], None] | None = None) -> None:
     """Run the workers until they end (--until-idle) or SIGTERM/SIGINT; then drain them: jobs
     in flight get grace_s to finish, the others' leases are handed back (not counted as tries).
 
     A service that can no longer do its work says so: when a worker thread (or, under `serve`,
     the dispatcher: `alive`) dies, the others are drained and the process exits non-zero, so
-    its supervisor restarts it instead of it accepting work nobody does."""
+    its supervisor restarts it instead of it accepting work nobody does.
+
+    With `on_signal` (Actions mode, `--on-signal cancel`) a signal cancels the jobs in flight
+    instead (evalbot.service.run_cancelled): GitHub kills the step seconds later."""
     stop = drain.on_signals()
     threads = [threading.Thread(target=w.run, args=(until_idle,), name=w.name, daemon=True)
                for w in workers]
@@ -125,6 +129,11 @@ def run_workers(workers: list[Worker], until_idle: bool, grace_s: float,
     while not stop.is_set() and any(t.is_alive() for t in threads) and not dead:
         stop.wait(0.5)  # short waits: the signal handler runs between them
         dead = _dead(threads, until_idle, alive)
+    if on_signal is not None and stop.is_set():
+        for w in workers:
+            w.stopping.set()
+        on_signal()
+        return
     report = drain.drain(workers[0].store_path, workers, grace_s=grace_s)
     if report.finished or report.handed_back:
         log.info("drained: finished %s, handed back %s", report.finished, report.handed_back)
@@ -235,10 +244,16 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
 @click.option("--box", "box_name", default=None, help="only this box (default: every eligible)")
 @click.option("--until-idle", is_flag=True, help="exit when no job is queued or running "
               "(GitHub Actions mode)")
+@click.option("--on-signal", type=click.Choice(["drain", "cancel"]), default="drain",
+              show_default=True, help="SIGINT/SIGTERM: drain (a service stopping: the runs go "
+              "on for the next worker) or cancel the jobs in flight (GitHub Actions: the "
+              "workflow run was cancelled)")
+@click.option("--run-url", default="", help="this GitHub Actions run's URL: each job's pending "
+              "commit status links to it, which is how `/evalbot cancel` finds the run")
 @settings_options
-def worker(config_file: Path, box_name: str | None, until_idle: bool, lease_ttl: float,
-           max_tries: int, retry_backoff: float, poll: float, throttle: bool,
-           out_root: Path | None, drain_grace: float) -> None:
+def worker(config_file: Path, box_name: str | None, until_idle: bool, on_signal: str,
+           run_url: str, lease_ttl: float, max_tries: int, retry_backoff: float, poll: float,
+           throttle: bool, out_root: Path | None, drain_grace: float) -> None:
     """Workers only: lease jobs from the store, evaluate, publish."""
     setup_json_logging()
     rt = runtime(config_file, throttle=throttle)
@@ -246,7 +261,53 @@ def worker(config_file: Path, box_name: str | None, until_idle: bool, lease_ttl:
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results",
                            box_name)
     prepare_store(rt.config)
-    run_workers(workers, until_idle, grace_s=drain_grace)
+    actions = ActionsRun(rt, run_url)
+    for w in workers:
+        w.on_start = actions.started
+    run_workers(workers, until_idle, grace_s=drain_grace,
+                on_signal=(lambda: actions.cancelled(workers)) if on_signal == "cancel" else None)
+
+
+class ActionsRun:
+    """The worker as a GitHub Actions job: each job it starts links the PR's pending status to
+    the run (what `/evalbot cancel` looks up), and a cancelled run cancels its jobs."""
+
+    def __init__(self, rt: Runtime, run_url: str) -> None:
+        self.rt, self.run_url = rt, run_url
+        self._publisher: Any = None
+
+    def publisher(self) -> Any:
+        if self._publisher is None and self.rt.config.github is not None and self.rt.token:
+            from evalbot.github.service import make_port, make_publisher
+
+            self._publisher = make_publisher(self.rt.config, make_port(
+                self.rt.config.github, self.rt.token, self.rt.throttle))
+        return self._publisher
+
+    def started(self, job: JobRow, box: str) -> None:
+        publisher = self.publisher()
+        if not self.run_url or publisher is None or job.pr is None:
+            return
+        try:
+            publisher.status(job.head_sha, "pending", f"evaluating on box {box}", self.run_url)
+        except Exception as exc:  # GitHub down: the evaluation matters more than the link
+            log.warning("job %s: could not link its status to the run: %s", job.id, exc)
+
+    def cancelled(self, workers: list[Worker]) -> None:
+        from evalbot.github import texts
+        from evalbot.service.run_cancelled import NOTE, cancel_in_flight
+
+        publisher = self.publisher()
+
+        def announce(job: JobRow) -> None:
+            context = self.rt.config.github.status_context if self.rt.config.github else ""
+            body = texts.pending_comment(job.head_sha, "cancelled", NOTE, context)
+            publisher.publish(job.pr, job.head_sha, body, [], "error", "cancelled",
+                              self.run_url)
+
+        done = cancel_in_flight(self.rt.config.store, {w.name: w.box_config for w in workers},
+                                announce if publisher is not None else None)
+        log.info("the Actions run was cancelled: cancelled %s", done or "no job in flight")
 
 
 @click.command("regrade")

@@ -116,6 +116,9 @@ class Worker:
         self._publish, self._render, self.signer = publish, render, signer
         self.notify = notify or (lambda text: log.error("%s", text))
         self.stopping = threading.Event()
+        # Called with each job as it starts, and this worker's box name (Actions mode links
+        # the PR's status to the run: evalbot.service.serve.ActionsRun).
+        self.on_start: Callable[[JobRow, str], None] = lambda _job, _box: None
         self._box: Box | None = None
         self.started = time.time()  # a box never checked gets its first A/A one period later
 
@@ -149,6 +152,7 @@ class Worker:
             return False
         log.info("%s: job %s (%s #%s %s), try %d", self.name, job.id, job.repo, job.pr,
                  job.head_sha[:10], job.tries)
+        self.on_start(job, self.box_config.name)
         renewal = Renewal(self.store_path, job.id, self.name, self.settings,
                           lambda: stop_run(open_box(self.box_config), self.box_config, job.id),
                           self.stopping)

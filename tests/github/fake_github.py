@@ -67,6 +67,7 @@ class State:
     commit_dates: dict[str, str] = field(default_factory=dict)  # sha -> ISO committer date
     blocked: dict[int, str] = field(default_factory=dict)  # PR -> why branch protection refuses
     merges: list[dict[str, Any]] = field(default_factory=list)  # every merge request body
+    runs: dict[int, dict[str, str]] = field(default_factory=dict)  # Actions workflow runs by id
 
 
 class FakeGitHub:
@@ -81,6 +82,8 @@ class FakeGitHub:
         self.clock: Callable[[], float] = time.monotonic
         self.stamps: list[tuple[float, str, int]] = []
         self._ids = itertools.count(1001)
+        # Called with a run's id when it is cancelled (a test's runner signals its step).
+        self.on_cancel: list[Callable[[int], None]] = []
         self._lock = threading.Lock()
         self._server: BaseWSGIServer = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
         self.base = f"http://127.0.0.1:{self._server.server_port}"
@@ -103,6 +106,16 @@ class FakeGitHub:
         self.state.issue_labels[pull.number] = list(labels)
         for name in labels:
             self.state.repo_labels.setdefault(name, {"color": "ededed", "description": ""})
+
+    def add_run(self, workflow: str, status: str = "in_progress") -> int:
+        """An Actions workflow run of `.github/workflows/<workflow>`; its id."""
+        run_id = next(self._ids)
+        self.state.runs[run_id] = {"path": f".github/workflows/{workflow}", "status": status,
+                                   "conclusion": ""}
+        return run_id
+
+    def run_url(self, run_id: int) -> str:
+        return f"https://github.com/{REPO}/actions/runs/{run_id}"
 
     def inject(self, fault: Fault) -> None:
         self.faults.append(fault)
@@ -313,6 +326,41 @@ class FakeGitHub:
                     "context": entry["context"], "id": next(self._ids),
                     "target_url": entry["target_url"] or None})
         return 201, doc, None
+
+    def _op_repos_list_commit_statuses_for_ref(self, login: str, p: dict[str, str], body: Any,
+                                               args: Any) -> Any:
+        docs = []
+        for n, entry in reversed(list(enumerate(self.state.statuses.get(p["ref"], [])))):
+            doc = self.spec.example("status")  # newest first, as GitHub lists them
+            doc.update({"state": entry["state"], "description": entry["description"] or None,
+                        "context": entry["context"], "id": n + 1,
+                        "target_url": entry["target_url"] or None})
+            docs.append(doc)
+        return self._page(docs, args, f"/repos/{REPO}/commits/{p['ref']}/statuses", {})
+
+    def _op_actions_get_workflow_run(self, login: str, p: dict[str, str], body: Any,
+                                     args: Any) -> Any:
+        run = self.state.runs.get(int(p["run_id"]))
+        if run is None:
+            return 404, _not_found(), None
+        doc = self.spec.example("workflow-run")
+        doc.update({"id": int(p["run_id"]), "path": run["path"], "status": run["status"],
+                    "conclusion": run["conclusion"] or None})
+        return 200, doc, None
+
+    def _op_actions_cancel_workflow_run(self, login: str, p: dict[str, str], body: Any,
+                                        args: Any) -> Any:
+        run_id = int(p["run_id"])
+        run = self.state.runs.get(run_id)
+        if run is None:
+            return 404, _not_found(), None
+        if run["status"] == "completed":  # GitHub: "Cannot cancel a workflow run that is completed."
+            return 409, {"message": "Cannot cancel a workflow run that is completed.",
+                         "documentation_url": "https://docs.github.com/rest"}, None
+        run.update(status="completed", conclusion="cancelled")
+        for hook in self.on_cancel:
+            hook(run_id)
+        return 202, {}, None
 
     def _op_repos_get_branch(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
         sha = self.state.branches.get(p["branch"])

@@ -10,4 +10,8 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorString(cudaError_t error) { return error == cudaSuccess ? "no error" : "stub error"; }
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+    *ptr = malloc(size);
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
 }

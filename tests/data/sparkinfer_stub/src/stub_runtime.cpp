@@ -98,7 +98,18 @@ struct Qwen35Model::Impl {
     uint64_t h = SEED;
     int len = 0;  // positions filled
     bool loaded = false;
-    int argmax() const { return (int)(fmix(h + 0x9e37ULL) % (uint64_t)cfg.vocab); }
+    // The "logits" after the latest step: every id a value in [0, 1) from the state, but the
+    // argmax 2 and its runner-up `gap` below it; the gap is under 0.05 in half of the states (a
+    // near tie). STUB_FLIP_BELOW=g (environment): a head with other numerics, whose argmax and
+    // runner-up swap where the gap is under g (as bf16 noise flips only near-tied logits).
+    int top() const { return (int)(fmix(h + 0x9e37ULL) % (uint64_t)cfg.vocab); }
+    int second() const { return (int)((top() + 1 + fmix(h + 0x51ULL) % (uint64_t)(cfg.vocab - 1)) % (uint64_t)cfg.vocab); }
+    float gap() const { return (float)(fmix(h + 0x7a9ULL) % 100) / 1000.0f; }
+    bool flipped() const {
+        const char* e = getenv("STUB_FLIP_BELOW");
+        return e && gap() < (float)atof(e);
+    }
+    int argmax() const { return flipped() ? second() : top(); }
     void room(int pos) const {
         if (pos >= kv->allocated_tokens(0)) die("position beyond sequence 0's KV blocks", pos, kv->allocated_tokens(0));
     }
@@ -152,6 +163,17 @@ int Qwen35Model::forward_token(int id, int pos, bool sample) {
     work(sample ? STUB_STEP_US : STUB_PREFILL_US);
     fprintf(stderr, "stub: forward_token pos=%d sample=%d\n", pos, sample ? 1 : 0);
     return sample ? s.argmax() : id;
+}
+
+void Qwen35Model::copy_logits(float* host_logits) const {
+    const Impl& s = *p_;
+    const char* e = getenv("STUB_LOGITS_COPIED");  // a head whose copy stops short of the vocab
+    const int n = e ? atoi(e) : s.cfg.vocab;
+    for (int i = 0; i < n && i < s.cfg.vocab; i++)
+        host_logits[i] = (float)(fmix(s.h ^ ((uint64_t)i * 0x9e3779b97f4a7c15ULL)) % 1000) / 1000.0f;
+    const int top = s.argmax(), second = top == s.top() ? s.second() : s.top();
+    if (top < n) host_logits[top] = 2.0f;
+    if (second < n) host_logits[second] = 2.0f - s.gap();
 }
 
 }  // namespace sparkinfer
