@@ -79,6 +79,17 @@ def test_the_tier_is_judged_on_no_more_than_the_witness_measured() -> None:
     assert 0.3 < graded[0]["lo"] == graded[0]["witness_lo"] < 3 / 7
 
 
+def test_a_witness_saving_more_than_mains_time_for_the_cell_bounds_no_gain() -> None:
+    # main's rates say the cell's 1000 tokens take 1 s; the witness saved 5 s of its 12 s
+    results = {"rule": {"alpha": 0.01}, "cells": [decode_cell(1000.0, 2000.0)],
+               "witnesses": [_witness(12.0, 7.0)]}
+    graded = [{"key": "m/decode@128", "decision": "improved", "tier": "XL", "lo": 0.9}]
+    confirmation.confirm(results, graded)
+    assert graded[0]["decision"] == "improved" and graded[0]["lo"] == 0.9
+    assert graded[0]["witness_lo"] is None and graded[0]["witness_gain"] is None
+    json.dumps(graded, allow_nan=False)  # a verdict is signed: no infinity in it
+
+
 def test_too_few_pairs_confirm_nothing() -> None:
     assert _status(decode_cell(100.0, 200.0), _witness(12.0, 7.0, n=2)) == "unconfirmed"
 

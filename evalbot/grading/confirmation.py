@@ -32,7 +32,6 @@ touched: a regression needs no confirmation.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -188,16 +187,24 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         elif not measured:
             cell["decision"], cell["tier"] = "unconfirmed", None
         else:  # the tier is judged on no more than the harness measured
-            cell["witness_lo"] = max(g if g is not None else math.inf for g in measured)
-            cell["lo"] = min(cell["lo"], cell["witness_lo"])
+            # None: a witness saved more than main's printed time for the cell's work, so it
+            # bounds no gain (JSON has no infinity: a verdict is signed, evalbot/audit/signing.py)
+            cell["witness_lo"] = _most(measured)
+            if cell["witness_lo"] is not None:
+                cell["lo"] = min(cell["lo"], cell["witness_lo"])
             gains = [j["cells"][cell["key"]].get("gain") for j in judged
                      if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
-            cell["witness_gain"] = max(g if g is not None else math.inf for g in gains)
+            cell["witness_gain"] = _most(gains)
             highs = [j["cells"][cell["key"]].get("gain_hi") for j in judged
                      if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
             if None not in highs:  # else no cap: some witness allows any gain
                 cell["witness_gain_hi"] = max(highs)
     return judged
+
+
+def _most(gains: list[float | None]) -> float | None:
+    """The largest gain, None where any is unbounded (None)."""
+    return None if None in gains else max(g for g in gains if g is not None)
 
 
 def _summary(statuses: list[str]) -> str:

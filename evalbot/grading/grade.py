@@ -220,8 +220,8 @@ def _gain(cell: dict[str, Any], policy: Policy, version: int = 2) -> float:
     # a printed rate is a claim: the tier never exceeds the gain the harness's witness allows:
     # its one-sided 95% upper bound (rule version 2); results before it, its point gain (the
     # smaller of two noisy estimates, biased low: it lowered honest tiers, issue 33)
-    cap = cell.get("witness_gain_hi" if version >= 2 else "witness_gain", math.inf)
-    value = min(value, cap)
+    cap = cell.get("witness_gain_hi" if version >= 2 else "witness_gain")
+    value = value if cap is None else min(value, cap)  # None: the witness bounds no gain
     if cell["metric"] == "prefill":
         return 1 - 1 / (1 + value) if value > -1 else -math.inf
     return float(value)
