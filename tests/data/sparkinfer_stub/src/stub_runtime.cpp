@@ -4,6 +4,7 @@
 #include "sparkinfer/models/qwen35.h"
 #include "sparkinfer/runtime.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +139,17 @@ int Qwen35Model::prefill_batched(const int* ids, int n) {
     work((long)STUB_PREFILL_US * n);
     fprintf(stderr, "stub: prefill_batched n=%d first=%d last=%d\n", n, ids[0], ids[n - 1]);
     return s.argmax();
+}
+
+// The "logits" of the state: uniform in [0, 8) per id from the hash, the argmax's at 9, so
+// they agree with forward_token's argmax. STUB_LOGITS_NAN=1: NaN in them (a broken kernel).
+void Qwen35Model::copy_logits(float* host) const {
+    const Impl& s = *p_;
+    for (int v = 0; v < s.cfg.vocab; v++)
+        host[v] = (float)((fmix(s.h ^ ((uint64_t)v * 0x9e3779b97f4a7c15ULL)) >> 40) * (8.0 / 16777216.0));
+    host[s.argmax()] = 9.0f;
+    const char* e = getenv("STUB_LOGITS_NAN");
+    if (e && e[0] == '1') host[s.argmax()] = std::nanf("");
 }
 
 int Qwen35Model::forward_token(int id, int pos, bool sample) {

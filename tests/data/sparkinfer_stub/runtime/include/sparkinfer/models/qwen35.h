@@ -22,6 +22,10 @@ public:
     // token_id; sample=true: the full path, returns the argmax next-token id.
     int forward_token(int token_id, int position, bool sample = true);
 
+    // Copy the most recent step's logits (vocab floats) to host. Valid after a
+    // forward_token() call. Used for teacher-forced scoring (perplexity / KL).
+    void copy_logits(float* host_logits) const;
+
     const Qwen35Config& config() const;
 
     // Batched prompt prefill (Qwen3.5 dense-hybrid only): fills positions 0..n-1; returns the
