@@ -106,7 +106,6 @@ class Model:
 
 LONG_SCORED = ("all", "deep")  # Correctness.long_scored
 
-
 @dataclass(frozen=True)
 class Correctness:
     """What to score, and the guard's growth rule (engine/scoring/correctness_stats.py) from the bot."""
@@ -139,9 +138,7 @@ class Correctness:
     long_score_tokens: int = 0  # deep positions at the end of each long window (judged alone)
     # Critical value of the deep chunks' own test (engine/scoring/segments.py); 0: no deep test.
     deep_critical: float = 0.0
-    # "all": a long window is scored at every position; "deep": only its last long_score_tokens
-    # (the score command fills the rest without logits: sparkinfer's batched prefill).
-    long_scored: str = "all"
+    long_scored: str = "all"  # "deep": long windows' last long_score_tokens only (segments.py)
 
 
 @dataclass(frozen=True)
@@ -319,8 +316,8 @@ def _correctness(d: Any) -> Correctness | None:
         deep_critical=_opt(d, "deep_critical", 0.0),
         long_scored=get(d, w, "long_scored", str, optional=True) or "all",
     )
-    if spec.long_scored not in LONG_SCORED or \
-            (spec.long_scored == "deep" and spec.long_windows and spec.long_score_tokens < 1):
+    if spec.long_scored not in LONG_SCORED or (spec.long_scored == "deep" and spec.long_windows
+                                              and spec.long_score_tokens < 1):
         raise ContractError(f"{w}.long_scored: {spec.long_scored!r}; one of {list(LONG_SCORED)}, "
                             "'deep' with long_score_tokens >= 1 when there are long windows")
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
