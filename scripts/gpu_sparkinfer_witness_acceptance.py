@@ -75,6 +75,11 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "lazy-prefill": ("prefill: half of a long prompt (work skipped)",
                      [(PREFILL, "    const int N = n;\n",
                        "    const int N = n > 2048 ? n / 2 : n;  // skips the second half\n")]),
+    # numerics only the batched prefill runs (issue 32): the KV cache and recurrent state it
+    # leaves are wrong, forward_token is untouched (qwen3_gguf_score scored this head inert)
+    "broken-prefill": ("prefill: rms eps x 1e5 in the batched prefill only",
+                       [(PREFILL, "    const float rope_theta = c.rope_theta, eps = c.rms_eps;\n",
+                         "    const float rope_theta = c.rope_theta, eps = c.rms_eps * 1e5f;\n")]),
 }
 
 # name, base branch, head branch, what it must get, correctness section on
@@ -89,6 +94,7 @@ EVALUATIONS = [
     ("liar-decode-110", "main", "liar-decode-110", "no tier", False),
     ("liar-prefill-110", "main", "liar-prefill-110", "no tier", False),
     ("lazy-prefill", "main", "lazy-prefill", "no tier", False),
+    ("broken-prefill", "main", "broken-prefill", "eval:REJECT", True),
 ]
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
@@ -160,7 +166,7 @@ def summary(folder: Path) -> int:
             continue
         results, verdict = json.loads(res.read_text()), json.loads(ver.read_text())
         headline, t = verdict.get("headline"), box_times(results)
-        got = "tier" if headline in TIERS else headline if expected == "eval:none" else "no tier"
+        got = "tier" if headline in TIERS else headline if expected.startswith("eval:") else "no tier"
         ok = got == expected and headline != "eval:infra-error"
         bad += not ok
         if name == "aa":

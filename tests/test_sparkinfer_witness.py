@@ -303,7 +303,7 @@ def test_malformed_input_fails_the_witness(tool: Path, tmp_path: Path, prompt: s
 
 @pytest.mark.parametrize(("argv", "env", "rc", "error"), [
     (["prefill", "MODEL", "4"], {}, 64, "usage: evalbot-sparkinfer-witness"),
-    (["score", "MODEL", "4", "2"], {}, 64, "usage:"),
+    (["generate", "MODEL", "4", "2"], {}, 64, "usage:"),  # no such mode (score: its own tests)
     (["prefill", "MODEL", "4", "2", "--ctxs=4096,x"], {}, 64, "usage:"),
     (["decode", "MODEL", "0", "2"], {}, 64, "[FAIL] decode: D and N between 1 and 1000000"),
     (["prefill", "MODEL", "4", "2", "--warm-prompt=5"], {}, 64, "W <= P"),

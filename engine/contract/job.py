@@ -104,6 +104,8 @@ class Model:
     namespace: str = ""
 
 
+LONG_SCORED = ("all", "deep")  # Correctness.long_scored
+
 @dataclass(frozen=True)
 class Correctness:
     """What to score, and the guard's growth rule (engine/scoring/correctness_stats.py) from the bot."""
@@ -136,6 +138,7 @@ class Correctness:
     long_score_tokens: int = 0  # deep positions at the end of each long window (judged alone)
     # Critical value of the deep chunks' own test (engine/scoring/segments.py); 0: no deep test.
     deep_critical: float = 0.0
+    long_scored: str = "all"  # "deep": long windows' last long_score_tokens only (segments.py)
 
 
 @dataclass(frozen=True)
@@ -311,7 +314,12 @@ def _correctness(d: Any) -> Correctness | None:
         guards=[str(g) for g in d.get("guards") or []],
         long_score_tokens=get(d, w, "long_score_tokens", int, optional=True) or 0,
         deep_critical=_opt(d, "deep_critical", 0.0),
+        long_scored=get(d, w, "long_scored", str, optional=True) or "all",
     )
+    if spec.long_scored not in LONG_SCORED or (spec.long_scored == "deep" and spec.long_windows
+                                              and spec.long_score_tokens < 1):
+        raise ContractError(f"{w}.long_scored: {spec.long_scored!r}; one of {list(LONG_SCORED)}, "
+                            "'deep' with long_score_tokens >= 1 when there are long windows")
     if spec.window_tokens < 2 or (spec.long_windows and spec.long_window_tokens < 2):
         raise ContractError(f"{w}: windows need at least 2 tokens")
     if set(spec.floors) - {"top1", "kl"}:

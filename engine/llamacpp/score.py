@@ -10,6 +10,9 @@
 pinned llama.cpp: the build engine/llamacpp/reference_build.py left beside the model files
 (MODELS_DIR/llamacpp-reference/KEY), whose manifest is checked by sha256 before use.
 `--per-window` drives sparkinfer's qwen3_gguf_score, which takes one window per process.
+`--bin` also drives evalbot's sparkinfer witness tool (engine/sparkinfer/witness.cpp `score`: the
+same window file and output); `--split K` is passed to it as `--split=K` (a window scored from 0
+is scored on the token path up to K, after a batched fill of its first K ids from K on).
 The second form is the profile's tokenizer (correctness.tokenize_argv, normally `--reference`):
 `evalbot-topk tokenize MODEL TEXT` prints the model's ids of the whole text (no BOS, special
 tokens not parsed), written to OUT as one JSON list of ints.
@@ -56,11 +59,12 @@ def write_windows(windows: list[list[int]], path: Path, froms: list[int] | None 
 
 
 def score(tool: Path, model: str, windows: list[list[int]], topk: int,
-          scratch: Path, froms: list[int] | None = None) -> list[dict[str, object]]:
+          scratch: Path, froms: list[int] | None = None,
+          extra: list[str] | None = None) -> list[dict[str, object]]:
     froms = froms or [0] * len(windows)
     txt = scratch.with_suffix(".windows.txt")
     write_windows(windows, txt, froms)
-    done = subprocess.run([str(tool), "score", model, str(topk), str(txt)],
+    done = subprocess.run([str(tool), "score", model, str(topk), str(txt), *(extra or [])],
                           capture_output=True, text=True, check=False)
     sys.stderr.write(done.stderr[-4000:])
     if done.returncode != 0:
@@ -126,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topk", type=int)
     ap.add_argument("--text", type=Path)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--split", type=int, help="--bin: passed as --split=K (sparkinfer's witness tool)")
     a = ap.parse_args(argv)
+    if a.split is not None and (not a.bin or a.split < 1):
+        ap.error("--split K (K >= 1) goes with --bin (evalbot's sparkinfer witness tool)")
     if (a.text is None) == (a.tokens is None) or (a.tokens and a.topk is None) or \
             (a.text and a.per_window):
         ap.error("either --tokens and --topk (score), or --text with --bin/--reference (tokenize)")
@@ -138,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.per_window:
             result = score_per_window(a.per_window, a.model, windows, a.topk, froms)
         else:
-            result = score(_tool(a), a.model, windows, a.topk, a.out, froms)
+            extra = [f"--split={a.split}"] if a.split is not None else []
+            result = score(_tool(a), a.model, windows, a.topk, a.out, froms, extra)
     except (ManifestError, ParseError, RuntimeError, ValueError, OSError) as exc:
         print(f"score failed: {exc}", file=sys.stderr)
         return 1

@@ -31,7 +31,7 @@ from engine.sandbox import proc, safe_io
 from engine.sandbox import session as sandbox
 from engine.scoring.correctness_stats import TAIL, chunk, consistency_positions, look
 from engine.scoring.failure import ScoreFailure
-from engine.scoring.segments import chunk_looks, long_pieces
+from engine.scoring.segments import chunk_looks, long_pieces, long_scored, scored_from
 from engine.scoring.tokens import OUTPUT_CAP, Stream, scored_model, token_stream
 from engine.scoring.vocab import out_of_vocabulary, vocab_size
 from engine.sides.build import Built, verify
@@ -90,7 +90,7 @@ def plan(spec: Correctness, text: Sequence[int],
 
 def pieces(spec: Correctness, window: Window) -> list[tuple[str, int, int]]:
     """The chunks of a window (engine/scoring/segments.py): a short window is one; a long one
-    is scored at every position and cut into shallow and deep pieces."""
+    is cut into shallow and deep pieces (deep pieces only with `long_scored: deep`)."""
     if window.kind != "long":
         return [("short", 0, len(window.tokens) - 1)]
     return long_pieces(spec, len(window.tokens))
@@ -115,8 +115,9 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         batch, used = windows[used:count], count
         extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
+        froms = [scored_from(spec, w.kind, len(w.tokens)) for w in batch] + [0] * len(extra)
         refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
-        outs = {side: _score_side(spec, side, j, asked, model.path, jobdir, harness,
+        outs = {side: _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
                                   built[side], job.env, vocab) for side in ("base", "head")}
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
         chunks += [row for k, w in enumerate(batch)
@@ -137,6 +138,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "window_tokens": spec.window_tokens,
         "long_window_tokens": spec.long_window_tokens,
         "long_score_tokens": spec.long_score_tokens,
+        "long_scored": long_scored(spec),
         "long_corpus_version": stream.long_version,
         "depths": _depths(spec, _scored(windows, chunks)),
         "windows": [{"index": w.index, "kind": w.kind} for w in _scored(windows, chunks)],
@@ -158,10 +160,12 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
 
 def _chunks(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
             head: list[Any]) -> list[dict[str, Any]]:
-    """The window's chunks, one per piece; the dumps hold every position of the window."""
+    """The window's chunks, one per piece. The reference holds every position of the window,
+    the sides' dumps every position from the first scored one (scored_from) on."""
     rows = []
+    off = scored_from(spec, window.kind, len(window.tokens))
     for kind, a, b in pieces(spec, window):
-        row = chunk(window.index, kind, ref[a:b], base[a:b], head[a:b])
+        row = chunk(window.index, kind, ref[a:b], base[a - off:b - off], head[a - off:b - off])
         row["first_position"] = a
         rows.append(row)
     return rows
@@ -225,15 +229,17 @@ def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str
 
 
 def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[int]],
-                model: str, jobdir: Path, harness: Path, built: Built,
+                froms: list[int], model: str, jobdir: Path, harness: Path, built: Built,
                 env: dict[str, str], vocab: int | None) -> list[Any]:
     verify(built)
-    tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json",
-                                     json.dumps(windows).encode())
-    # position i predicts token i + 1: a window of n ids gives positions 0..n-2
+    # a plain list of windows, or with the first scored position of each when one is not 0
+    # (engine/llamacpp/score.py read_tokens: {"windows", "score_from"})
+    doc: Any = {"windows": windows, "score_from": froms} if any(froms) else windows
+    tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json", json.dumps(doc).encode())
+    # position i predicts token i + 1: a window of n ids scored from f gives positions f..n-2
     return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model,
-                      jobdir, harness, built.artifact_dir, env, [len(w) - 1 for w in windows],
-                      vocab)
+                      jobdir, harness, built.artifact_dir, env,
+                      [len(w) - 1 - f for w, f in zip(windows, froms, strict=True)], vocab)
 
 
 def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, stream: Stream,

@@ -7,7 +7,10 @@ inputs are seen there at no extra process), and cut into chunks: the shallow par
 "deep", context >= long_window_tokens - long_score_tokens) in DEEP_PIECES pieces. The deep
 chunks are judged on their own as well (correctness_stats.look), so a loss confined to depth is
 never diluted by the shallow positions around it; several pieces per window give that test
-degrees of freedom (2 windows would give it one).
+degrees of freedom (2 windows would give it one). With `long_scored: deep` only the deep pieces
+are scored: the score command fills the positions before them without logits (sparkinfer's
+batched prefill, the path its prefill cells time), so a long window costs its fill and
+long_score_tokens steps instead of a step per position.
 
 The bot computes the critical values from these counts before the job (chunk_looks), and the
 harness cuts the chunks with the same functions, so the replay compares like with like.
@@ -28,7 +31,8 @@ def long_pieces(spec: Any, n_tokens: int | None = None) -> list[tuple[str, int, 
     deep = min(spec.long_score_tokens or 0, n)
     start = n - deep
     out: list[tuple[str, int, int]] = []
-    for a in range(0, start, spec.window_tokens):
+    shallow = start if long_scored(spec) == "all" else 0
+    for a in range(0, shallow, spec.window_tokens):
         b = min(a + spec.window_tokens, start)
         if out and b - a < spec.window_tokens // 2:  # a short tail joins the piece before it
             out[-1] = (out[-1][0], out[-1][1], b)
@@ -39,6 +43,19 @@ def long_pieces(spec: Any, n_tokens: int | None = None) -> list[tuple[str, int, 
         edges = [start + round(i * deep / pieces) for i in range(pieces + 1)]
         out += [("deep", a, b) for a, b in zip(edges, edges[1:], strict=False)]
     return out
+
+
+def long_scored(spec: Any) -> str:
+    """"all" (every position of a long window) or "deep" (its last long_score_tokens only)."""
+    return str(getattr(spec, "long_scored", "all") or "all")
+
+
+def scored_from(spec: Any, kind: str, n_tokens: int) -> int:
+    """First position the score command scores in a window of n_tokens ids: 0, or for a long
+    window scored deep only, the first deep position (the ids before it are its fill)."""
+    if kind != "long" or long_scored(spec) != "deep":
+        return 0
+    return min(first for _, first, _ in long_pieces(spec, n_tokens))
 
 
 def chunk_looks(spec: Any, looks: Sequence[int]) -> list[int]:

@@ -31,6 +31,24 @@
 //       captured there: see `fill_to_depth`). The prompt is one id, run at D+8, where the
 //       bench's timed decode starts; then N steps, one id per line at D+9, D+10, ...: N + 1
 //       STEP lines.
+//   evalbot-sparkinfer-witness score MODEL TOPK WINDOWS.txt [--split=K]
+//       Correctness scoring on the timed prefill path (engine/scoring/correctness.py through
+//       engine/llamacpp/score.py --bin; not a witness: no READY, no clock). WINDOWS.txt is
+//       evalbot-topk's window file: one window per line, ids separated by spaces, optionally led
+//       by `@F ` (score positions F.. only). Per window it prints `W <n>` (`W <n> <F>`), one
+//       `S i=.. tgt=.. am=.. lp=.. top=id:lp,...` line per scored position (TOPK log-probs,
+//       qwen3_gguf_score's format, read by engine/measure/parsing.py `read_score_lines`), `END`.
+//       A window led by @F (F >= 1): its first F ids are filled by prefill_batched (the path
+//       the prefill cells time; the token fill where it returns -1) and are not scored (the
+//       batched prefill gives no logits for interior positions); positions F..n-2 are then run
+//       one at a time by forward_token and read by copy_logits, as qwen3_gguf_prefill_check
+//       compares the two fills: every scored position depends on the KV cache and recurrent
+//       state the batched prefill wrote. A window from 0 is teacher-forced by forward_token from
+//       position 0 (qwen3_gguf_score's path) at every position, except with --split=K
+//       (0 < K < n - 1): positions 0..K-1 so, then a fresh batched fill of its first K ids and
+//       positions K..n-2 after it, so that one window scores both fills. Each window's fill is
+//       said on stderr (`witness-score:`). One process scores every window (one model load);
+//       the sequence's KV is sized for the longest. Malformed input fails with `[FAIL] ...`.
 //
 // The protocol (engine/contract/witness_spec.py, engine/sandbox/proc.py `Handoff`; the reference
 // is engine/llamacpp/topk.cpp `witness`): load, warm up the same paths at the same sizes, print
@@ -101,6 +119,13 @@
 //     (tests/data/sparkinfer/witness-h200-timings.jsonl). Since near ties, each step also copies
 //     its vocabulary of logits to a pinned host buffer and scans it (`step_margin`): ~1 MB for
 //     Qwythos's 248k ids, a fixed cost on both sides, not yet measured on the H200.
+// 10. The score mode: copy_logits copies the logits of the last forward_token (sample=true) to
+//     the host, as qwen3_gguf_score reads them; prefill_batched followed by forward_token at
+//     the next positions is qwen3_gguf_prefill_check's pattern, the engine's own statement that
+//     the batched fill leaves the state a token fill does. Windows follow one another in one
+//     process: each starts with forward_token at position 0 (which resets the recurrent
+//     state, detail 7) or with prefill_batched (a fresh fill, detail 4), and attention reads
+//     only the positions below the current one, so nothing of a window reaches the next.
 #include "sparkinfer/runtime.h"
 #include "sparkinfer/kv_cache.h"
 #include "sparkinfer/gguf.h"
@@ -113,6 +138,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -427,9 +453,156 @@ int run_stepped(Session& s, const Args& a, Timing& t) {
     return 0;
 }
 
+// ---- the score mode (correctness on the timed prefill path; see the header) ------------------
+
+struct ScoreWindow {
+    long from = 0;  // first scored position; 1.. : the ids before it are the batched fill
+    std::vector<int> ids;
+};
+
+// evalbot-topk's window file (engine/llamacpp/score.py `write_windows`), strictly: a stray
+// word, a negative id or a window that scores nothing fails instead of shifting positions.
+bool read_windows(const char* path, std::vector<ScoreWindow>& out) {
+    FILE* f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "[FAIL] score: cannot read %s\n", path); return false; }
+    char* buf = nullptr;
+    size_t cap = 0;
+    bool ok = true;
+    while (ok && getline(&buf, &cap, f) >= 0) {
+        ScoreWindow w;
+        char* p = buf;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '@') {
+            char* end = nullptr;
+            w.from = strtol(p + 1, &end, 10);
+            ok = end != p + 1 && w.from >= 0 && (*end == ' ' || *end == '\t');
+            p = end;
+        }
+        while (ok) {
+            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+            if (*p == '\0') break;
+            char* end = nullptr;
+            errno = 0;
+            long id = strtol(p, &end, 10);
+            ok = end != p && errno == 0 && id >= 0 && id <= INT32_MAX &&
+                 (*end == '\0' || *end == ' ' || *end == '\t' || *end == '\n' || *end == '\r');
+            if (ok) w.ids.push_back((int)id);
+            p = end;
+        }
+        if (!ok) {
+            fprintf(stderr, "[FAIL] score: window %zu of %s is not `[@F ]id id ...`\n", out.size(), path);
+        } else if (!w.ids.empty() && (w.ids.size() < 2 || (size_t)w.from + 1 >= w.ids.size())) {
+            fprintf(stderr, "[FAIL] score: window %zu has %zu ids scored from %ld\n", out.size(),
+                    w.ids.size(), w.from);
+            ok = false;
+        } else if (!w.ids.empty()) {
+            out.push_back(std::move(w));
+        }
+    }
+    free(buf);
+    fclose(f);
+    if (ok && out.empty()) { fprintf(stderr, "[FAIL] score: no window in %s\n", path); ok = false; }
+    return ok;
+}
+
+// Descending logit, NaN first (so a NaN is printed, and the harness refuses the dump), ties by id.
+bool above(const std::vector<float>& lg, int a, int b) {
+    const float x = lg[(size_t)a], y = lg[(size_t)b];
+    if (x != x || y != y) return (x != x) != (y != y) ? x != x : a < b;
+    return x > y || (x == y && a < b);
+}
+
+// One `S` line: qwen3_gguf_score's and evalbot-topk's format, log-probs against the log-sum-exp.
+void print_position(const std::vector<float>& lg, std::vector<int>& idx, int pos, int target, int topk) {
+    const float mx = *std::max_element(lg.begin(), lg.end());
+    double se = 0.0;
+    for (float v : lg) se += std::exp((double)v - mx);
+    const double lse = mx + std::log(se);
+    for (size_t v = 0; v < idx.size(); v++) idx[v] = (int)v;
+    std::partial_sort(idx.begin(), idx.begin() + topk, idx.end(),
+                      [&](int a, int b) { return above(lg, a, b); });
+    printf("S i=%d tgt=%d am=%d lp=%.6f top=", pos, target, idx[0], (double)lg[(size_t)target] - lse);
+    for (int k = 0; k < topk; k++)
+        printf("%s%d:%.6f", k ? "," : "", idx[(size_t)k], (double)lg[(size_t)idx[(size_t)k]] - lse);
+    printf("\n");
+}
+
+// Positions [first, last) of a window, each one forward_token step on the state before it,
+// its logits read by copy_logits (qwen3_gguf_score's and qwen3_gguf_prefill_check's reading).
+bool score_steps(Session& s, const ScoreWindow& w, int first, int last, int topk,
+                 std::vector<float>& lg, std::vector<int>& idx) {
+    for (int i = first; i < last; i++) {
+        if (!valid(s, s.model->forward_token(w.ids[(size_t)i], i, true), "a scored step")) return false;
+        s.model->copy_logits(lg.data());
+        print_position(lg, idx, i, w.ids[(size_t)i + 1], topk);
+    }
+    return true;
+}
+
+// A batched fill of the window's first n ids (the token fill where there is none).
+bool score_fill(Session& s, const ScoreWindow& w, int n) {
+    const std::vector<int> prefix(w.ids.begin(), w.ids.begin() + n);
+    return valid(s, fill_prompt(s, prefix), "the window's prefill");
+}
+
+// One window: its `W` header, its positions in order, `END`. Returns the positions after a fill.
+int score_window(Session& s, const ScoreWindow& w, long split, int topk, std::vector<float>& lg,
+                 std::vector<int>& idx) {
+    const int n = (int)w.ids.size();
+    const int fill = w.from > 0 ? (int)w.from : (split > 0 && split < n - 1 ? (int)split : 0);
+    if (w.from > 0) printf("W %d %ld\n", n, w.from);
+    else printf("W %d\n", n);
+    if (w.from == 0 && !score_steps(s, w, 0, fill > 0 ? fill : n - 1, topk, lg, idx)) return -1;
+    if (fill > 0 && !(score_fill(s, w, fill) && score_steps(s, w, fill, n - 1, topk, lg, idx))) return -1;
+    printf("END\n");
+    fflush(stdout);
+    return fill > 0 ? n - 1 - fill : 0;
+}
+
+int score_main(int argc, char** argv) {
+    long topk = 0, split = 0;
+    bool ok = argc >= 5 && parse_long(argv[3], topk) && topk >= 1;
+    for (int i = 5; ok && i < argc; i++)
+        ok = strncmp(argv[i], "--split=", 8) == 0 && parse_long(argv[i] + 8, split) && split >= 0;
+    if (!ok) {
+        fprintf(stderr, "usage: evalbot-sparkinfer-witness score MODEL TOPK WINDOWS.txt [--split=K]\n");
+        return 64;
+    }
+    std::vector<ScoreWindow> windows;
+    if (!read_windows(argv[4], windows)) return 2;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) { fprintf(stderr, "[FAIL] no GPU\n"); return 1; }
+    Args a;
+    a.mode = "score";
+    a.model = argv[2];
+    for (const ScoreWindow& w : windows) a.a = std::max(a.a, (long)w.ids.size());
+    Session s;
+    if (!open_session(s, a, a.a)) return 1;
+    const int vocab = s.cfg.vocab;
+    for (size_t k = 0; k < windows.size(); k++)
+        for (int id : windows[k].ids)
+            if (id >= vocab) {
+                fprintf(stderr, "[FAIL] score: window %zu: id %d is outside the vocabulary of %d\n", k, id, vocab);
+                return 2;
+            }
+    if (topk > vocab) { fprintf(stderr, "[FAIL] score: TOPK %ld > vocabulary %d\n", topk, vocab); return 64; }
+    std::vector<float> lg((size_t)vocab);
+    std::vector<int> idx((size_t)vocab);
+    for (size_t k = 0; k < windows.size(); k++) {
+        auto t0 = Clock::now();
+        const int after = score_window(s, windows[k], split, (int)topk, lg, idx);
+        if (after < 0) return 3;
+        fprintf(stderr, "witness-score: window %zu ids=%zu from=%ld fill=%s after_fill=%d s=%.3f\n", k,
+                windows[k].ids.size(), windows[k].from,
+                after == 0 ? "none" : (s.batched ? "batched" : "token-fill"), after, seconds_since(t0));
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 2 && std::string(argv[1]) == "score") return score_main(argc, argv);
     Args a;
     if (!parse_args(argc, argv, a)) {
         fprintf(stderr, "usage: evalbot-sparkinfer-witness prefill MODEL P N [--ctxs=LIST] [--bench-tokens=T]"

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.contract.checks import ContractError
-from engine.contract.job import METRICS, PARSE_KINDS, PLACEHOLDERS, TOKENIZE_PLACEHOLDERS
+from engine.contract.job import (
+    LONG_SCORED,
+    METRICS,
+    PARSE_KINDS,
+    PLACEHOLDERS,
+    TOKENIZE_PLACEHOLDERS,
+)
 from engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 from evalbot.config.errors import ConfigError
 from evalbot.config.yamlfile import Doc, Section
@@ -75,6 +81,7 @@ class CorrectnessSettings:
     tokenize_argv: tuple[str, ...] = ()  # the model's tokenizer (docs/profiles.md); (): bytes
     guards: tuple[str, ...] = ()  # more models scored with this recipe, each deciding as well
     long_score_tokens: int = 0  # positions scored at the end of each long window; 0: all
+    long_scored: str = "all"  # "deep": only those positions (engine/contract/job.py)
 
 
 @dataclass(frozen=True)
@@ -253,7 +260,7 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
                                     "window_tokens", "topk", "timeout_s", "looks",
                                     "long_windows", "long_window_tokens", "floors", "tie_nats",
                                     "max_mismatch", "path", "tokenize_argv", "guards",
-                                    "long_score_tokens"})
+                                    "long_score_tokens", "long_scored"})
     model = s.get("model", str)
     if model not in models:
         raise s.doc.error(s.path("model"), f"{model!r} is not a model of this profile")
@@ -274,7 +281,18 @@ def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:
                                s.get("long_window_tokens", int, 0), floors or None,
                                s.get("tie_nats", float, 0.01), s.get("max_mismatch", float, 0.02),
                                s.get("path", str, ""), _tokenize_argv(s), guards,
-                               s.get("long_score_tokens", int, 0))
+                               s.get("long_score_tokens", int, 0), _long_scored(s))
+
+
+def _long_scored(s: Section) -> str:
+    """"deep": a long window's positions before its last long_score_tokens are filled by the
+    score command and not scored (docs/correctness.md)."""
+    value = s.get("long_scored", str, "all")
+    deep_less = s.get("long_windows", int, 0) and s.get("long_score_tokens", int, 0) < 1
+    if value not in LONG_SCORED or (value == "deep" and deep_less):
+        raise s.doc.error(s.path("long_scored"), f"{value!r}: one of {list(LONG_SCORED)}; "
+                          "'deep' needs long_score_tokens >= 1 (with long windows)")
+    return value
 
 
 def _tokenize_argv(s: Section) -> tuple[str, ...]:

@@ -83,7 +83,7 @@ def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Corr
         long_window_tokens=settings.long_window_tokens, floors=dict(settings.floors or {}),
         tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path,
         tokenize_argv=list(settings.tokenize_argv), guards=list(settings.guards),
-        long_score_tokens=settings.long_score_tokens,
+        long_score_tokens=settings.long_score_tokens, long_scored=settings.long_scored,
         deep_critical=deep_critical(looks, deep_chunks(settings)))
 
 
@@ -133,8 +133,10 @@ def _notes(section: dict[str, Any], out: dict[str, Any]) -> list[str]:
     depths = section.get("depths")
     if depths:
         longs = len({window_key(c) for c in section["chunks"] if c.get("kind") == "deep"})
-        notes.append(f"long context: {longs} window(s) scored at every position, their deepest "
-                     f"judged alone at depths {depths['min']:,} to {depths['max']:,} tokens")
+        how = ("their last positions scored after the score command's fill of the rest"
+               if section.get("long_scored") == "deep" else "scored at every position")
+        notes.append(f"long context: {longs} window(s) {how}, their deepest judged alone at "
+                     f"depths {depths['min']:,} to {depths['max']:,} tokens")
     return notes
 
 

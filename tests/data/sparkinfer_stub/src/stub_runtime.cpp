@@ -4,6 +4,7 @@
 #include "sparkinfer/models/qwen35.h"
 #include "sparkinfer/runtime.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -174,6 +175,8 @@ void Qwen35Model::copy_logits(float* host_logits) const {
     const int top = s.argmax(), second = top == s.top() ? s.second() : s.top();
     if (top < n) host_logits[top] = 2.0f;
     if (second < n) host_logits[second] = 2.0f - s.gap();
+    const char* nan = getenv("STUB_LOGITS_NAN");  // a broken kernel: NaN in the logits
+    if (nan && nan[0] == '1' && top < n) host_logits[top] = std::nanf("");
 }
 
 }  // namespace sparkinfer
