@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.contract.witness_spec import WitnessSpec
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 ASSUMED = "assumed"

@@ -12,8 +12,8 @@ import numpy as np
 
 from bench import _stress
 from bench._stress import Noise, normal
-from engine.contract.job import Job, SpeedRun
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.job import Job, SpeedRun
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, ProfileCell, load_profile
 from evalbot.grading.policy import Policy

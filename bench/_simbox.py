@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 
 from bench import _paces
-from engine.contract import witness_spec
-from engine.contract.job import Cell, Job, SpeedRun
-from engine.contract.witness_spec import WitnessSpec
-from engine.harness.steps import _failure
-from engine.measure import witness
-from engine.measure.speed import SIDES, Measurement, SampleFailure
-from engine.sides.build import Built
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.contract.job import Cell, Job, SpeedRun
+from evalbot.engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.harness.steps import _failure
+from evalbot.engine.measure import witness
+from evalbot.engine.measure.speed import SIDES, Measurement, SampleFailure
+from evalbot.engine.sides.build import Built
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import RANK, grade

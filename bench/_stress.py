@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine.contract.job import SpeedRun
+from evalbot.engine.contract.job import SpeedRun
 
 Noise = Callable[[np.random.Generator, int, int, int, SpeedRun], np.ndarray]
 CELL_CORR, DRIFT_STEP = 0.5, 0.1

@@ -39,8 +39,8 @@ from scipy.stats import beta as beta_dist
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.scoring.correctness_stats import look  # noqa: E402
-from engine.scoring.segments import chunk_looks, long_pieces  # noqa: E402
+from evalbot.engine.scoring.correctness_stats import look  # noqa: E402
+from evalbot.engine.scoring.segments import chunk_looks, long_pieces  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 from evalbot.grading.correctness_policy import ALPHA, calibrate_floors, decide, job_correctness  # noqa: E402
 from evalbot.grading.grade import grade  # noqa: E402

@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.demo import generate  # noqa: E402
 from evalbot.config.settings import load_config  # noqa: E402
+from evalbot.engine.demo import generate  # noqa: E402
 from evalbot.github.pygithub_client import PyGithubPort  # noqa: E402
 from evalbot.github.service import start  # noqa: E402
 from evalbot.store.jobs import Store  # noqa: E402

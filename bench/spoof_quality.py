@@ -60,9 +60,9 @@ from evalbot.grading.grade import grade  # noqa: E402
 
 def demo_table(runs: int) -> None:
     """Real evaluations of the demo engine on this machine (harness + grading, no scoring)."""
-    from engine.contract.job import parse_job
-    from engine.demo.repo import generate
-    from engine.harness.steps import run_job
+    from evalbot.engine.contract.job import parse_job
+    from evalbot.engine.demo.repo import generate
+    from evalbot.engine.harness.steps import run_job
 
     print(f"\n### demo profile, demo engine on this machine ({runs} evaluations per head)\n")
     print("| head | tier | spoofed | witness s | measure s | added |")

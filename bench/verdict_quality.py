@@ -90,8 +90,8 @@ if str(ROOT) not in sys.path:
 from bench import _fixedn, _paces, _rows  # noqa: E402
 from bench._scenarios import Scenario, changed_cell, job_of, scenarios  # noqa: E402
 from bench._simbox import Head  # noqa: E402
-from engine.contract.job import Job, SpeedRun  # noqa: E402
-from engine.measure import stats  # noqa: E402
+from evalbot.engine.contract.job import Job, SpeedRun  # noqa: E402
+from evalbot.engine.measure import stats  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading import sequential  # noqa: E402
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.contract.checks import ContractError
-from engine.contract.job import load_job
-from engine.harness.steps import run_job
+from .contract.checks import ContractError
+from .contract.job import load_job
+from .harness.steps import run_job
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,8 @@ COMMANDS = {
                   "Write the static dashboard: main's speed over time, recent verdicts, box noise."),
     "doctor": ("evalbot.service.doctor:doctor",
                "Check the config, profile and policy, then each box, its models, and the secrets."),
+    "files": ("evalbot.config.files_cli:files",
+              "List the files shipped for you to copy out (example config, workflows), or print one."),
     "housekeep": ("evalbot.service.upkeep:housekeep",
                   "Evict old job directories, builds and reference caches on the boxes."),
     "keys": ("evalbot.audit.signing_cli:keys_group", "Manage the verdict signing key."),
@@ -182,9 +184,9 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
 @click.option("--policy", "policy_name", default="default", show_default=True)
 def grade_(results_file: Path, policy_name: str) -> None:
     """Print the verdict JSON for a results file (pure: reads the file, nothing else)."""
-    from engine.contract.checks import ContractError
-    from engine.contract.results import load as load_results
     from evalbot.config.resources import LABELS_FILE
+    from evalbot.engine.contract.checks import ContractError
+    from evalbot.engine.contract.results import load as load_results
     from evalbot.grading.grade import grade
     from evalbot.grading.policy import load_labels
 

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from remote.box import BoxError, Detached, RunResult
+from evalbot.remote.box import BoxError, Detached, RunResult
 
 
 class LocalBox:

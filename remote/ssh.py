@@ -18,7 +18,7 @@ from pathlib import Path
 
 import paramiko
 
-from remote.box import BoxError, ConnectionLost, Detached, RunResult
+from evalbot.remote.box import BoxError, ConnectionLost, Detached, RunResult
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SKIP = ("__pycache__",)

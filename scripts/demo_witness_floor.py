@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.demo.repo import generate  # noqa: E402
-from engine.measure import witness  # noqa: E402
-from engine.sandbox import cpu_meter, proc  # noqa: E402
+from evalbot.engine.demo.repo import generate  # noqa: E402
+from evalbot.engine.measure import witness  # noqa: E402
+from evalbot.engine.sandbox import cpu_meter, proc  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 
 PROFILE = load_profile("demo")

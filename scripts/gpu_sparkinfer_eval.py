@@ -25,9 +25,9 @@ from evalbot.config.settings import BoxConfig  # noqa: E402
 from evalbot.evaluation.evaluate import evaluate  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 from evalbot.grading.policy import load_labels  # noqa: E402
+from evalbot.remote.local import LocalBox  # noqa: E402
 from evalbot.service.boxinit import LAUNCHER  # noqa: E402
 from evalbot.store.jobs import Store  # noqa: E402
-from remote.local import LocalBox  # noqa: E402
 
 
 def main() -> int:

@@ -31,8 +31,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalbot.grading.correctness_policy import calibrate_floors  # noqa: E402
 from evalbot.config.resources import LABELS_FILE  # noqa: E402
+from evalbot.grading.correctness_policy import calibrate_floors  # noqa: E402
 from evalbot.grading.policy import load_labels  # noqa: E402
 
 PHASE2_AA = Path(__file__).resolve().parents[1] / "tests/data/sparkinfer/phase2-aa-correctness-h200.json"

@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.contract.witness_spec import parse_witness  # noqa: E402
-from engine.measure import witness  # noqa: E402
-from engine.sandbox import proc  # noqa: E402
+from evalbot.engine.contract.witness_spec import parse_witness  # noqa: E402
+from evalbot.engine.measure import witness  # noqa: E402
+from evalbot.engine.sandbox import proc  # noqa: E402
 
 DEFAULT_FILL_SEED = 0x5EED5A4C1F11
 FILL_ID_RANGE = 32000

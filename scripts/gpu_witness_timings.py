@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.measure import witness  # noqa: E402
-from engine.sandbox import proc  # noqa: E402
+from evalbot.engine.measure import witness  # noqa: E402
+from evalbot.engine.sandbox import proc  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 
 SPEC = next(w for r in load_profile("llamacpp").runs for w in r.witnesses)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.demo import DemoRepo, generate
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.demo import DemoRepo, generate
 from evalbot.evaluation.evaluate import Outcome
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, system_python
 
@@ -93,8 +93,8 @@ def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out:
     from evalbot.evaluation.evaluate import evaluate
     from evalbot.evaluation.profile import load_profile
     from evalbot.grading.policy import load_labels
+    from evalbot.remote.ssh import SSHBox, SSHTarget
     from evalbot.store.jobs import Store
-    from remote.ssh import SSHBox, SSHTarget
     from tests.demo_profile import cut_demo_profile
 
     root, repo = demo

@@ -7,9 +7,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from engine.contract.job import parse_job
-from engine.harness.steps import run_job
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.harness.steps import run_job
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.store.jobs import Store

@@ -53,7 +53,10 @@ EXCEPTIONS = {("evalbot.github.cli", "evalbot.service.pool")}
 # Modules whose package is the top of its tree: the CLI and the entry points compose everything.
 TOP = {"evalbot.cli", "evalbot.lazy_group", "evalbot.__main__", "engine.__main__"}
 HEAVY = ("github", "paramiko", "torch", "numpy", "scipy", "matplotlib", "jinja2", "yaml", "rich",
-         "waitress", "cryptography", "werkzeug", "engine", "remote")
+         "waitress", "cryptography", "werkzeug", "evalbot.engine", "evalbot.remote")
+# The installed names of the top-level engine/ and remote/ (evalbot/engine -> ../engine): the
+# rules below speak of engine.* and remote.*, the bot imports them as evalbot.engine.*.
+INSTALLED_AS = ("evalbot.engine", "evalbot.remote")
 MAX_LINES = 400
 
 
@@ -64,13 +67,24 @@ class Import:
     top_level: bool  # at module level, outside TYPE_CHECKING
 
 
+def canonical(module: str) -> str:
+    """engine.x for evalbot.engine.x (and remote): one name per module of the checkout."""
+    for installed in INSTALLED_AS:
+        if module == installed or module.startswith(installed + "."):
+            return module.removeprefix("evalbot.")
+    return module
+
+
 def module_files() -> dict[str, Path]:
     found = {}
     for top in OURS:
         for path in sorted((ROOT / top).rglob("*.py")):
-            if "template" in path.relative_to(ROOT).parts:  # the demo engine's repository, as data
+            rel = path.relative_to(ROOT)
+            if "template" in rel.parts:  # the demo engine's repository, as data
                 continue
-            parts = path.relative_to(ROOT).with_suffix("").parts
+            if any((ROOT / Path(*rel.parts[:k])).is_symlink() for k in range(1, len(rel.parts))):
+                continue  # evalbot/engine/...: the same file as engine/...
+            parts = rel.with_suffix("").parts
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
@@ -86,14 +100,14 @@ def imports_of(name: str, path: Path) -> list[Import]:
     def visit(node: ast.AST, top_level: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import):
-                found.extend(Import(name, a.name, top_level) for a in child.names)
+                found.extend(Import(name, canonical(a.name), top_level) for a in child.names)
             elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
+                base = canonical(child.module or "")
                 if child.level:
                     up = package.split(".")[:len(package.split(".")) - child.level + 1]
                     base = ".".join(up + ([base] if base else []))
                 for a in child.names:
-                    full = f"{base}.{a.name}"
+                    full = canonical(f"{base}.{a.name}")
                     found.append(Import(name, full if full in MODULES else base, top_level))
             elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.dump(child.test):
                 visit(child, False)
@@ -147,7 +161,8 @@ def test_the_parser_sees_the_imports_it_must() -> None:
     assert ("engine.contract.job", "engine.contract.sandbox_spec", True) in seen  # from-import
     assert ("engine.sandbox.session", "engine.contract.job", False) in seen  # TYPE_CHECKING
     assert ("evalbot.github.service", "evalbot.github.shadow", False) in seen  # in a function
-    assert ("evalbot.evaluation.pipeline", "engine", True) in seen  # `import engine`
+    assert ("evalbot.evaluation.pipeline", "engine", True) in seen  # `from evalbot import engine`
+    assert ("engine.measure.witness", "engine.sandbox.proc", True) in seen  # relative
     assert len(MODULES) > 100 and all(i.source in MODULES for i in IMPORTS)
 
 
@@ -157,6 +172,20 @@ def test_no_import_cycles_between_modules() -> None:
         if i.target in MODULES and i.target != i.source:
             edges.setdefault(i.source, set()).add(i.target)
     assert find_cycle(edges) is None, f"import cycle: {' -> '.join(find_cycle(edges) or [])}"
+
+
+def test_engine_imports_itself_only_relatively() -> None:
+    """The box runs the harness copy as top-level `engine`, the wheel installs it as
+    `evalbot.engine`: an absolute import of either name would break the other."""
+    bad = []
+    for name, path in MODULES.items():
+        if name.startswith("engine"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                         else [])
+                bad += [f"{name}: import {n}" for n in names if n.split(".")[0] in OURS]
+    assert bad == []
 
 
 def test_engine_imports_nothing_of_the_bot() -> None:

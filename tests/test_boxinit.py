@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 import pytest
 
+from evalbot.remote.ssh import SSHBox, SSHTarget
 from evalbot.service import boxinit
-from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import Sshd
 from tests.stub_engine import make_repo
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from engine.contract import witness_spec
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
-from engine.measure import witness
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import witness
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels

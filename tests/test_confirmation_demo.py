@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from tests.demo_profile import cut_demo_profile
@@ -24,7 +24,7 @@ TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
 
 def test_demo_engine_printing_twice_its_rates_earns_no_tier(tmp_path):
-    from engine.demo.repo import generate
+    from evalbot.engine.demo.repo import generate
     from evalbot.evaluation.profile import load_profile
 
     demo = generate(tmp_path / "demo")

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from engine.contract.checks import ContractError
-from engine.contract.job import parse_job
-from engine.contract.results import RESULTS_SCHEMA, validate
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
 from tests.stub_engine import job_doc
 
 SHA_A, SHA_B = "a" * 40, "b" * 40

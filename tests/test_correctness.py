@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import Job
-from engine.contract.results import validate
-from engine.demo import DemoRepo, generate
-from engine.measure.parsing import read_argmax
-from engine.scoring.correctness import score
-from engine.sides.build import Built, build_side
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.job import Job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.demo import DemoRepo, generate
+from evalbot.engine.measure.parsing import read_argmax
+from evalbot.engine.scoring.correctness import score
+from evalbot.engine.sides.build import Built, build_side
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.correctness_policy import decide
@@ -77,7 +77,7 @@ def _build(job: Job, jobdir: Path) -> dict[str, Built]:
 
 def _greedy(job: Job, built: dict[str, Built], jobdir: Path) -> list[dict[str, Any]]:
     """One real timed decode per side on the speed tokens, read the way the harness reads it."""
-    from engine.scoring.tokens import speed_tokens
+    from evalbot.engine.scoring.tokens import speed_tokens
 
     tokens = speed_tokens(jobdir)
     run = job.runs[0]
@@ -148,8 +148,8 @@ def test_decode_that_disagrees_with_its_score_is_rejected(demo: tuple[DemoRepo, 
 
 
 def test_seed_picks_the_windows_and_is_recorded(box: BoxConfig) -> None:
-    from engine.scoring.correctness import plan
-    from engine.scoring.tokens import corpus_bytes
+    from evalbot.engine.scoring.correctness import plan
+    from evalbot.engine.scoring.tokens import corpus_bytes
 
     text, _ = corpus_bytes()
     spec = _job(box, "a" * 40, "b" * 40, seed=11).correctness

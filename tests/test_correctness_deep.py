@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from engine.scoring.correctness import score
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.segments import chunk_looks, deep_chunks
-from engine.scoring.tokens import speed_tokens
-from engine.scoring.vocab import vocab_size
-from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.scoring.correctness import score
+from evalbot.engine.scoring.failure import ScoreFailure
+from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
+from evalbot.engine.scoring.tokens import speed_tokens
+from evalbot.engine.scoring.vocab import vocab_size
+from evalbot.engine.sides.build import Built
 from evalbot.grading.correctness_policy import critical_values, decide, deep_critical
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels

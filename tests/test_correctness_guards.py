@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.contract.checks import ContractError
-from engine.contract.job import parse_job
-from engine.contract.results import validate
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
@@ -107,9 +107,9 @@ def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
         tmp_path: Path) -> None:
     """The demo engine for real: a broken PR, a second model (the same weights under another
     name) as the guard; its section is its own model's and rejects as the first does."""
-    from engine.demo import generate
-    from engine.harness.steps import guard_sections
-    from engine.sides.build import build_side
+    from evalbot.engine.demo import generate
+    from evalbot.engine.harness.steps import guard_sections
+    from evalbot.engine.sides.build import build_side
     from evalbot.grading.correctness_policy import decide
 
     repo = generate(tmp_path / "demo")

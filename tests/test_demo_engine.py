@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.demo import DemoRepo, generate  # noqa: E402
-from engine.demo.repo import variant_names  # noqa: E402
-from engine.demo.weights import read_weights  # noqa: E402
+from evalbot.engine.demo import DemoRepo, generate  # noqa: E402
+from evalbot.engine.demo.repo import variant_names  # noqa: E402
+from evalbot.engine.demo.weights import read_weights  # noqa: E402
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
     [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from engine.measure import stats
-from engine.measure.speed import bounds_of
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.measure import stats
+from evalbot.engine.measure.speed import bounds_of
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import PROFILES_DIR, Profile, load_profile
 from evalbot.grading.policy import load_labels

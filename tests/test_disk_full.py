@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import parse_job
 from evalbot.config.errors import PipelineError
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.job import parse_job
 from evalbot.evaluation import pipeline
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
+from evalbot.remote.ssh import SSHBox, SSHTarget
 from evalbot.store.jobs import Store
-from remote.ssh import SSHBox, SSHTarget
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import _git, job_doc, make_repo
 

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import parse_job
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.job import parse_job
 from evalbot.evaluation import pipeline
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
+from evalbot.remote.local import LocalBox
 from evalbot.service.drain import drain, hand_back
 from evalbot.service.worker import Settings, Worker
 from evalbot.store.jobs import Store
-from remote.local import LocalBox
 from tests.graded_history import policy
 from tests.service_env import wait_for, write_config
 from tests.stub_engine import job_doc, make_repo
@@ -31,12 +31,12 @@ from tests.stub_engine import job_doc, make_repo
 WORKER = r'''
 import json, sys, threading
 from pathlib import Path
-from engine.contract.job import parse_job
+from evalbot.engine.contract.job import parse_job
 from evalbot.service import drain
 from evalbot.evaluation import pipeline
 from evalbot.config.settings import BoxConfig
 from evalbot.store.jobs import Store
-from remote.local import LocalBox
+from evalbot.remote.local import LocalBox
 
 store_path, doc_path, workdir, out = map(Path, sys.argv[1:5])
 stop = drain.on_signals()

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.demo import generate
-from engine.demo.repo import DemoRepo
 from evalbot.config.settings import Config, load_config
+from evalbot.engine.demo import generate
+from evalbot.engine.demo.repo import DemoRepo
 from evalbot.store.jobs import Store
 from tests.demo_profile import cut_demo_profile
 from tests.github import payloads

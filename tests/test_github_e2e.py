@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.job import parse_job
-from engine.harness.steps import run_job
 from evalbot.config.redact import for_boxes
 from evalbot.config.settings import Config
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.harness.steps import run_job
 from evalbot.github.port import GitHubPort
 from evalbot.github.service import Running, make_publisher, publish_finished
 from evalbot.grading.grade import grade

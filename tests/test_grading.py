@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from engine.contract.results import RESULTS_SCHEMA, validate
-from engine.measure import speed
 from evalbot.config.errors import ResultsError
+from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
+from evalbot.engine.measure import speed
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.grading.sequential import schedule

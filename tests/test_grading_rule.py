@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.measure import speed
 from evalbot.config.errors import ConfigError, ResultsError
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.measure import speed
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade

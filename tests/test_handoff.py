@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.checks import ContractError
-from engine.contract.witness_spec import READY, WitnessSpec, parse_witness
-from engine.measure import witness
-from engine.sandbox import proc
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.witness_spec import READY, WitnessSpec, parse_witness
+from evalbot.engine.measure import witness
+from evalbot.engine.sandbox import proc
 
 # A stub witness engine: "loads" (a fixed amount of CPU work, timed by its own monotonic clock,
 # which on Linux is the harness's too), notes whether anything was on stdin before it said READY,
@@ -179,7 +179,7 @@ def test_the_cpu_clock_counts_an_orphan_s_work(tmp_path: Path) -> None:
     """The forking head: the witness process forks and exits, its orphan does the work. The
     run's cgroup counts the orphan's CPU time (RUSAGE_CHILDREN, the clock before, saw none of
     it)."""
-    from engine.sandbox import cpu_meter
+    from evalbot.engine.sandbox import cpu_meter
 
     if not cpu_meter.available():
         pytest.skip("this machine lets the harness make no cgroup (the handoff clock is tested "
@@ -195,7 +195,7 @@ def test_without_a_cgroup_the_handoff_clock_still_times_the_orphan(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An unprivileged harness makes no cgroup: the witness falls back to the handoff clock,
     which runs from the prompt's write to the last answer's read, whoever computed it."""
-    from engine.sandbox import cpu_meter
+    from evalbot.engine.sandbox import cpu_meter
 
     monkeypatch.setattr(cpu_meter, "HIERARCHIES", ((tmp_path / "no-cgroups", "cpu.stat", 1e-6),))
     assert not cpu_meter.available()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
 from tests.stub_engine import job_doc, make_repo
 
 VARIANTS = {

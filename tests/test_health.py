@@ -15,8 +15,9 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
-from engine.contract.job import parse_job
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.job import parse_job
+from evalbot.remote.local import LocalBox
 from evalbot.service.calibrate import aa_noise
 from evalbot.service.health import (
     Health,
@@ -29,7 +30,6 @@ from evalbot.service.health import (
 )
 from evalbot.store.jobs import Store
 from evalbot.store.noise import NoiseStore
-from remote.local import LocalBox
 from tests.graded_history import measure, record
 from tests.stub_engine import job_doc, make_repo
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.harness.housekeeping import KEEP, Retention, build_keys, housekeep, main
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.harness.housekeeping import KEEP, Retention, build_keys, housekeep, main
+from evalbot.remote.ssh import SSHBox, SSHTarget
 from evalbot.service.upkeep import housekeep_box
-from remote.ssh import SSHBox, SSHTarget
 from tests.stub_engine import job_doc
 
 DAY = 86400.0

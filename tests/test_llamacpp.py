@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.llamacpp.build import cmake_flags, mirror
-from engine.llamacpp.manifest import ManifestError, verified_tool, write_manifest
-from engine.llamacpp.reference_build import SourceError, from_tarball, llama_root
-from engine.measure.parsing import ParseError, read_score_lines
+from evalbot.engine.llamacpp.build import cmake_flags, mirror
+from evalbot.engine.llamacpp.manifest import ManifestError, verified_tool, write_manifest
+from evalbot.engine.llamacpp.reference_build import SourceError, from_tarball, llama_root
+from evalbot.engine.measure.parsing import ParseError, read_score_lines
 
 DATA = Path(__file__).parent / "data" / "llamacpp"
 SCORE_PY = Path(__file__).parents[1] / "engine" / "llamacpp" / "score.py"
@@ -160,8 +160,8 @@ def test_cmake_flags_take_only_defines() -> None:
 
 def test_llama_bench_json_survives_merged_stderr_logs() -> None:
     """The harness merges stderr into stdout: log lines around and inside the array are dropped."""
-    from engine.contract.job import Cell
-    from engine.measure.parsing import read_rates
+    from evalbot.engine.contract.job import Cell
+    from evalbot.engine.measure.parsing import read_rates
 
     fixture = (Path(__file__).parent / "data" / "fixtures" /
                "llama-bench-h200-qwen3-1p7b-synthetic.json").read_text()
@@ -218,8 +218,8 @@ def test_the_shipped_build_command_runs_as_the_harness_runs_it(tmp_path: Path) -
     """The build runs in the PR's tree with an isolated Python (-I: no PYTHONPATH, no cwd on
     sys.path): `-m engine.llamacpp.build` found no `engine` there on the GPU box (every
     evaluation an infra-error at the build), so the profile names the harness's script."""
-    from engine.sandbox import proc
-    from engine.sides.build import HARNESS_ROOT
+    from evalbot.engine.sandbox import proc
+    from evalbot.engine.sides.build import HARNESS_ROOT
     from evalbot.evaluation.profile import load_profile
 
     # the box's interpreter need not have evalbot installed (the harness is a copied tree):

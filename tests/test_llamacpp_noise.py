@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from bench import _simbox
-from engine.measure import stats
-from engine.measure.speed import bounds_of
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.measure import stats
+from evalbot.engine.measure.speed import bounds_of
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.box import BoxError
-from remote.local import LocalBox
+from evalbot.remote.box import BoxError
+from evalbot.remote.local import LocalBox
 
 
 @pytest.fixture

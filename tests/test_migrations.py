@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engine.contract.checks import ContractError
-from engine.contract.results import upgrade, validate
 from evalbot.cli import cli
 from evalbot.config.errors import EvalbotError
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.results import upgrade, validate
 from evalbot.grading.grade import grade
 from evalbot.service.migrations import LATEST, backup, current_version, migrate, read_results
 from evalbot.store.jobs import Store

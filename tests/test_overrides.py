@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
-from engine.measure import speed, stats
 from evalbot.config.errors import ResultsError
 from evalbot.config.redact import Redactor
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import speed, stats
 from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.service import publish_finished

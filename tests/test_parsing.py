@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.job import Cell
-from engine.measure.parsing import ParseError, read_argmax, read_rates
+from evalbot.engine.contract.job import Cell
+from evalbot.engine.measure.parsing import ParseError, read_argmax, read_rates
 
 FIXTURES = Path(__file__).parent / "data" / "fixtures"
 SPARK_SWEEP = {"kind": "json_line", "prefix": "SWEEP_JSON ",

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import Job, parse_job
 from evalbot.config.errors import PipelineError
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.job import Job, parse_job
 from evalbot.evaluation import pipeline
 from evalbot.evaluation.reconnect import Connection
-from remote.ssh import SSHBox, SSHTarget
+from evalbot.remote.ssh import SSHBox, SSHTarget
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import job_doc, make_repo
 

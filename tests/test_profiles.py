@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.contract.job import Cell
-from engine.measure.parsing import ParseError, read_rates
 from evalbot.config.errors import ConfigError
+from evalbot.engine.contract.job import Cell
+from evalbot.engine.measure.parsing import ParseError, read_rates
 from evalbot.evaluation.profile import load_profile
 
 FIXTURES = Path(__file__).parent / "data" / "fixtures"
@@ -121,8 +121,8 @@ def test_bad_profiles_are_refused_naming_the_key(tmp_path: Path, edit: str, mess
 def test_the_profile_version_travels_with_the_job_into_the_verdict(tmp_path: Path) -> None:
     import json
 
-    from engine.contract.job import parse_job
     from evalbot.config.settings import BoxConfig
+    from evalbot.engine.contract.job import parse_job
     from evalbot.evaluation.jobspec import make_job
     from evalbot.grading.grade import grade
     from evalbot.grading.policy import load_labels

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import parse_job
-from engine.harness.steps import run_job
-from engine.sandbox import session as sandbox
 from evalbot.config.redact import for_boxes
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.sandbox import session as sandbox
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.report.render import render_comment

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.job import parse_job
-from engine.harness.steps import run_job
 from evalbot.config.redact import for_boxes
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.harness.steps import run_job
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.report.render import COMMENT_LIMIT, render_comment

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from engine import __version__ as HARNESS_VERSION
 from evalbot.audit.reproduce import reproduce, reproduction
 from evalbot.audit.signing import SigningKey, key_id, public_line, sign_verdict
 from evalbot.config.errors import EvalbotError
+from evalbot.engine import __version__ as HARNESS_VERSION
 from tests.graded_history import measure
 from tests.stub_engine import make_repo
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.checks import ContractError
-from engine.contract.job import parse_job
-from engine.harness.steps import run_job
-from engine.sandbox import proc
-from engine.sandbox import session as sandbox
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.sandbox import proc
+from evalbot.engine.sandbox import session as sandbox
 from tests.sshd import SANDBOX_USER, ensure_sandbox_user, pin_model, system_python
 from tests.stub_engine import GIT_ENV, job_doc, make_repo
 
@@ -242,7 +242,7 @@ def _uid(pid: int) -> int:
 def test_a_handoff_witness_gets_its_prompt_through_the_sandbox(box, stub, tmp_path, mode):
     """The handoff clock's stdin passes the launcher (exec) to the sandbox user's process, and
     the prompt arrives only after READY (engine.sandbox.proc.Handoff, docs/trust.md)."""
-    from engine.contract.witness_spec import READY
+    from evalbot.engine.contract.witness_spec import READY
 
     jobdir = _enter(box, stub[0], stub[1], stub[2]["same"], launcher=LAUNCHERS[mode])
     work = jobdir / "artifacts" / "base"

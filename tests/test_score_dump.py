@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.contract.score_dump import DumpError, check_windows
-from engine.harness.steps import _failure
-from engine.measure.parsing import ParseError, read_score_lines
-from engine.scoring.correctness import score
-from engine.scoring.correctness_stats import chunk, kl_tokens
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
-from engine.scoring.tokens import speed_tokens
-from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.contract.score_dump import DumpError, check_windows
+from evalbot.engine.harness.steps import _failure
+from evalbot.engine.measure.parsing import ParseError, read_score_lines
+from evalbot.engine.scoring.correctness import score
+from evalbot.engine.scoring.correctness_stats import chunk, kl_tokens
+from evalbot.engine.scoring.failure import ScoreFailure
+from evalbot.engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
+from evalbot.engine.scoring.tokens import speed_tokens
+from evalbot.engine.sides.build import Built
 from evalbot.grading.correctness_policy import ALPHA, critical_values, decide, deep_critical
 from evalbot.grading.policy import CorrectnessPolicy
 from tests.test_tokenize import _job, demo, scripts  # noqa: F401  (fixtures)
@@ -299,7 +299,7 @@ def test_long_windows_are_scored_at_every_position_their_deepest_alone(
 
 
 def test_a_decode_beyond_the_token_stream_is_not_checked_never_a_pass() -> None:
-    from engine.scoring.correctness import _consistency_windows
+    from evalbot.engine.scoring.correctness import _consistency_windows
 
     cells = [{"model": "tiny", "metric": "decode", "ctx": 90,
               "decode_argmax": {"base": [1] * 20, "head": [1] * 20}},

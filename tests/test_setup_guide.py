@@ -26,6 +26,7 @@ from evalbot.grading.policy import load_labels
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO
 from tests.sshd import SANDBOX_USER, Sshd, reachable_dir
+from tests.wheel_build import build_wheel, wheel_venv
 
 GUIDE = REPO_ROOT / "docs" / "setup.md"
 BLOCK = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^\s*```\s*$", re.S | re.M)
@@ -111,12 +112,13 @@ def reachable() -> Iterator[Path]:
 def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> None:
     token = "github_pat_" + secrets.token_hex(12)
     fake.add_user("perf-bot", "write", token)
-    # Section 1's venv: the install steps are .ci/wheel-check's (not run here); the venv they
-    # make is this interpreter's, at the path the guide activates.
+    # Section 1's venv: the install steps are .ci/wheel-check's (not run here); the venv here
+    # holds the wheel built from this checkout (its dependencies are this interpreter's), at the
+    # path the guide activates: the harness copied to the box is the wheel's.
     home = reachable / "home"
     venv = home / ".local" / "share" / "evalbot" / "venv"
     venv.parent.mkdir(parents=True)
-    venv.symlink_to(sys.prefix)
+    wheel_venv(build_wheel(reachable / "wheel"), venv)
     work = reachable / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALBOT_", "VIRTUAL_ENV"))}

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import Cell, SpeedRun
-from engine.measure.parsing import ParseError, read_rates, read_score_lines
-from engine.measure.speed import Measurement, SampleFailure
-from engine.sides.build import Built
 from evalbot.config.resources import LABELS_FILE as LABELS
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.job import Cell, SpeedRun
+from evalbot.engine.measure.parsing import ParseError, read_rates, read_score_lines
+from evalbot.engine.measure.speed import Measurement, SampleFailure
+from evalbot.engine.sides.build import Built
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import ProfileRun, load_profile
 from evalbot.grading.policy import load_labels

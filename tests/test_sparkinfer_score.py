@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.sandbox import proc
-from engine.scoring.correctness import score
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.segments import chunk_looks, deep_chunks
-from engine.scoring.tokens import speed_tokens
-from engine.sides.build import Built
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.sandbox import proc
+from evalbot.engine.scoring.correctness import score
+from evalbot.engine.scoring.failure import ScoreFailure
+from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
+from evalbot.engine.scoring.tokens import speed_tokens
+from evalbot.engine.sides.build import Built
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.correctness_policy import critical_values, decide, deep_critical
 from evalbot.grading.policy import load_labels
@@ -294,8 +294,8 @@ def test_a_long_scored_the_harness_cannot_cut_is_refused(tmp_path: Path, value: 
 
 
 def test_a_job_with_deep_only_long_windows_and_no_deep_positions_is_refused() -> None:
-    from engine.contract.checks import ContractError
-    from engine.contract.job import _correctness
+    from evalbot.engine.contract.checks import ContractError
+    from evalbot.engine.contract.job import _correctness
 
     doc = {"score_argv": ["x"], "reference_argv": ["y"], "seed": 1, "windows": 2,
            "window_tokens": 8, "long_windows": 1, "long_window_tokens": 64,

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.job import parse_job
-from engine.contract.witness_spec import READY, WitnessSpec, parse_witness
-from engine.harness.steps import run_job
-from engine.measure import witness
-from engine.measure.speed import Measurement
-from engine.sandbox import proc
-from engine.sides.build import build_side
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.witness_spec import READY, WitnessSpec, parse_witness
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import witness
+from evalbot.engine.measure.speed import Measurement
+from evalbot.engine.sandbox import proc
+from evalbot.engine.sides.build import build_side
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from tests.stub_engine import _git

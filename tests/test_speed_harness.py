@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from engine.contract.job import Job, parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
-from engine.measure import speed
 from evalbot.config.errors import ConfigError, ResultsError
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.job import Job, parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import speed
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import grade

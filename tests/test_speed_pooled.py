@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.measure import speed
 from evalbot.config.errors import EvalbotError
+from evalbot.engine.measure import speed
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import grade

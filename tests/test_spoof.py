@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.measure.spoof import Sample, unexplained_saving
+from evalbot.engine.measure.spoof import Sample, unexplained_saving
 
 
 def _pairs(base_wall: float, head_wall: float, base_claim: float, head_claim: float,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.box import BoxError, ConnectionLost
-from remote.ssh import SSHBox, SSHTarget
+from evalbot.remote.box import BoxError, ConnectionLost
+from evalbot.remote.ssh import SSHBox, SSHTarget
 from tests.sshd import Sshd, keygen
 
 

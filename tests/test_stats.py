@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from engine.measure import speed, stats
+from evalbot.engine.measure import speed, stats
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, critical_values, schedule
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from engine.contract.checks import ContractError
-from engine.contract.job import Job, parse_job
-from engine.demo import DemoRepo, generate
-from engine.harness.steps import run_job
-from engine.scoring.correctness import plan, score
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.long_corpus import long_text
-from engine.scoring.tokens import corpus_bytes, speed_tokens, token_stream
-from engine.sides.build import Built
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import REPO_ROOT, BoxConfig
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import Job, parse_job
+from evalbot.engine.demo import DemoRepo, generate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.scoring.correctness import plan, score
+from evalbot.engine.scoring.failure import ScoreFailure
+from evalbot.engine.scoring.long_corpus import long_text
+from evalbot.engine.scoring.tokens import corpus_bytes, speed_tokens, token_stream
+from evalbot.engine.sides.build import Built
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.policy import load_labels

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.contract.witness_spec import READY, STEP
-from engine.measure.witness import handoff_of, read_output_ids
+from evalbot.engine.contract.witness_spec import READY, STEP
+from evalbot.engine.measure.witness import handoff_of, read_output_ids
 from evalbot.evaluation.profile import load_profile
 
 DATA = Path(__file__).resolve().parent / "data" / "llamacpp"

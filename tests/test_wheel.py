@@ -1,35 +1,59 @@
-"""The wheel holds everything the bot reads at run time: every tracked file of the evalbot,
-engine and remote packages (the harness copied to a box, its corpus, the labels, templates and
-keys). `.ci/wheel-check` then installs it outside the checkout and runs it."""
+"""The wheel installs one package, `evalbot`, holding the checkout's top-level engine/, remote/,
+labels.yaml, templates/, keys/, example config and workflow templates file for file (through the
+evalbot/ links to them). `.ci/wheel-check` installs it with its dependencies outside the
+checkout and runs it; tests/test_setup_guide.py runs docs/setup.md with it."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 from evalbot.config.settings import REPO_ROOT
+from tests.wheel_build import build_wheel, tracked, wheel_venv
+
+# The checkout's top-level files and folders the wheel carries inside evalbot/, where.
+CARRIED = {"engine": "evalbot/engine", "remote": "evalbot/remote", "labels.yaml": "evalbot/labels.yaml",
+           "templates": "evalbot/templates", "keys": "evalbot/keys",
+           "evalbot.example.yaml": "evalbot/evalbot.example.yaml",
+           ".github/workflows/evalbot.yml": "evalbot/workflows/evalbot.yml",
+           ".github/workflows/evalbot-scheduled.yml": "evalbot/workflows/evalbot-scheduled.yml"}
 
 
-def test_the_wheel_ships_every_tracked_file_of_the_packages(tmp_path: Path) -> None:
-    # Built from a copy of the tracked files: the wheel may rely on nothing untracked, and the
-    # checkout's build/ is not shared with a concurrent build (.ci/wheel-check).
-    source = tmp_path / "src"
-    for rel in subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files"], check=True,
-                              capture_output=True, text=True).stdout.split():
-        if (REPO_ROOT / rel).is_file():
-            (source / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / rel, source / rel)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-                    str(tmp_path / "dist"), str(source)], check=True, capture_output=True,
-                   timeout=600)
-    [wheel] = (tmp_path / "dist").glob("evalbot-*.whl")
-    shipped = set(zipfile.ZipFile(wheel).namelist())
-    tracked = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "evalbot", "engine",
-                              "remote"], check=True, capture_output=True, text=True).stdout.split()
-    assert "engine/corpus/prose.txt" in tracked and "evalbot/labels.yaml" in tracked
-    assert sorted(set(tracked) - shipped) == []
-    for name in ("evalbot/labels.yaml", "evalbot/templates/comment.md.j2", "engine/llamacpp/topk.cpp"):
-        assert zipfile.ZipFile(wheel).read(name) == (REPO_ROOT / name).read_bytes()
+def installed_name(rel: str) -> str | None:
+    for top, inside in CARRIED.items():
+        if rel == top or rel.startswith(top + "/"):
+            return inside + rel[len(top):]
+    return rel if rel.startswith("evalbot/") else None
+
+
+def test_the_wheel_carries_the_top_level_files_file_for_file(tmp_path: Path) -> None:
+    wheel = zipfile.ZipFile(build_wheel(tmp_path))
+    shipped = set(wheel.namelist())
+    assert {name.split("/")[0] for name in shipped} == {"evalbot", "evalbot-0.1.0.dist-info"}
+    expected = {rel: name for rel in tracked()
+                if (name := installed_name(rel)) and not (REPO_ROOT / rel).is_symlink()}
+    assert {"labels.yaml", "templates/comment.md.j2", "keys/README.md", "engine/corpus/prose.txt",
+            ".github/workflows/evalbot.yml", "remote/box.py"} <= set(expected)
+    assert sorted(set(expected.values()) - shipped) == []
+    assert [rel for rel, name in expected.items()
+            if wheel.read(name) != (REPO_ROOT / rel).read_bytes()] == []
+    # Nothing reaches the wheel from outside what is tracked (a stray build, a cache).
+    assert [n for n in shipped - set(expected.values())
+            if not n.startswith("evalbot-0.1.0.dist-info/")] == []
+
+
+def test_the_installed_bot_reads_the_wheel_not_the_checkout(tmp_path: Path) -> None:
+    venv = wheel_venv(build_wheel(tmp_path), tmp_path / "venv")
+    probe = ("import evalbot, evalbot.engine, evalbot.remote, importlib.util\n"
+             "from evalbot.config.resources import LABELS_FILE, TEMPLATES_DIR, KEYS_DIR\n"
+             "from evalbot.evaluation.pipeline import HARNESS_SRC\n"
+             "print(evalbot.__file__, evalbot.engine.__file__, evalbot.remote.__file__, LABELS_FILE,"
+             " TEMPLATES_DIR, KEYS_DIR, HARNESS_SRC, importlib.util.find_spec('engine'),"
+             " importlib.util.find_spec('remote'))\n")
+    got = subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    paths = got.stdout.split()
+    assert paths[-2:] == ["None", "None"]  # no top-level engine or remote package is installed
+    assert all(p.startswith(str(venv)) and str(REPO_ROOT) not in p for p in paths[:-2]), paths

@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.demo import DemoRepo
-from engine.measure.witness import claimed_saving, full_pairs
+from evalbot.engine.demo import DemoRepo
+from evalbot.engine.measure.witness import claimed_saving, full_pairs
 from evalbot.evaluation.evaluate import Outcome
 from evalbot.store.jobs import Store
 from tests.demo_box import box_python, demo, evaluate_over_ssh

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engine.contract import witness_spec
-from engine.contract.checks import ContractError
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
-from engine.measure import speed, witness
 from evalbot.config.errors import ConfigError
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import speed, witness
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade

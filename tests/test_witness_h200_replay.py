@@ -19,8 +19,8 @@ import yaml
 
 from bench import _paces
 from bench._simbox import Evaluator, Head, SimulatedBox, World, seeded_prompts
-from engine.contract.job import SpeedRun
-from engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.contract.job import SpeedRun
+from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.evaluation.profile import PROFILES_DIR, Profile, load_profile
 
 MODEL = "qwythos-9b"

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from engine.contract import witness_spec
-from engine.contract.checks import ContractError
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
-from engine.measure import witness, witness_steps
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import witness, witness_steps
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from tests.stub_engine import _git, decode_witness, job_doc, make_repo

@@ -19,15 +19,15 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from engine.contract import witness_spec
-from engine.contract.checks import ContractError
-from engine.contract.job import parse_job
-from engine.contract.results import RESULTS_SCHEMA, validate
-from engine.measure import witness
-from engine.measure.witness_interval import Critical, Floor, saving_interval
 from evalbot.config.errors import ConfigError
 from evalbot.config.resources import LABELS_FILE as LABELS
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
+from evalbot.engine.measure import witness
+from evalbot.engine.measure.witness_interval import Critical, Floor, saving_interval
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import confirmation

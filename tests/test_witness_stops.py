@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.contract import witness_spec
-from engine.measure import witness
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.measure import witness
 from evalbot.grading import confirmation
 
 DECODE, PREFILL = "m/decode@4096", "m/prefill@0"

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.contract import witness_spec
-from engine.contract.job import parse_job
-from engine.contract.results import validate
-from engine.harness.steps import run_job
-from engine.measure import witness
+from evalbot.engine.contract import witness_spec
+from evalbot.engine.contract.job import parse_job
+from evalbot.engine.contract.results import validate
+from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure import witness
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
@@ -208,7 +208,7 @@ def _with_witness(**extra: Any) -> dict[str, Any]:
     ({"wall_s": "3.8"}, "wall_s"),
 ])
 def test_a_witness_sample_may_record_its_wall_time(extra, error):
-    from engine.contract.checks import ContractError
+    from evalbot.engine.contract.checks import ContractError
 
     if error is None:
         validate(_with_witness(**extra))

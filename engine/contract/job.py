@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.contract.checks import ContractError, one_of, sha
-from engine.contract.checks import field as get
-from engine.contract.sandbox_spec import check_spec as check_sandbox
-from engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
+from .checks import ContractError, one_of, sha
+from .checks import field as get
+from .sandbox_spec import check_spec as check_sandbox
+from .witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 JOB_SCHEMA = "evalbot.job/1"
 METRICS = ("decode", "prefill")

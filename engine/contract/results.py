@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.contract.checks import ContractError, field, one_of, sha
+from .checks import ContractError, field, one_of, sha
 
 RESULTS_SCHEMA = "evalbot.results/1"
 SIDES = ("base", "head", "harness")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.contract.checks import ContractError
+from .checks import ContractError
 
 STAGES = ("build", "run")
 _KEYS = {"user", "hostname", "network", "launcher", "limits", "gpu_idle_timeout_s"}

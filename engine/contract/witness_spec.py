@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.contract.checks import ContractError, one_of
-from engine.contract.checks import field as get
+from .checks import ContractError, one_of
+from .checks import field as get
 
 OUTPUT_KINDS = ("ids_line", "json_path", "score_lines", "step_lines")
 CLOCKS = ("wall", "cpu", "handoff")

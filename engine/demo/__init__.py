@@ -5,6 +5,6 @@ commit and four PR commits (faster, neutral, slow_long, broken), plus the model
 file.  The generated engine and `engine.demo.reference` need numpy only.
 """
 
-from engine.demo.repo import DemoRepo, generate, variant_names
+from .repo import DemoRepo, generate, variant_names
 
 __all__ = ["DemoRepo", "generate", "variant_names"]

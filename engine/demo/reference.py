@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.demo.weights import read_weights
+from .weights import read_weights
 
 
 def _rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:

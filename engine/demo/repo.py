@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.demo.weights import write_weights
+from .weights import write_weights
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
 MODEL_NAME = "demo-tiny.evdm"

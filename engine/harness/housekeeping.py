@@ -27,9 +27,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engine.contract.checks import ContractError
-from engine.contract.job import load_job
-from engine.sides.build import _cache_key
+from ..contract.checks import ContractError
+from ..contract.job import load_job
+from ..sides.build import _cache_key
 
 KEEP = "keep.lock"
 RUNNING, STARTING = "running", "younger than the grace period"

@@ -13,16 +13,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from engine import __version__
-from engine.contract.job import Job
-from engine.contract.results import RESULTS_SCHEMA
-from engine.measure import gpu
-from engine.measure.speed import Measurement, SampleFailure
-from engine.sandbox import session as sandbox
-from engine.scoring.correctness import score
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.tokens import speed_tokens
-from engine.sides.build import Built, build_side
+from .. import __version__
+from ..contract.job import Job
+from ..contract.results import RESULTS_SCHEMA
+from ..measure import gpu
+from ..measure.speed import Measurement, SampleFailure
+from ..sandbox import session as sandbox
+from ..scoring.correctness import score
+from ..scoring.failure import ScoreFailure
+from ..scoring.tokens import speed_tokens
+from ..sides.build import Built, build_side
 
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 

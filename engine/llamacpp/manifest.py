@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.contract.integrity import file_sha256
+from ..contract.integrity import file_sha256
 
 MANIFEST = "manifest.json"
 TOOL = "evalbot-topk"
@@ -34,7 +34,7 @@ def verified_tool(ref_dir: Path) -> Path:
     path = ref_dir / MANIFEST
     if not path.is_file():
         raise ManifestError(f"no llama.cpp reference build at {ref_dir} (run "
-                            "python -m engine.llamacpp.reference_build first)")
+                            "python -m evalbot.engine.llamacpp.reference_build first)")
     try:
         artifacts = json.loads(path.read_text())["artifacts"]
     except (ValueError, KeyError) as exc:

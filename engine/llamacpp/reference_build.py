@@ -1,6 +1,6 @@
 """Build the pinned llama.cpp reference on the box, from a source verified before use.
 
-    python -m engine.llamacpp.reference_build --models-dir DIR --key KEY
+    python -m evalbot.engine.llamacpp.reference_build --models-dir DIR --key KEY
         (--tarball SRC.tar.gz --sha256 HEX | --git REPO --commit SHA)
         [--backend cuda|cpu] [--cuda-arch 90] [--jobs N] [--shared-build DIR]
 
@@ -23,9 +23,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from engine.contract.integrity import file_sha256
-from engine.llamacpp.build import build, cmake_flags
-from engine.llamacpp.manifest import write_manifest
+from ..contract.integrity import file_sha256
+from .build import build, cmake_flags
+from .manifest import write_manifest
 
 
 class SourceError(Exception):

@@ -27,11 +27,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the harness copy importable
+if __package__ in (None, ""):  # run as a script: import the harness copy it sits in as a package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    __package__ = "engine.llamacpp"  # the relative imports below resolve against it
 
-from engine.llamacpp.manifest import ManifestError, verified_tool  # noqa: E402
-from engine.measure.parsing import ParseError, read_score_lines  # noqa: E402
+from ..measure.parsing import ParseError, read_score_lines  # noqa: E402
+from .manifest import ManifestError, verified_tool  # noqa: E402
 
 
 def read_tokens(doc: object) -> tuple[list[list[int]], list[int]]:

@@ -6,8 +6,8 @@ import json
 import re
 from typing import Any
 
-from engine.contract.job import Cell
-from engine.contract.score_dump import DumpError, check_position
+from ..contract.job import Cell
+from ..contract.score_dump import DumpError, check_position
 
 
 class ParseError(ValueError):

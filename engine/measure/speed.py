@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.contract.job import Cell, Job, SpeedRun
-from engine.contract.witness_spec import WitnessSpec
-from engine.measure import gpu, spoof, stats, witness, witness_plan
-from engine.measure.parsing import ParseError, read_argmax, read_rates
-from engine.sandbox import cpu_meter, proc
-from engine.sides.build import Built, verify
+from ..contract.job import Cell, Job, SpeedRun
+from ..contract.witness_spec import WitnessSpec
+from ..sandbox import cpu_meter, proc
+from ..sides.build import Built, verify
+from . import gpu, spoof, stats, witness, witness_plan
+from .parsing import ParseError, read_argmax, read_rates
 
 SIDES = ("base", "head")
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.contract.witness_spec import READY, STEP, WitnessSpec
-from engine.measure.witness_interval import Critical, Floor, saving_interval
-from engine.measure.witness_steps import _agreement, main_ties, read_steps
-from engine.sandbox import proc
+from ..contract.witness_spec import READY, STEP, WitnessSpec
+from ..sandbox import proc
+from .witness_interval import Critical, Floor, saving_interval
+from .witness_steps import _agreement, main_ties, read_steps
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
 SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine.measure.stats import pooled_sd
+from .stats import pooled_sd
 
 MIN_RELATIVE_SD = 0.001  # floor on the per-pair sd, as a share of main's witness time
 

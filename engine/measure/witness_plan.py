@@ -13,9 +13,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from engine.contract.job import Cell, StoppingRule
-from engine.contract.witness_spec import WitnessSpec
-from engine.measure import witness
+from ..contract.job import Cell, StoppingRule
+from ..contract.witness_spec import WitnessSpec
+from . import witness
 
 
 class Record(Protocol):

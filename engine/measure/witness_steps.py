@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from engine.contract.witness_spec import STEP
+from ..contract.witness_spec import STEP
 
 
 class Step(NamedTuple):

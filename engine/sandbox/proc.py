@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.sandbox import cpu_meter
-from engine.sandbox import session as sandbox
+from . import cpu_meter
+from . import session as sandbox
 
 LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
 PIPE_DEFAULT = 1 << 16  # Linux's pipe buffer unless grown (`_hold`)

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.contract.integrity import verify_files
-from engine.contract.sandbox_spec import STAGES
-from engine.sandbox import safe_io, sandbox_exec
+from ..contract.integrity import verify_files
+from ..contract.sandbox_spec import STAGES
+from . import safe_io, sandbox_exec
 
 if TYPE_CHECKING:  # the type only: engine.contract.job imports sandbox_spec, never this module
-    from engine.contract.job import Job
+    from ..contract.job import Job
 
 EXEC = Path(__file__).resolve().with_name("sandbox_exec.py")
 WRITABLE = ("trees",)  # the only place of a job directory the sandbox writes by name

@@ -25,16 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.contract.job import Correctness, Job
-from engine.contract.score_dump import DumpError, check_rows, check_windows
-from engine.sandbox import proc, safe_io
-from engine.sandbox import session as sandbox
-from engine.scoring.correctness_stats import TAIL, chunk, consistency_positions, look
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.segments import chunk_looks, long_pieces, long_scored, scored_from
-from engine.scoring.tokens import OUTPUT_CAP, Stream, scored_model, token_stream
-from engine.scoring.vocab import out_of_vocabulary, vocab_size
-from engine.sides.build import Built, verify
+from ..contract.job import Correctness, Job
+from ..contract.score_dump import DumpError, check_rows, check_windows
+from ..sandbox import proc, safe_io
+from ..sandbox import session as sandbox
+from ..sides.build import Built, verify
+from .correctness_stats import TAIL, chunk, consistency_positions, look
+from .failure import ScoreFailure
+from .segments import chunk_looks, long_pieces, long_scored, scored_from
+from .tokens import OUTPUT_CAP, Stream, scored_model, token_stream
+from .vocab import out_of_vocabulary, vocab_size
 
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
 

@@ -11,11 +11,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.contract.job import Correctness, Job, Model
-from engine.sandbox import proc, safe_io
-from engine.sandbox import session as sandbox
-from engine.scoring.failure import ScoreFailure
-from engine.scoring.long_corpus import long_text
+from ..contract.job import Correctness, Job, Model
+from ..sandbox import proc, safe_io
+from ..sandbox import session as sandbox
+from .failure import ScoreFailure
+from .long_corpus import long_text
 
 CORPUS_DIR = Path(__file__).parent.parent / "corpus"
 HARNESS = Path(__file__).resolve().parents[2]

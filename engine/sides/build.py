@@ -8,9 +8,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.contract.integrity import file_sha256
-from engine.contract.job import Job
-from engine.sandbox import proc, safe_io
+from ..contract.integrity import file_sha256
+from ..contract.job import Job
+from ..sandbox import proc, safe_io
 
 ARTIFACT_CAP = 16 << 30  # bytes of one artifact
 # The harness copy this module belongs to: a build may run a harness script (`{harness}/...`),

@@ -14,11 +14,11 @@ from typing import Any
 
 import click
 
-from engine import __version__ as HARNESS_VERSION
 from evalbot.audit.signing import KEYS_DIR, SignatureError, load_public_keys, verify_verdict
 from evalbot.audit.signing_cli import read_verdict
 from evalbot.config.errors import EvalbotError
 from evalbot.config.resources import LABELS_FILE
+from evalbot.engine import __version__ as HARNESS_VERSION
 from evalbot.grading.policy import load_labels
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")

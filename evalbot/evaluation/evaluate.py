@@ -22,11 +22,11 @@ from evalbot.evaluation.jobspec import CALIBRATION_DF, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.grade import VERDICT_SCHEMA, grade
 from evalbot.grading.policy import Policy
+from evalbot.remote.box import Box
 from evalbot.report.comment import CommentContext, context_for
 from evalbot.report.render import render_comment, render_labels
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
-from remote.box import Box
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ import uuid
 from dataclasses import replace
 from pathlib import PurePosixPath
 
-from engine.contract.checks import sha as check_sha
-from engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
-from engine.contract.witness_spec import WitnessSpec
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.checks import sha as check_sha
+from evalbot.engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
+from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import engine
-from engine.contract.checks import ContractError
-from engine.contract.integrity import tree_sha256
-from engine.contract.job import Job
-from engine.contract.results import validate
+from evalbot import engine
 from evalbot.config.errors import PipelineError
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.integrity import tree_sha256
+from evalbot.engine.contract.job import Job
+from evalbot.engine.contract.results import validate
 from evalbot.evaluation.reconnect import Connection
-from remote.box import Box, BoxError, Detached
+from evalbot.remote.box import Box, BoxError, Detached
 
 HARNESS_SRC = Path(engine.__file__).resolve().parent
 BUSY = 75  # flock's exit status when the box's lock is held by another evaluation

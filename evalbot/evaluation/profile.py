@@ -6,17 +6,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.contract.checks import ContractError
-from engine.contract.job import (
+from evalbot.config.errors import ConfigError
+from evalbot.config.yamlfile import Doc, Section
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.job import (
     LONG_SCORED,
     METRICS,
     PARSE_KINDS,
     PLACEHOLDERS,
     TOKENIZE_PLACEHOLDERS,
 )
-from engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
-from evalbot.config.errors import ConfigError
-from evalbot.config.yamlfile import Doc, Section
+from evalbot.engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 PROFILES_DIR = Path(__file__).parent.parent / "profiles"
 

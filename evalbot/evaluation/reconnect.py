@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from evalbot.config.errors import PipelineError
-from remote.box import Box, BoxError, ConnectionLost
+from evalbot.remote.box import Box, BoxError, ConnectionLost
 
 T = TypeVar("T")
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # then 15 s between attempts

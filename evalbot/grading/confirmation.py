@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.contract.witness_spec import WitnessSpec
-from engine.measure.witness import (
+from evalbot.engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.measure.witness import (
     MIN_PAIRS,
     SHOWN_FRACTION,
     claimed_saving,
@@ -47,7 +47,7 @@ from engine.measure.witness import (
     pair_savings,
     unverified_work_s,
 )
-from engine.measure.witness_interval import (
+from evalbot.engine.measure.witness_interval import (
     NO_FLOOR,
     Critical,
     Floor,

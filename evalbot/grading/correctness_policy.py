@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.contract.job import Correctness
-from engine.scoring.correctness_stats import (
+from evalbot.config.errors import ResultsError
+from evalbot.engine.contract.job import Correctness
+from evalbot.engine.scoring.correctness_stats import (
     inconsistent,
     interval,
     look,
@@ -29,8 +30,7 @@ from engine.scoring.correctness_stats import (
     sequential,
     summary,
 )
-from engine.scoring.segments import chunk_looks, deep_chunks, window_key
-from evalbot.config.errors import ResultsError
+from evalbot.engine.scoring.segments import chunk_looks, deep_chunks, window_key
 from evalbot.grading import quantiles
 from evalbot.grading.policy import CorrectnessPolicy
 

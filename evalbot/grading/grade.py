@@ -15,9 +15,9 @@ import math
 from statistics import median
 from typing import Any
 
-from engine.measure import speed, stats
 from evalbot.config.errors import ResultsError
 from evalbot.config.redact import public_failure
+from evalbot.engine.measure import speed, stats
 from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy, published
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, schedule

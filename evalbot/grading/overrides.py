@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.contract.job import Job
-from engine.measure import speed
 from evalbot.config.errors import ResultsError
+from evalbot.engine.contract.job import Job
+from evalbot.engine.measure import speed
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
 
 ACTIONS = ("hold", "unhold", "waive", "measure-more")

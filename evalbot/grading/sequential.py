@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.measure.stats import Bounds
+from evalbot.engine.measure.stats import Bounds
 from evalbot.grading import quantiles
 
 EQUIVALENCE_ALPHA = 0.05  # one-sided level of each TOST half, per cell and look

@@ -15,10 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-import matplotlib
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
-from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter
+from evalbot.config.errors import EvalbotError
+
+try:
+    import matplotlib
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+except ModuleNotFoundError as exc:  # an install without the `dashboard` extra (pyproject.toml)
+    raise EvalbotError("the dashboard draws its charts with matplotlib, which is not installed: "
+                       "pip install 'evalbot[dashboard]'") from exc
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
             "#e377c2", "#7f7f7f", "#bcbd22")

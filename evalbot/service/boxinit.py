@@ -21,8 +21,9 @@ from pathlib import Path
 
 import click
 
-from engine.sandbox.sandbox_exec import ALLOWED_USER_FILE
 from evalbot.config.errors import EvalbotError
+from evalbot.engine.sandbox import sandbox_exec
+from evalbot.engine.sandbox.sandbox_exec import ALLOWED_USER_FILE
 
 LAUNCHER = Path("/usr/local/lib/evalbot/sandbox-exec")
 SUDOERS = Path("/etc/sudoers.d/evalbot")
@@ -55,7 +56,7 @@ def ensure_user(name: str, home: str, shell: str) -> pwd.struct_passwd:
 
 def install_launcher(sandbox_user: str) -> None:
     """The root-owned copy the sudo rule names: the job directory's copy is never run as root."""
-    source = Path(__file__).resolve().parents[2] / "engine" / "sandbox" / "sandbox_exec.py"
+    source = Path(sandbox_exec.__file__)  # the installed harness's, wheel or checkout
     LAUNCHER.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(LAUNCHER.parent, 0o755)
     LAUNCHER.write_text(source.read_text())

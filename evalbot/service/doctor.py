@@ -22,7 +22,7 @@ from evalbot.config.errors import EvalbotError
 if TYPE_CHECKING:
     from evalbot.config.settings import BoxConfig, Config
     from evalbot.evaluation.profile import Profile
-    from remote.box import Box
+    from evalbot.remote.box import Box
 
 MODES = ("service", "actions", "poll")  # serve/webhook; `evalbot action` + worker; `evalbot poll`
 
@@ -64,8 +64,8 @@ def refusal(config: Config, profile: Profile) -> str | None:
 
 
 def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
+    from evalbot.remote.box import BoxError
     from evalbot.service.pool import open_box
-    from remote.box import BoxError
 
     name = f"box {box_config.name}"
     try:
@@ -92,7 +92,7 @@ def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
 
 def _probe(box: Box, name: str, argv: list[str], optional: bool = False,
            show: object = None) -> Check:
-    from remote.box import BoxError
+    from evalbot.remote.box import BoxError
 
     try:
         got = box.run(argv, timeout_s=120)
@@ -110,7 +110,7 @@ def _probe(box: Box, name: str, argv: list[str], optional: bool = False,
 
 def _sandbox_entry_check(box: Box, box_config: BoxConfig, name: str) -> Check:
     """How the harness enters the sandbox: as root directly, or through the one sudo rule."""
-    from remote.box import BoxError
+    from evalbot.remote.box import BoxError
 
     check = f"{name}: sandbox entry"
     launcher = list(box_config.sandbox_launcher)
@@ -137,8 +137,8 @@ def _sandbox_entry_check(box: Box, box_config: BoxConfig, name: str) -> Check:
 def _sandbox_works_check(box: Box, box_config: BoxConfig, name: str) -> Check:
     """A command started in the sandbox as a run is (bubblewrap in user namespaces, which some
     kernels and distributions refuse): a box where it fails would fail every job as infra."""
-    from engine.sandbox.session import EXEC
-    from remote.box import BoxError
+    from evalbot.engine.sandbox.session import EXEC
+    from evalbot.remote.box import BoxError
 
     # a root harness runs the job's copy of the launcher: the bot's own, sent as text here
     launcher = list(box_config.sandbox_launcher) or [box_config.python, "-I", "-c",
@@ -157,7 +157,7 @@ def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: s
                  pin: str) -> Check:
     path = file if file.startswith("/") or not box_config.models_dir else \
         str(PurePosixPath(box_config.models_dir) / file)
-    from remote.box import BoxError
+    from evalbot.remote.box import BoxError
 
     check = Check(f"{name}: model {model} sha256", False, "")
     try:

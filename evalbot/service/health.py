@@ -28,10 +28,10 @@ from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
 from evalbot.grading import quantiles
+from evalbot.remote.box import Box
 from evalbot.service.calibrate import aa_noise, sick_cells
 from evalbot.service.queue_metrics import intake_gauges
 from evalbot.store.noise import NOISE_DDL
-from remote.box import Box
 
 DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
 DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's

@@ -20,9 +20,9 @@ from typing import Any
 
 import click
 
-from engine.contract.checks import ContractError
-from engine.contract.results import upgrade, validate
 from evalbot.config.errors import EvalbotError
+from evalbot.engine.contract.checks import ContractError
+from evalbot.engine.contract.results import upgrade, validate
 from evalbot.github import shadow
 from evalbot.grading import overrides
 from evalbot.service import health

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from evalbot.config.errors import ConfigError, PipelineError
 from evalbot.config.settings import BoxConfig, Config
 from evalbot.evaluation.profile import Profile
-from remote.box import Box, BoxError, Detached
+from evalbot.remote.box import Box, BoxError, Detached
 
 _SHA = re.compile(r"[0-9a-f]{40}\Z")
 
@@ -56,10 +56,10 @@ def require_sandbox(config: Config) -> None:
 def open_box(box_config: BoxConfig) -> Box:
     """A connected Box for one configured box."""
     if box_config.kind == "local":
-        from remote.local import LocalBox
+        from evalbot.remote.local import LocalBox
 
         return LocalBox(box_config.name, box_config.workdir)
-    from remote.ssh import SSHBox, SSHTarget
+    from evalbot.remote.ssh import SSHBox, SSHTarget
 
     assert box_config.host and box_config.user and box_config.key_file \
         and box_config.known_hosts  # the config loader requires them for ssh boxes

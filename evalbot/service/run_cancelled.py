@@ -26,9 +26,9 @@ from pathlib import Path
 
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
+from evalbot.remote.box import BoxError
 from evalbot.service.pool import close_quietly, open_box, stop_run
 from evalbot.store.jobs import JobRow, Store
-from remote.box import BoxError
 
 log = logging.getLogger("evalbot.worker")
 REASON = "cancelled: its GitHub Actions run was cancelled"

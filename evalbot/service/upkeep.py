@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from engine.contract.integrity import tree_sha256
 from evalbot.config.errors import PipelineError
 from evalbot.config.settings import BoxConfig, load_config
+from evalbot.engine.contract.integrity import tree_sha256
 from evalbot.evaluation.pipeline import HARNESS_SRC
-from remote.box import Box, BoxError
+from evalbot.remote.box import Box, BoxError
 
 
 def tools_dir(box_config: BoxConfig) -> PurePosixPath:

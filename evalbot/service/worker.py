@@ -39,13 +39,13 @@ from evalbot.evaluation.profile import Profile
 from evalbot.grading.grade import grade
 from evalbot.grading.overrides import Overrides, pool, scale_job
 from evalbot.grading.policy import Policy
+from evalbot.remote.box import Box, BoxError
 from evalbot.service.calibrate import calibration_job
 from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
 from evalbot.service.publishing import publish_pending
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
-from remote.box import Box, BoxError
 
 log = logging.getLogger("evalbot.worker")  # the JSON logs carry this name: kept from before evalbot.service
 Publish = Callable[[Store, str], None]  # publish one finished job's final state to its PR
