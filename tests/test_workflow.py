@@ -150,12 +150,13 @@ class Runner:
         fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
         self.script = _install_steps()[0]["run"]
 
-    def run(self, version: str, content: str = "wheel", fail_pip: bool = False) -> int:
+    def run(self, version: str, content: str = "wheel", fail_pip: bool = False, extras: str = "") -> int:
         wheel = self.tmp / f"evalbot-{version}-py3-none-any.whl"
         wheel.write_text(content)
         env = {"PATH": f"{self.tmp / 'fakebin'}:/usr/bin:/bin", "LOG": str(self.log),
                "EVALBOT_WHEEL": str(wheel), "EVALBOT_VENVS": str(self.tmp / "venvs"),
-               "GITHUB_PATH": str(self.path_file), "FAIL_PIP": "1" if fail_pip else ""}
+               "GITHUB_PATH": str(self.path_file), "FAIL_PIP": "1" if fail_pip else "",
+               "EVALBOT_EXTRAS": extras}
         return subprocess.run(["bash", "-e", "-c", self.script], env=env, timeout=30).returncode
 
     def calls(self) -> list[str]:
@@ -185,6 +186,19 @@ def test_a_rebuilt_wheel_of_the_same_version_gets_a_new_venv(tmp_path: Path) -> 
     first = runner.path_added()
     assert runner.run("0.1.0", "second") == 0
     assert runner.path_added() != first and len(runner.calls()) == 4
+
+
+def test_the_dashboard_job_gets_its_extra_in_a_venv_of_its_own(tmp_path: Path) -> None:
+    scheduled = _self_hosted(WORKFLOWS_DIR / "evalbot-scheduled.yml")
+    assert [job["env"].get("EVALBOT_EXTRAS") for job in scheduled.values()] == ["dashboard"]
+    assert all("EVALBOT_EXTRAS" not in job["env"] for job in _self_hosted(WORKFLOW).values())
+    runner = Runner(tmp_path)
+    assert runner.run("0.1.0") == 0
+    light = runner.path_added()
+    assert runner.run("0.1.0", extras="dashboard") == 0
+    assert runner.path_added() != light and runner.path_added().endswith("-dashboard/bin")
+    assert runner.calls()[-1] == f"pip install --quiet {tmp_path}/evalbot-0.1.0-py3-none-any.whl[dashboard]"
+    assert runner.run("0.1.0") == 0 and runner.path_added() == light and len(runner.calls()) == 4
 
 
 def test_a_failed_install_is_not_cached(tmp_path: Path) -> None:

@@ -24,8 +24,9 @@ SHIPPED = {
 @click.command()
 @click.argument("name", required=False)
 def files(name: str | None) -> None:
-    """List the files shipped for you to copy out, or print one: `evalbot files evalbot.yml >
-    .github/workflows/evalbot.yml`."""
+    """List the files shipped for you to copy out (example config, workflows), or print one.
+
+    For example: evalbot files evalbot.yml > .github/workflows/evalbot.yml"""
     if name is None:
         for known, (_, purpose) in SHIPPED.items():
             click.echo(f"{known:<24} {purpose}")
