@@ -103,28 +103,20 @@ def _beta_cf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, _CF_MAX):
         m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        if abs(d) < _TINY:
-            d = _TINY
-        c = 1.0 + aa / c
-        if abs(c) < _TINY:
-            c = _TINY
-        d = 1.0 / d
+        d, c = _lentz(m * (b - m) * x / ((qam + m2) * (a + m2)), d, c)
         h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        if abs(d) < _TINY:
-            d = _TINY
-        c = 1.0 + aa / c
-        if abs(c) < _TINY:
-            c = _TINY
-        d = 1.0 / d
+        d, c = _lentz(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)), d, c)
         step = d * c
         h *= step
         if abs(step - 1.0) < _CF_EPS:
             return h
     raise ArithmeticError(f"incomplete beta ({a}, {b}, {x}) did not converge")  # pragma: no cover
+
+
+def _lentz(aa: float, d: float, c: float) -> tuple[float, float]:
+    """One term aa of the continued fraction: the next 1/D and C, kept off zero."""
+    d, c = 1.0 + aa * d, 1.0 + aa / c
+    return 1.0 / (d if abs(d) >= _TINY else _TINY), (c if abs(c) >= _TINY else _TINY)
 
 
 def _ibeta(a: float, b: float, x: float, y: float) -> tuple[float, float, float]:
