@@ -41,7 +41,7 @@ from evalbot.grading.grade import RANK, grade
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICY: Policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY: Policy = load_labels(ROOT / "labels.yaml").policy("default")
 BASE_SHA, HEAD_SHA = "0" * 40, "1" * 40
 ID_SPACE = 1 << 20  # output ids a simulated witness prints (any vocabulary's size would do)
 # a stepped witness's output line (engine/contract/witness_spec.py; the default keeps the bench

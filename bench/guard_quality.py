@@ -250,7 +250,7 @@ def main() -> None:
                         help="profile name (repeatable); default: llamacpp and sparkinfer")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(ROOT / "labels.yaml").policy("default")
     started = time.time()
     print(f"policy default: margin {100 * policy.correctness.margin:g} pt top-1, KL margin "
           f"{policy.correctness.kl_margin}; alpha {ALPHA} split over the looks")

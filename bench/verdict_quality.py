@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     _rows.run_from(args, honest_and_aa)
     if args.rule:
-        policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+        policy = load_labels(ROOT / "labels.yaml").policy("default")
         first = args.paces.split(",")[0]
         rule_table(args, policy, None if first == "measured" else float(first))
     print(f"\n({time.monotonic() - started:.0f} s)")

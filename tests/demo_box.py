@@ -100,7 +100,7 @@ def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out:
     root, repo = demo
     config = box_config(sshd, root, repo, python)
     box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     profile = load_profile(str(cut_demo_profile(out / "profile")))
     store = Store(out / "evalbot.sqlite3")
     try:

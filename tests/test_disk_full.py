@@ -85,7 +85,7 @@ def _run(sshd: Sshd, workdir: Path, repo: Path, job: Any, out: Path, store: Stor
 
 
 def _policy() -> Any:
-    return load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    return load_labels(REPO_ROOT / "labels.yaml").policy("default")
 
 
 def test_a_build_that_fills_the_disk_is_one_clean_infra_error(sshd, stub, small_disk, tmp_path):

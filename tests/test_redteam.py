@@ -185,7 +185,7 @@ if cfg.get("fifo_out"):  # a FIFO: a harness that opened it to read would wait f
 rows = [{"top": [[[0, -0.05], [1, -4.05]] for _ in w[1:]], "argmax": [0] * (len(w) - 1)} for w in windows]
 json.dump({"windows": rows}, open(out, "w"))
 '''
-POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 CANARY_TOKEN = "ghp_" + "Rt7" * 12
 CANARY_HOOK = "whsec-canary-5f3a9e1c"
 BOX_PORT = 48619

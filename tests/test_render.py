@@ -34,7 +34,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 
 def _policy():
-    return load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    return load_labels(REPO_ROOT / "labels.yaml").policy("default")
 
 
 def _redactor():

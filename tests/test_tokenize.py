@@ -82,7 +82,7 @@ def _job(demo: DemoRepo, tmp_path: Path, tokenize_argv: list[str], job_id: str =
     box = BoxConfig(name="local", kind="local", workdir=str(tmp_path / "box"),
                     repo=str(demo.path), models_dir=str(demo.model_path.parent), trusted=True,
                     python=sys.executable)
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     job = make_job(load_profile("demo"), policy, box, demo.main_sha, demo.prs["neutral"], seed=5,
                    job_id=job_id)
     assert job.correctness is not None
@@ -210,7 +210,7 @@ def test_the_demo_tokenizer_gives_the_corpus_bytes(demo: DemoRepo, tmp_path: Pat
     box = BoxConfig(name="local", kind="local", workdir=str(tmp_path / "box"),
                     repo=str(demo.path), models_dir=str(demo.model_path.parent), trusted=True,
                     python=sys.executable)
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     job = make_job(load_profile("demo"), policy, box, demo.main_sha, demo.prs["neutral"], seed=5)
     assert job.correctness is not None and job.correctness.tokenize_argv
     text, corpus = corpus_bytes()
@@ -255,7 +255,7 @@ def test_tokenize_argv_takes_only_a_tokenizer_s_placeholders(tmp_path: Path) -> 
     bad.write_text(profile.replace('"--text", "{text}", ', ""))
     with pytest.raises(ConfigError, match="must read {text} and write {out}"):
         load_profile(str(bad))
-    doc = json.loads(make_job(load_profile("demo"), load_labels(REPO_ROOT / "evalbot" / "labels.yaml")
+    doc = json.loads(make_job(load_profile("demo"), load_labels(REPO_ROOT / "labels.yaml")
                               .policy("default"), BoxConfig(name="b", kind="local",
                                                             workdir=str(tmp_path), repo="r"),
                               "a" * 40, "b" * 40, seed=1).to_json())
