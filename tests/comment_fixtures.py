@@ -24,7 +24,7 @@ def demo_results(name: str) -> dict[str, Any]:
 
 
 def demo_verdict(name: str) -> dict[str, Any]:
-    return grade(demo_results(name), load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default"))
+    return grade(demo_results(name), load_labels(REPO_ROOT / "labels.yaml").policy("default"))
 
 
 def _cell(metric: str, ctx: int, base: float, head: float, change: float, lo: float, hi: float,

@@ -17,7 +17,7 @@ from tests.stub_engine import job_doc
 
 
 def policy() -> Policy:
-    return load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    return load_labels(REPO_ROOT / "labels.yaml").policy("default")
 
 
 def measure(repo: Path, base: str, head: str, jobdir: Path, model: str = "m",

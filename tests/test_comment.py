@@ -167,7 +167,7 @@ def test_next_steps_for_undecided_unconfirmed_and_infra() -> None:
     assert text.splitlines()[4].startswith("**Next:** Maintainer: add a witness covering "
                                            "prefill@0 to the profile. Contributor: nothing")
     assert "| ❓ faster, not confirmed |" in text
-    infra = failure_verdict(_job(), load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default"),
+    infra = failure_verdict(_job(), load_labels(REPO_ROOT / "labels.yaml").policy("default"),
                             "demo", "the box did not answer")
     text = render_comment(infra)
     assert "retries" not in text and "`/evalbot rerun`" in "\n".join(text.splitlines()[:5])

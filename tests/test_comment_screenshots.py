@@ -45,7 +45,7 @@ def _comments() -> dict[str, str]:
     class Job:
         id, base_sha, head_sha = "j1", "a" * 40, "b" * 40
     out["infra-error"] = render_comment(failure_verdict(
-        Job(), load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default"), "demo",  # type: ignore[arg-type]
+        Job(), load_labels(REPO_ROOT / "labels.yaml").policy("default"), "demo",  # type: ignore[arg-type]
         "the box did not answer"))
     return out
 

@@ -19,7 +19,7 @@ from evalbot.grading.policy import load_labels
 from tests.demo_profile import cut_demo_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+DEFAULT = load_labels(ROOT / "labels.yaml").policy("default")
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
 

@@ -64,7 +64,7 @@ def box(demo: tuple[DemoRepo, str], tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def _job(box: BoxConfig, base: str, head: str, seed: int = 7) -> Job:
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     return make_job(load_profile("demo"), policy, box, base, head, seed=seed)
 
 
@@ -108,7 +108,7 @@ def _section(box: BoxConfig, base: str, head: str, jobdir: Path,
 
 
 def _policy() -> Any:
-    return load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default").correctness
+    return load_labels(REPO_ROOT / "labels.yaml").policy("default").correctness
 
 
 def test_broken_pr_is_rejected(demo: tuple[DemoRepo, str], box: BoxConfig,

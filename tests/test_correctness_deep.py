@@ -27,7 +27,7 @@ from tests.test_correctness_guards import inert, results
 from tests.test_correctness_policy import chunks, section
 from tests.test_tokenize import _job, demo  # noqa: F401  (fixture)
 
-POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 
 # A score tool: right on every position (its argmax is the next id) unless the build it runs
 # from holds a `damage` file "A B STEP": then, in windows of more than 1000 ids, every STEP-th

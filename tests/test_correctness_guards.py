@@ -23,7 +23,7 @@ from evalbot.grading.policy import load_labels
 from evalbot.report.render import render_comment
 from tests.test_correctness_policy import chunks, section
 
-POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 PROFILES = REPO_ROOT / "evalbot" / "profiles"
 
 

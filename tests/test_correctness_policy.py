@@ -185,7 +185,7 @@ def test_calibrated_floors_sit_below_main() -> None:
 
 
 def test_the_job_carries_the_schedule_and_survives_json() -> None:
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     box = BoxConfig(name="b", kind="local", workdir="/tmp/w", repo="/tmp/r")
     job = make_job(load_profile("demo"), policy, box, "a" * 40, "b" * 40, seed=3)
     spec = job.correctness
@@ -212,7 +212,7 @@ def test_comment_shows_both_sides_with_intervals_seed_and_path() -> None:
                "cells": [], "failures": [],
                "correctness": section(chunks(32, 256, 0.93, 2, 28),
                                       consistency=_consistency([0.0] * 8, [0.0] * 8))}
-    policy = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     verdict = grade(results, policy)
     assert verdict["kind"] == "incorrect"
     text = render_comment(verdict)
@@ -235,7 +235,7 @@ def _graded(correctness: dict[str, Any]) -> dict[str, Any]:
                "rule": {"looks": [2], "critical": [1.0], "sd_floor": 0.1, "significance": 0.1,
                         "tolerance": 0.1}, "models": [{"name": "tiny", "role": "primary"}],
                "cells": [], "failures": [], "correctness": correctness}
-    return grade(results, load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default"))
+    return grade(results, load_labels(REPO_ROOT / "labels.yaml").policy("default"))
 
 
 @pytest.mark.parametrize(("recorded", "kind"), [

@@ -23,7 +23,7 @@ from evalbot.evaluation.profile import PROFILES_DIR, Profile, load_profile
 from evalbot.grading.policy import load_labels
 from tests.demo_profile import cut_demo_profile
 
-POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 KEY = "tiny/decode@64"
 FASTER = np.log(2.16)  # the `faster` PR's decode@64 (evalbot/profiles/demo.yaml)
 SIMS = 2000

@@ -169,4 +169,4 @@ def _policy(running: Running) -> str:
     from evalbot.config.settings import REPO_ROOT
     from evalbot.grading.policy import load_labels
 
-    return load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default").ident
+    return load_labels(REPO_ROOT / "labels.yaml").policy("default").ident

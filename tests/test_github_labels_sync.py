@@ -10,7 +10,7 @@ from evalbot.github.port import GitHubPort, LabelInfo
 from evalbot.grading.policy import load_labels
 from tests.github.fake_github import FakeGitHub
 
-BOOK = load_labels(REPO_ROOT / "evalbot" / "labels.yaml")
+BOOK = load_labels(REPO_ROOT / "labels.yaml")
 M = LabelInfo("eval:M", "5319e7", "evalbot: medium speedup")
 
 DIFF_CASES = [

@@ -21,7 +21,7 @@ pytest_plugins = ["tests.github.fixtures"]
 
 @pytest.fixture
 def publisher(port: GitHubPort) -> Publisher:
-    return Publisher(port, BOT, LabelFamily(load_labels(REPO_ROOT / "evalbot" / "labels.yaml")),
+    return Publisher(port, BOT, LabelFamily(load_labels(REPO_ROOT / "labels.yaml")),
                      backoff=Backoff(transient_wait_s=0.05))
 
 
@@ -132,7 +132,7 @@ def test_verdict_status_links_to_the_run(fake: FakeGitHub, port: GitHubPort) -> 
 
     verdict = {**gpu_verdicts()["slow"], "provenance": {**gpu_verdicts()["slow"]["provenance"],
                                                         "head_sha": SHA}}
-    family = LabelFamily(load_labels(REPO_ROOT / "evalbot" / "labels.yaml"))
+    family = LabelFamily(load_labels(REPO_ROOT / "labels.yaml"))
     Publisher(port, BOT, family, reports_url="https://reports.example/evalbot/").publish_verdict(
         2, verdict, body("verdict"))
     Publisher(port, BOT, family).publish_verdict(2, verdict, body("verdict"))

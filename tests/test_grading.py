@@ -21,7 +21,7 @@ from evalbot.grading.policy import Policy, load_labels
 from evalbot.grading.sequential import schedule
 
 ROOT = Path(__file__).resolve().parents[1]
-BOOK = load_labels(ROOT / "evalbot" / "labels.yaml")
+BOOK = load_labels(ROOT / "labels.yaml")
 DEFAULT, COMPAT = BOOK.policy("default"), BOOK.policy("sparkinfer-compat")
 JITTER = (1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0, 1.0002, 0.9998)  # shared by base and head
 

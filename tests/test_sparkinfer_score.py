@@ -35,7 +35,7 @@ from evalbot.grading.policy import load_labels
 from tests.test_sparkinfer_witness import TOOL, VOCAB, model, run_build, stub_tree, toolkit  # noqa: F401
 from tests.test_tokenize import _job, demo  # noqa: F401  (fixture)
 
-POLICY = load_labels(REPO_ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 SCORE_PY = REPO_ROOT / "engine" / "llamacpp" / "score.py"
 RUNTIME = "src/stub_runtime.cpp"
 SPLIT = 64  # the demo's short windows are 128 ids: half token path, half after a batched fill

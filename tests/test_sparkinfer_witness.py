@@ -39,7 +39,7 @@ STUB = ROOT / "tests" / "data" / "sparkinfer_stub"
 BUILD = ROOT / "engine" / "sparkinfer" / "build_witness.py"
 TOOL = "evalbot-out/evalbot-sparkinfer-witness"
 VOCAB = 5000
-DEFAULT = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+DEFAULT = load_labels(ROOT / "labels.yaml").policy("default")
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

@@ -33,7 +33,7 @@ from evalbot.store.noise import NoiseStore
 from tests.stub_engine import WITNESS
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(ROOT / "labels.yaml").policy("default")
 
 
 # Each process draws its rates from a generator seeded by (the build's speed.json, how many

@@ -151,7 +151,7 @@ def test_shipped_profiles_meet_the_bars_at_their_measured_noise(scenario: str,
 
     from evalbot.grading.policy import load_labels
 
-    policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(ROOT / "labels.yaml").policy("default")
     (sc,) = [s for s in vq.scenarios() if s.name == scenario]
     f = vq.measure(sc, policy, 1200, np.random.default_rng(7))
     assert f.false <= 0.01 and f.inconclusive <= 0.05
@@ -172,7 +172,7 @@ def test_scoring_the_bimodal_depth_0_prefill_leaves_the_h200_aa_undecided() -> N
 
     from evalbot.grading.policy import load_labels
 
-    policy = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(ROOT / "labels.yaml").policy("default")
     (kept,) = [s for s in vq.scenarios() if s.name == "H200 prefill@0 kept"]
     (shipped,) = [s for s in vq.scenarios() if s.name == "H200 fixture"]
     assert vq.measure(kept, policy, 600, np.random.default_rng(3)).inconclusive > 0.3

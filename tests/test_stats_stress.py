@@ -31,7 +31,7 @@ from tests.stub_engine import decode_cell
 from tests.test_grading import C, _record
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICY = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(ROOT / "labels.yaml").policy("default")
 SIMS = 1200
 EDGES = np.log1p([0.02, 0.035, 0.06, 0.10, 0.18])
 

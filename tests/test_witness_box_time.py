@@ -33,7 +33,7 @@ from tests.graded_history import record
 from tests.stub_engine import _git, job_doc, make_repo, stepped_witness
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+DEFAULT = load_labels(ROOT / "labels.yaml").policy("default")
 DECODE = "m/decode@4096"
 STEPS = 1000
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}

@@ -25,7 +25,7 @@ from evalbot.grading.policy import load_labels
 from tests.stub_engine import _git, decode_cell, decode_witness, job_doc, make_repo
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = load_labels(ROOT / "evalbot" / "labels.yaml").policy("default")
+DEFAULT = load_labels(ROOT / "labels.yaml").policy("default")
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 KEY = "m/decode@128"
 
