@@ -70,7 +70,7 @@ def test_head_claiming_speed_it_does_not_show_is_spoofed(tmp_path):
     from evalbot.grading.policy import load_labels
     from tests.stub_engine import decode_witness
 
-    policy = load_labels(Path(__file__).resolve().parents[1] / "evalbot" / "labels.yaml").policy("default")
+    policy = load_labels(Path(__file__).resolve().parents[1] / "labels.yaml").policy("default")
     repo, main, shas = make_repo(tmp_path / "src", {"liar": {"lie": 10.0},
                                                     "honest": {"decode": 260.0}},
                                  main={"decode": 200.0})

@@ -13,7 +13,7 @@ from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 
 DATA = Path(__file__).parent / "data" / "llamacpp"
-LABELS = Path(__file__).resolve().parents[1] / "evalbot" / "labels.yaml"
+LABELS = Path(__file__).resolve().parents[1] / "labels.yaml"
 KEY = "qwen3-0p6b-synth/decode@4096"
 
 

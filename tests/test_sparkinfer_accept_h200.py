@@ -18,7 +18,7 @@ from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 
 DATA = Path(__file__).parent / "data" / "sparkinfer" / "accept-h200"
-POLICY = load_labels(Path(__file__).parents[1] / "evalbot" / "labels.yaml").policy("default")
+POLICY = load_labels(Path(__file__).parents[1] / "labels.yaml").policy("default")
 TOOL = "{build}/evalbot-out/evalbot-sparkinfer-witness"
 
 # evaluation -> (headline, the cell that carries it, the witness that settled it, how)
