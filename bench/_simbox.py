@@ -223,7 +223,11 @@ def output_ids(spec: WitnessSpec, prompt: list[int], head: Head | None,
         return Printed(ids.tolist(), *((runner_up.tolist(), margin.tolist()) if stepped else ()))
     wrong = np.zeros(n, dtype=bool)
     wrong[round(head.agreement * n):] = True
-    flipped = tied & (rng.random(n) < head.flips / NEAR_TIES) if head.flips \
+    # where numerics flip is a function of the prompt, as on a GPU (the same prompt flips the
+    # same steps), and draws nothing from `rng`: a bf16 head and its exact twin, seeded alike
+    # (bench/_rows.py), then see the same box and differ only in these flips
+    flip_draw = np.random.default_rng([zlib.crc32(np.asarray(prompt, dtype=np.int64).tobytes()), 1])
+    flipped = tied & (flip_draw.random(n) < head.flips / NEAR_TIES) if head.flips \
         else np.zeros(n, dtype=bool)
     if not teacher_forced(spec) and flipped.any():
         wrong[int(np.argmax(flipped)):] = True  # a free-running decode diverges

@@ -110,9 +110,8 @@ class Measurement:
                 gpu.reset_clocks()
 
     def _run(self, run: SpeedRun, progress: Any) -> None:
-        for _ in range(self.job.rule.warmup):
-            for side in SIDES:
-                self._sample(run, side, warmup=True)
+        warm = [self._sample(run, s, warmup=True)[0] for _ in range(self.job.rule.warmup) for s in SIDES]
+        self._reserve_first_verdict([s["wall_s"] for w in warm for s in w.values() if s["side"] == "base"])
         pairs, attempts = 0, 0
         last = self.job.rule.looks[-1]
         while pairs < last and attempts < 2 * last:
@@ -139,6 +138,14 @@ class Measurement:
                     self._stop(run, "decided")
                     return
         self._stop(run, "last_look")
+
+    def _reserve_first_verdict(self, main_walls: list[float]) -> None:
+        """Each run gets the time of its first verdict look at main's pace (a pair: two of main's
+        warm-up samples), whatever the runs before it spent: budget_s suits the profile's pace,
+        and a slower box must not leave a model unmeasured. The PR cannot set main's pace."""
+        verdict_pairs = min((b.pairs for b in self.schedule.values() if b.directional_floor >= 0),
+                            default=self.job.rule.looks[-1])
+        self.deadline = max(self.deadline, self.now() + verdict_pairs * 2 * max(main_walls[-1:], default=0.0))
 
     def _look(self, run: SpeedRun, pairs: int) -> None:
         rule = self.job.rule
