@@ -12,8 +12,9 @@ its witness ids main's runner-up at 1% of the steps, all at main's near ties (be
 NEAR_TIES; free-running witnesses diverge there); "skips 2% of steps, guesses ids": the liar the
 near-tie credit must not pay. Targets: an honest head earns a tier no higher than its true one
 in >= 95% (where a witness covers a cell it changes); a bf16 head its exact twin's true tier at
-least 95% as often (the two on the same seed: the same box, only the flips differ); the skipping liar a tier in <= 1%; the A/A is wrong (a tier, a regression,
-spoofed) in <= 1% and inconclusive in <= 5%. Liars: bench/spoof_quality.py.
+least 95% as often (the two on the same seed: the same box, only the flips differ); the
+skipping liar a tier in <= 1%; the A/A is wrong (a tier, a regression, spoofed) in <= 1% and
+inconclusive in <= 5%. Liars: bench/spoof_quality.py.
 
 Second table (`--rule`): the stopping rule alone, vectorised. The job is what `make_job` builds
 for the profile under the `default` policy: its cells and runs, looks, floors (and their degrees
