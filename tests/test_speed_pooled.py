@@ -60,7 +60,9 @@ def test_a_budget_spent_before_the_first_look_is_inconclusive(
     path, shas = repo
     job = make_job(pooled, POLICY, _box(path, tmp_path), shas["main"], shas["neutral"],
                    job_id="pooled-budget")
-    job = dataclasses.replace(job, rule=dataclasses.replace(job.rule, budget_s=1e-3))
+    # no warm-up: no pace of main's to reserve a first verdict look by (speed.py
+    # `_reserve_first_verdict`), so the spent budget stops the run before any look
+    job = dataclasses.replace(job, rule=dataclasses.replace(job.rule, budget_s=1e-3, warmup=0))
     results = _run(job, tmp_path)
     assert {c["stopped"] for c in results["cells"]} == {"budget"}
     assert all(not c["looks"] for c in results["cells"])
