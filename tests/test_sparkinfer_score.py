@@ -156,6 +156,9 @@ def test_main_scores_as_the_reference_on_both_fills(demo: Any, tmp_path: Path,  
     log = (tmp_path / "job" / "logs" / "score-head-0.log").read_text()
     assert f"stub: prefill_batched n={SPLIT} " in log
     assert "ids=128 from=0 fill=batched after_fill=63 " in log
+    # each side's score processes are timed (docs/gpu-e2e.md gives correctness's cost from them)
+    assert set(section["seconds"]) == {"reference", "base", "head"}
+    assert section["seconds"]["base"] > 0 and section["seconds"]["head"] > 0
 
 
 def test_a_head_whose_batched_prefill_is_wrong_is_rejected(demo: Any, tmp_path: Path,  # noqa: F811

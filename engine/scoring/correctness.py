@@ -20,6 +20,7 @@ import json
 import random
 import stat
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,8 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
+    # box seconds per side, every round (the reference's 0 when its windows were cached)
+    seconds = {"reference": 0.0, "base": 0.0, "head": 0.0}
     counts, used = chunk_looks(spec, spec.looks), 0
     vocab = vocab_size(model.path)
     for j, count in enumerate(spec.looks):
@@ -116,9 +119,15 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
         froms = [scored_from(spec, w.kind, len(w.tokens)) for w in batch] + [0] * len(extra)
+        t0 = time.monotonic()
         refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
-        outs = {side: _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
-                                  built[side], job.env, vocab) for side in ("base", "head")}
+        seconds["reference"] += time.monotonic() - t0
+        outs = {}
+        for side in ("base", "head"):
+            t0 = time.monotonic()
+            outs[side] = _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
+                                     built[side], job.env, vocab)
+            seconds[side] += time.monotonic() - t0
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
         chunks += [row for k, w in enumerate(batch)
                    for row in _chunks(spec, w, refs[w.kind, w.index], outs["base"][k],
@@ -155,6 +164,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
                  "margin": spec.margin, "kl_margin": spec.kl_margin},
         "floors": spec.floors,
         "consistency": consistency,
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
 
 
