@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import yaml
 
-from bench import _simbox
+from bench import _simbox, verdict_quality
+from bench._scenarios import job_of
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import SpeedRun, StoppingRule, parse_job
@@ -184,3 +185,16 @@ def test_the_budget_in_pairs_keys_travel_with_the_job(tmp_path: Path) -> None:
     # an A/A calibration has four times the budget: four times the cap too, at the same pace
     aa = calibration_job(load_profile("llamacpp"), _simbox.POLICY, box, "a" * 40, pairs=30)
     assert (aa.rule.budget_s, aa.rule.budget_pace_s, aa.rule.max_budget_s) == (3720.0, 9.25, 57600.0)
+
+
+def test_the_rule_table_of_the_bench_counts_the_budget_in_pairs() -> None:
+    """bench/verdict_quality.py's vectorised rule (`--rule`) spends the same scaled budget: at six
+    times the H200's pace an XS-centre head's run measures as many pairs as at the H200's pace
+    (budget_s alone would stop it at 8)."""
+    (sc,) = [s for s in verdict_quality.scenarios() if s.name == "H200 fixture"]
+    job = job_of(sc, _simbox.POLICY)
+    pairs = {pace: verdict_quality.simulate(job, sc, 0.0275, 400, np.random.default_rng(7),
+                                            _simbox.POLICY, given=pace).pairs
+             for pace in (9.25, SLOW_S)}
+    assert pairs[SLOW_S].max() == job.rule.looks[-1] and pairs[SLOW_S].mean() > 16
+    assert pairs[SLOW_S].mean() == pytest.approx(pairs[9.25].mean(), rel=0.02)
