@@ -22,7 +22,8 @@ of freedom), critical values, tier edges, warm-ups and box-time budget. Paired s
 for many simulated PRs at once and pushed through the decision code the harness and the grader
 run (`engine.measure.stats.decide`), look by look: a cell stops at its first final look, a run
 once all its cells are final, at its last look, or when the budget shared by all runs is spent
-(checked before each pair, as engine/measure/speed.py does); at each look the run's cells test
+(checked before each pair, as engine/measure/speed.py does; counted in pairs where the profile
+says so: engine/measure/budget.py at the first run's pace); at each look the run's cells test
 their calibration together (engine.measure.stats.calibration_refuted). Its pace per process is
 the fixtures' (bench/_paces.py) or `--paces`' first.
 
@@ -92,7 +93,7 @@ from bench import _fixedn, _paces, _rows  # noqa: E402
 from bench._scenarios import Scenario, changed_cell, job_of, scenarios  # noqa: E402
 from bench._simbox import Head  # noqa: E402
 from evalbot.engine.contract.job import Job, SpeedRun  # noqa: E402
-from evalbot.engine.measure import stats  # noqa: E402
+from evalbot.engine.measure import budget, stats  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading import sequential  # noqa: E402
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
@@ -126,6 +127,7 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
                      rule.settle_floor or [0.0] * len(rule.looks),
                      rule.guard or [0.0] * len(rule.looks), strict=True)]
     last = rule.looks[-1]
+    total = budget.total_s(rule, pace_s(sc.profile, job.runs[0], given))  # main's pace scales it
     elapsed = np.zeros(sims)
     finals, used, estimate = [], [], np.zeros(sims)
     target_pairs = np.zeros(sims)
@@ -138,7 +140,7 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
         keys = [c.key for c in run.cells]
         if target in keys and effect:
             r[:, keys.index(target), :] += math.log1p(effect)
-        room = (rule.budget_s - elapsed - 2 * rule.warmup * pace) / (2 * pace)
+        room = (total - elapsed - 2 * rule.warmup * pace) / (2 * pace)
         pairs_max = np.clip(np.floor(room) + 1, 0, last).astype(int)
         final, n_used, mean_at = run_rule(r, bounds, job, run, pairs_max)
         if target in keys:
@@ -361,8 +363,9 @@ def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) ->
         pace = ", ".join(f"{r.model} {pace_s(name, r, given):.1f} s" + (
             " (pace assumed)" if not given and _paces.run_pace(
                 name, r.model, {c.ctx for c in r.cells}).assumed else "") for r in job.runs)
-        print(f"\n{name}: looks {list(s.looks)}, budget {s.budget_s:.0f} s, floor df "
-              f"{s.sd_floor_df}, pace {pace} per process")
+        scaled = budget.total_s(job.rule, pace_s(name, job.runs[0], given))
+        print(f"\n{name}: looks {list(s.looks)}, budget {s.budget_s:.0f} s ({scaled:.0f} s at "
+              f"main's pace), floor df {s.sd_floor_df}, pace {pace} per process")
         print(head)
         print("-" * len(head))
         for sc in scenarios():

@@ -3,6 +3,7 @@ the fake GitHub), the audit trail in a real SQLite file, and pooling of two real
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -161,6 +162,11 @@ def test_pooling_decides_what_one_run_left_inconclusive(stub, tmp_path):
     assert pooled["rule"]["looks"] == [3, 5, 8, 10] and pooled["pooled_from"] == ["early", "late"]
     # four looks instead of two: every look is judged more strictly than in one run
     assert pooled["rule"]["critical"][0] > earlier["rule"]["critical"][0]
+    assert pooled["rule"]["budget_s"] == earlier["rule"]["budget_s"] + later["rule"]["budget_s"]
+    assert pooled["rule"].get("max_budget_s") is None  # no budget in pairs in either run
+    capped = pool(*({**r, "rule": {**r["rule"], "budget_pace_s": 9.25, "max_budget_s": 2000.0}}
+                    for r in (earlier, later)))
+    assert capped["rule"]["max_budget_s"] == 4000.0  # both runs' caps, as their budgets
     verdict = grade(pooled, policy())  # the grader's replay agrees with the pooled looks
     assert verdict["kind"] == "neutral"
     for e_cell, l_cell, p_cell in zip(earlier["cells"], later["cells"], pooled["cells"],
@@ -198,6 +204,11 @@ def test_scale_job_multiplies_looks_and_recomputes_the_schedule(stub):
     assert scaled.rule.looks == [6, 10] and scaled.rule.budget_s == 2 * job.rule.budget_s
     assert len(scaled.rule.critical) == len(scaled.rule.equivalence) == 2
     assert speed.bounds_of(scaled.rule.__dict__)[1].pairs == 10
+    assert scaled.rule.max_budget_s is None  # a rule without the budget in pairs stays without
+    capped = dataclasses.replace(job, rule=dataclasses.replace(
+        job.rule, budget_pace_s=9.25, max_budget_s=4 * job.rule.budget_s))
+    rule = scale_job(capped, 2.0).rule  # twice the pairs at any pace: twice the cap too
+    assert (rule.budget_pace_s, rule.max_budget_s) == (9.25, 8 * job.rule.budget_s)
     with pytest.raises(ValueError, match="above 1"):
         scale_job(job, 1.0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ class StoppingRule:
     tolerance: float  # t: largest slowdown that still counts as neutral
     warmup: int = 1
     budget_s: float = 1800.0
+    budget_pace_s: float | None = None  # main's sample pace budget_s buys its pairs at (budget.py)
+    max_budget_s: float | None = None  # the cap of budget_s scaled by main's pace; None: unscaled
     alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
     # The rest of the schedule (engine/measure/stats.py): one value per look; empty means `critical`
     # (the first rule, where one critical value served every test).
@@ -183,8 +186,6 @@ def _argv(value: list[Any], where: str, extra: tuple[str, ...] = ()) -> list[str
 
 
 def _placeholders(arg: str) -> list[str]:
-    import string
-
     return [name for _, name, _, _ in string.Formatter().parse(arg) if name]
 
 
@@ -228,11 +229,9 @@ def _witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
 
 def _share(d: Any) -> float:
     share = get(d, "rule", "witness_share", float, optional=True)
-    if share is None:
-        return StoppingRule.witness_share
-    if not 0 < share <= 10:
+    if share is not None and not 0 < share <= 10:
         raise ContractError("rule.witness_share: a share of the measuring's box time, in (0, 10]")
-    return share
+    return StoppingRule.witness_share if share is None else share
 
 
 def _rule(d: Any) -> StoppingRule:
@@ -249,6 +248,8 @@ def _rule(d: Any) -> StoppingRule:
         tolerance=get(d, w, "tolerance", float),
         warmup=get(d, w, "warmup", int, optional=True) or 0,
         budget_s=get(d, w, "budget_s", float, optional=True) or 1800.0,
+        budget_pace_s=get(d, w, "budget_pace_s", float, optional=True),
+        max_budget_s=get(d, w, "max_budget_s", float, optional=True),
         alpha=get(d, w, "alpha", float, optional=True) or 0.05,
         critical_floor=_per_look(d, "critical_floor", len(looks)),
         equivalence=_per_look(d, "equivalence", len(looks)),
@@ -350,16 +351,13 @@ def parse_job(doc: Any) -> Job:
     """Validate a job description document and return it typed."""
     if get(doc, "", "schema", str) != JOB_SCHEMA:
         raise ContractError(f"schema: expected {JOB_SCHEMA!r}, got {doc.get('schema')!r}")
-    models = [
-        Model(
-            name=get(m, f"models[{i}]", "name", str),
-            path=get(m, f"models[{i}]", "path", str),
-            sha256=get(m, f"models[{i}]", "sha256", str),
-            role=one_of(m.get("role", "primary"), ("primary", "guard"), f"models[{i}].role"),
-            namespace=m.get("namespace", ""),
-        )
-        for i, m in enumerate(get(doc, "", "models", list))
-    ]
+    models = [Model(
+        name=get(m, f"models[{i}]", "name", str),
+        path=get(m, f"models[{i}]", "path", str),
+        sha256=get(m, f"models[{i}]", "sha256", str),
+        role=one_of(m.get("role", "primary"), ("primary", "guard"), f"models[{i}].role"),
+        namespace=m.get("namespace", ""),
+    ) for i, m in enumerate(get(doc, "", "models", list))]
     job = Job(
         job_id=get(doc, "", "job_id", str),
         profile=get(doc, "", "profile", str),

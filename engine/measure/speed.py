@@ -22,7 +22,7 @@ from ..contract.job import Cell, Job, SpeedRun
 from ..contract.witness_spec import WitnessSpec
 from ..sandbox import cpu_meter, proc
 from ..sides.build import Built, verify
-from . import gpu, spoof, stats, witness, witness_plan
+from . import budget, gpu, spoof, stats, witness, witness_plan
 from .parsing import ParseError, read_argmax, read_rates
 
 SIDES = ("base", "head")
@@ -83,7 +83,8 @@ class Measurement:
         self.records = {c.key: CellRecord(c) for c in job.cells}
         self.models = {m.name: m.path for m in job.models}
         self.seq = 0
-        self.deadline = self.now() + job.rule.budget_s
+        self.start = self.now()
+        self.deadline = self.start + job.rule.budget_s
         self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
         self.witnesses: list[witness.WitnessRecord] = []  # every run's, in run order
         # box seconds of every sample process (warm-ups included) and of every witness process:
@@ -111,9 +112,12 @@ class Measurement:
 
     def _run(self, run: SpeedRun, progress: Any) -> None:
         warm = [self._sample(run, s, warmup=True)[0] for _ in range(self.job.rule.warmup) for s in SIDES]
-        self._reserve_first_verdict([s["wall_s"] for w in warm for s in w.values() if s["side"] == "base"])
-        pairs, attempts = 0, 0
-        last = self.job.rule.looks[-1]
+        main = [s["wall_s"] for w in warm for s in w.values() if s["side"] == "base"]
+        if run is self.job.runs[0]:  # the budget counted in pairs, at main's pace (budget.py)
+            total = budget.total_s(self.job.rule, main[-1] if main else None)
+            self.deadline = max(self.deadline, self.start + total)  # never shrinks
+        self._reserve_first_verdict(main)
+        pairs, attempts, last = 0, 0, self.job.rule.looks[-1]
         while pairs < last and attempts < 2 * last:
             if self.now() > self.deadline:
                 self._stop(run, "budget")
@@ -319,13 +323,10 @@ class Measurement:
     def _tokens(run: SpeedRun, cell: Cell) -> int:
         return cell.ctx if cell.metric == "prefill" else run.tokens_per_sample.get("decode", 0)
 
-    def _check_timing(
-        self, run: SpeedRun, rates: dict[str, float], wall: float, side: str, log: Path
-    ) -> None:
+    def _check_timing(self, run: SpeedRun, rates: dict[str, float], wall: float, side: str,
+                      log: Path) -> None:
         """A self-reported rate faster than the process's own wall time allows is a lie."""
-        claimed = 0.0
-        for cell in run.cells:
-            claimed += self._tokens(run, cell) / rates[cell.key]
+        claimed = sum(self._tokens(run, cell) / rates[cell.key] for cell in run.cells)
         if claimed > wall * 1.02 + 0.005:
             raise SampleFailure(
                 side, "spoofed",

@@ -51,6 +51,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         tolerance=tolerance,
         warmup=speed.warmup,
         budget_s=speed.budget_s,
+        budget_pace_s=speed.budget_pace_s,
+        max_budget_s=speed.max_budget_s,
         alpha=policy.alpha,
         equivalence_alpha=EQUIVALENCE_ALPHA,
         family=profile.cell_count,

@@ -60,6 +60,10 @@ class SpeedSettings:
     tolerance: float | None
     sd_floor_df: int = 0  # degrees of freedom of the floors' measurement; 0: the first rule
     witness_share: float = 0.25  # the witnesses' box time at most, as a share of the measuring's
+    # the budget counted in pairs (engine/measure/budget.py): main's sample pace budget_s was
+    # sized at, and the cap of the scaled budget; both None: budget_s whatever the pace
+    budget_pace_s: float | None = None
+    max_budget_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,8 @@ def load_profile(name_or_path: str) -> Profile:
                                                            "namespace"}))
     names = {m.name for m in models}
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
-                                  "significance", "tolerance", "sd_floor_df", "witness_share"})
+                                  "significance", "tolerance", "sd_floor_df", "witness_share",
+                                  "budget_pace_s", "max_budget_s"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
                                                                "witnesses"}))
@@ -131,6 +136,8 @@ def load_profile(name_or_path: str) -> Profile:
     if len(set(witnesses)) < len(witnesses):  # a witness's name is its key in the results
         twice = sorted({n for n in witnesses if witnesses.count(n) > 1})
         raise doc.error(speed.path("runs"), f"witness name(s) used twice: {', '.join(twice)}")
+    budget_s = speed.get("budget_s", float, 1800.0)
+    budget_pace_s, max_budget_s = _budget_in_pairs(speed, budget_s)
     looks = tuple(speed.get("looks", list))
     if not looks or looks != tuple(sorted(set(looks))) or looks[0] < 2:
         raise doc.error(speed.path("looks"), "must be increasing pair counts, the first >= 2")
@@ -146,11 +153,13 @@ def load_profile(name_or_path: str) -> Profile:
             looks=looks,
             warmup=speed.get("warmup", int, 1),
             sd_floor=speed.get("sd_floor", float),
-            budget_s=speed.get("budget_s", float, 1800.0),
+            budget_s=budget_s,
             significance=speed.get("significance", float, None),
             tolerance=speed.get("tolerance", float, None),
             sd_floor_df=_floor_df(speed),
             witness_share=_witness_share(speed),
+            budget_pace_s=budget_pace_s,
+            max_budget_s=max_budget_s,
         ),
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
@@ -253,6 +262,25 @@ def _witness_share(speed: Section) -> float:
         raise speed.doc.error(speed.path("witness_share"),
                               f"{share} is not a share of the measuring's box time in (0, 10]")
     return share
+
+
+def _budget_in_pairs(speed: Section, budget_s: float) -> tuple[float | None, float | None]:
+    """budget_pace_s and max_budget_s come together (a pace without a cap would let a slow box
+    run for ever; a cap without a pace scales nothing): positive, the cap at least budget_s."""
+    pace = speed.get("budget_pace_s", float, None)
+    cap = speed.get("max_budget_s", float, None)
+    if (pace is None) != (cap is None):
+        given, missing = ("budget_pace_s", "max_budget_s") if cap is None else \
+            ("max_budget_s", "budget_pace_s")
+        raise speed.doc.error(speed.path(given), f"needs {missing} too (both or neither)")
+    if pace is not None and not pace > 0:
+        raise speed.doc.error(speed.path("budget_pace_s"),
+                              f"{pace} is not a sample process's time in seconds (> 0)")
+    if cap is not None and not (cap > 0 and cap >= budget_s):
+        raise speed.doc.error(speed.path("max_budget_s"),
+                              f"{cap} is not a cap in seconds at least budget_s ({budget_s:g}): "
+                              "the scaled budget is never below budget_s")
+    return pace, cap
 
 
 def _correctness(top: Section, models: set[str]) -> CorrectnessSettings:

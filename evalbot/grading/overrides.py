@@ -129,8 +129,10 @@ def scale_job(job: Job, factor: float) -> Job:
     family = rule.family or len(job.cells)
     bounds = schedule(looks, family, rule.alpha, rule.equivalence_alpha, rule.pool_df,
                       rule.rule_version)
+    cap = None if rule.max_budget_s is None else rule.max_budget_s * factor  # stays >= budget_s
     scaled = dataclasses.replace(rule, looks=looks, budget_s=rule.budget_s * factor,
-                                 family=family, **rule_lists(bounds, rule.rule_version))
+                                 max_budget_s=cap, family=family,
+                                 **rule_lists(bounds, rule.rule_version))
     return dataclasses.replace(job, rule=scaled)
 
 
@@ -154,6 +156,8 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     rule = {**l_rule, "looks": looks, **rule_lists(bounds, version),
             "equivalence_alpha": eq_alpha, "family": family,
             "budget_s": float(e_rule["budget_s"]) + float(l_rule["budget_s"])}
+    if e_rule.get("max_budget_s") is not None and l_rule.get("max_budget_s") is not None:
+        rule["max_budget_s"] = float(e_rule["max_budget_s"]) + float(l_rule["max_budget_s"])
     later_cells = {speed.cell_key(c): c for c in later["cells"]}
     cells = [_pool_cell(c, later_cells[speed.cell_key(c)]) for c in earlier["cells"]]
     for cell, looks in zip(cells, speed.replay_all(cells, rule), strict=True):

@@ -45,7 +45,8 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
     rule = dataclasses.replace(
         job.rule, looks=[pairs], sd_floors={}, sd_floor=1e-6, tier_edges={}, calibrated=[],
         **rule_lists(schedule([pairs], profile.cell_count, policy.alpha)),
-        budget_s=max(job.rule.budget_s, 1.0) * 4, witness_aa=witnesses)
+        budget_s=max(job.rule.budget_s, 1.0) * 4, witness_aa=witnesses,
+        max_budget_s=None if job.rule.max_budget_s is None else job.rule.max_budget_s * 4)
     runs = job.runs
     if witnesses:
         runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
