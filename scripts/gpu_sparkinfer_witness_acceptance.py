@@ -76,10 +76,19 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                      [(PREFILL, "    const int N = n;\n",
                        "    const int N = n > 2048 ? n / 2 : n;  // skips the second half\n")]),
     # numerics only the batched prefill runs (issue 32): the KV cache and recurrent state it
-    # leaves are wrong, forward_token is untouched (qwen3_gguf_score scored this head inert)
-    "broken-prefill": ("prefill: rms eps x 1e5 in the batched prefill only",
+    # leaves are wrong, forward_token is untouched (qwen3_gguf_score scored this head inert).
+    # eps x 1e5 (0.1) moved the random-weight Qwythos by 0.47 points of top-1 on the H200,
+    # within the 1-point margin (tests/data/sparkinfer/accept-h200/broken-prefill.*): its
+    # hidden states dwarf 0.1. eps x 1e16 makes every norm of the fill shrink its input, so the
+    # cache and the DeltaNet state hold next to nothing of the prompt
+    "broken-prefill": ("prefill: rms eps x 1e16 in the batched prefill only",
                        [(PREFILL, "    const float rope_theta = c.rope_theta, eps = c.rms_eps;\n",
-                         "    const float rope_theta = c.rope_theta, eps = c.rms_eps * 1e5f;\n")]),
+                         "    const float rope_theta = c.rope_theta, eps = c.rms_eps * 1e16f;\n")]),
+    # the same, only for prompts longer than 32,000 ids: damage the deep windows alone can see
+    "broken-long-prefill": ("prefill: rms eps x 1e16 in batched prefills over 32000 ids",
+                            [(PREFILL, "    const float rope_theta = c.rope_theta, eps = c.rms_eps;\n",
+                              "    const float rope_theta = c.rope_theta,"
+                              " eps = c.rms_eps * (n > 32000 ? 1e16f : 1.f);\n")]),
 }
 
 # name, base branch, head branch, what it must get, correctness section on
@@ -95,6 +104,7 @@ EVALUATIONS = [
     ("liar-prefill-110", "main", "liar-prefill-110", "no tier", False),
     ("lazy-prefill", "main", "lazy-prefill", "no tier", False),
     ("broken-prefill", "main", "broken-prefill", "eval:REJECT", True),
+    ("broken-long-prefill", "main", "broken-long-prefill", "eval:REJECT", True),
 ]
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
@@ -146,15 +156,18 @@ def profile(shipped: Path, sums: Path, key: str, flags: list[str]) -> dict:
 
 def box_times(results: dict) -> dict[str, float]:
     """Box seconds per stage from a results file: builds, the sample processes (warm-ups are
-    not recorded), the witness processes, and the rest (correctness, checkouts, warm-ups)."""
+    not recorded), the witness processes, the score processes, and the rest (checkouts,
+    warm-ups, tokenizing)."""
     builds = sum(float(results[s].get("duration_s") or 0.0) for s in ("base", "head"))
     measuring = sum(float(s.get("seconds") or 0.0) for w in results.get("witnesses") or []
                     if w.get("source") == "samples" for s in w["samples"])
     witnesses = sum(float(s.get("wall_s") or 0.0) for w in results.get("witnesses") or []
                     if w.get("source") == "witness" for s in w["samples"])
     total = float((results.get("timing") or {}).get("total_s") or 0.0)
+    # each side's score processes (results since the correctness section records them)
+    scoring = sum(((results.get("correctness") or {}).get("seconds") or {}).values())
     return {"total": total, "builds": builds, "measuring": measuring, "witnesses": witnesses,
-            "rest": total - builds - measuring - witnesses}
+            "correctness": scoring, "rest": total - builds - measuring - witnesses - scoring}
 
 
 def summary(folder: Path) -> int:
