@@ -198,3 +198,25 @@ def test_the_rule_table_of_the_bench_counts_the_budget_in_pairs() -> None:
              for pace in (9.25, SLOW_S)}
     assert pairs[SLOW_S].max() == job.rule.looks[-1] and pairs[SLOW_S].mean() > 16
     assert pairs[SLOW_S].mean() == pytest.approx(pairs[9.25].mean(), rel=0.02)
+
+
+def test_the_witness_first_look_room_follows_the_scaled_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The witnesses' part of the budget before their first look is witness_share x the budget
+    main's pace gave, not x budget_s: on a box six times slower a witness's processes are six
+    times longer, and its allowance grows with them (before, it stayed at a quarter of 930 s)."""
+    from evalbot.engine.measure import speed, witness
+    rooms: list[tuple[float, witness.Room | None]] = []  # (the measuring's budget left, room)
+    real = speed.witness_plan.room
+
+    def spy(*args: Any, **kwargs: Any) -> witness.Room | None:
+        rooms.append((args[2], out := real(*args, **kwargs)))
+        return out
+
+    monkeypatch.setattr(speed.witness_plan, "room", spy)
+    box = _llamacpp(PLUS_3, tmp_path, seed=3)
+    rule, total = box.job.rule, box.deadline - box.start
+    assert total > 5 * rule.budget_s and rooms  # the scaled budget, and the witness ran
+    for left, room in rooms:
+        assert room is not None
+        assert room.budget_s == pytest.approx(max(left + rule.witness_share * total, 0.0))

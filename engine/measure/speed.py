@@ -262,7 +262,7 @@ class Measurement:
                                                    self.records[key].cell.higher_is_better)]
                   if c is not None}
         room = witness_plan.room(spec, self.job.rule, self.deadline - self.now(),
-                                 self.measured_s, self.witnessed_s)
+                                 self.deadline - self.start, self.measured_s, self.witnessed_s)
         # no warm-up of its own: the samples have just warmed caches and clocks
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
                                  self.jobdir / "witness-prompts", warmup=0,

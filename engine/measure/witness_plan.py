@@ -45,15 +45,16 @@ def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],
     return best
 
 
-def room(spec: WitnessSpec, rule: StoppingRule, budget_left_s: float, measured_s: float,
-         witnessed_s: float) -> witness.Room | None:
+def room(spec: WitnessSpec, rule: StoppingRule, budget_left_s: float, budget_s: float,
+         measured_s: float, witnessed_s: float) -> witness.Room | None:
     """Its box time. Up to its first look: what is left of the PR's whole budget, the
-    measuring's `budget_left_s` plus the witnesses' part of it (witness_share × budget_s), so a
-    measuring that spent its budget never starves the first look. Beyond it: what is left of
+    measuring's `budget_left_s` plus the witnesses' part of it (witness_share × `budget_s`, the
+    budget as main's pace scaled it: budget.py), so a measuring that spent its budget never
+    starves the first look, on a slow box as on a fast one. Beyond it: what is left of
     the share of the measuring's box time. None (unbounded) in an A/A calibration, which
     measures every pair of every witness."""
     if rule.witness_aa:
         return None
     return witness.Room(spec.looks[0],
-                        max(budget_left_s + rule.witness_share * rule.budget_s, 0.0),
+                        max(budget_left_s + rule.witness_share * budget_s, 0.0),
                         max(rule.witness_share * measured_s - witnessed_s, 0.0))
