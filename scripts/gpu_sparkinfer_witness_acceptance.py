@@ -40,6 +40,9 @@ BENCH = "runtime/examples/qwen3_gguf_bench.cpp"
 LM_HEAD = "    if (s.gguf && s.use_pq && s.use_llama && s.w.lm_head_type == 12) {\n"
 LM_HEAD_END = "    else        kernels::launch_linear_f32(s.xn, s.w.lm_head, s.logits, 1, c.vocab, H, st);\n"
 ATTN = "            kernels::launch_prefill_attn_int8_paged(qb, kpool, vpool, kscale, vscale, btable, att,\n"
+V_PROJ = "            proj(xn, w.wv, w.wv_type, vf, kvdim, H);\n"
+V_X128 = ("            for (int evalbot_x2 = 0; evalbot_x2 < ({cond} ? 7 : 0); evalbot_x2++)\n"
+          "                kernels::launch_prefill_add(vf, vf, vf, (long)N * kvdim, st);\n")
 JSON_ROW = "               rows[i].ctx, rows[i].decode_tps, rows[i].prefill_pp);"
 
 
@@ -75,20 +78,21 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "lazy-prefill": ("prefill: half of a long prompt (work skipped)",
                      [(PREFILL, "    const int N = n;\n",
                        "    const int N = n > 2048 ? n / 2 : n;  // skips the second half\n")]),
-    # numerics only the batched prefill runs (issue 32): the KV cache and recurrent state it
-    # leaves are wrong, forward_token is untouched (qwen3_gguf_score scored this head inert).
-    # eps x 1e5 (0.1) moved the random-weight Qwythos by 0.47 points of top-1 on the H200,
-    # within the 1-point margin (tests/data/sparkinfer/accept-h200/broken-prefill.*): its
-    # hidden states dwarf 0.1. eps x 1e16 makes every norm of the fill shrink its input, so the
-    # cache and the DeltaNet state hold next to nothing of the prompt
-    "broken-prefill": ("prefill: rms eps x 1e16 in the batched prefill only",
-                       [(PREFILL, "    const float rope_theta = c.rope_theta, eps = c.rms_eps;\n",
-                         "    const float rope_theta = c.rope_theta, eps = c.rms_eps * 1e16f;\n")]),
+    # numerics only the batched prefill runs (issue 32): the KV cache it leaves is wrong,
+    # forward_token is untouched. Changes that only shrink what the fill leaves (rms eps x 1e5,
+    # then x 1e16: tests/data/sparkinfer/accept-h200/ and accept-h100/) moved the random-weight
+    # Qwythos by under half a point of top-1: its positions barely use their context, and what a
+    # near-uniform attention averages from a random V is near zero anyway. These heads write
+    # the full-attention layers' V to the cache 128 times too large (seven in-place doublings,
+    # the kind of damage a wrong int8 scale does), so the scored positions after the fill read
+    # an attention output that swamps their own.
+    "broken-prefill": ("prefill: V written to the cache x128 in the batched prefill",
+                       [(PREFILL, V_PROJ, V_PROJ + V_X128.format(cond="true"))]),
     # the same, only for prompts longer than 32,000 ids: damage the deep windows alone can see
-    "broken-long-prefill": ("prefill: rms eps x 1e16 in batched prefills over 32000 ids",
-                            [(PREFILL, "    const float rope_theta = c.rope_theta, eps = c.rms_eps;\n",
-                              "    const float rope_theta = c.rope_theta,"
-                              " eps = c.rms_eps * (n > 32000 ? 1e16f : 1.f);\n")]),
+    # (on the random-weight model main matches the reference's top-1 at under 1% of the deep
+    # positions, so no deep damage can fall the 1-point margin below it: docs/gpu-e2e.md)
+    "broken-long-prefill": ("prefill: V written to the cache x128 in batched prefills over 32000 ids",
+                            [(PREFILL, V_PROJ, V_PROJ + V_X128.format(cond="N > 32000"))]),
 }
 
 # name, base branch, head branch, what it must get, correctness section on
