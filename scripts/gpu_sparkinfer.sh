@@ -16,6 +16,8 @@
 # $SPK_WORK (default /tmp/gpu-sparkinfer) so a second call on the same warm machine resumes
 # (finished stages are skipped); results go to $OUT as they appear (all.tgz, rewritten per stage).
 # SPK_BUDGET_S bounds the call (default 570 s): a stage that cannot start in time is skipped.
+# SPK_STABLE=1 writes the Qwythos file with STABLE_SYNTH's values (scripts/synth_stability.sh: a
+# model the engine and the reference agree on) in place of shared/synth_qwen35.py's.
 set -uo pipefail
 STAGES=${*:-setup box model reference aa slow speedup broken}
 ROOT=$(pwd)
@@ -27,6 +29,7 @@ PY=${SPK_PYTHON:-$(command -v python3)}
 SANDBOX=evalbot-sandbox
 REF_SHA=${REF_SHA:-90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279220}  # another packing: pass its sha
 REF_KEY=src-${REF_SHA:0:16}
+STABLE_SYNTH="--embd-scale 1 --branch-scale 0.001 --output-norm 3"  # docs/gpu-e2e.md, fourth part
 export PATH="$PATH:/usr/local/cuda/bin" PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 mkdir -p "$W/done" "$W/models" "$W/log" "$OUT"
 echo "$REF_KEY" > "$W/ref-key.txt"  # the key the e2e profiles name (the acceptance reads it)
@@ -95,8 +98,13 @@ stage_box() {  # the users of `evalbot box init`, and proof that the sandbox use
 
 stage_model() {  # the two synthetic models (written in parallel) and the e2e profile
   cd "$ROOT" || return 1
-  "$PY" shared/synth_qwen35.py shared/ggml-vocab-qwen35.gguf "$W/models/qwythos-synth.gguf" \
-    --outtype q4_k_m > "$W/log/synth-qwythos.txt" 2>&1 & local p1=$!
+  if [ "${SPK_STABLE:-0}" = 1 ]; then
+    "$PY" scripts/gpu_synth_qwen35.py shared/ggml-vocab-qwen35.gguf "$W/models/qwythos-synth.gguf" \
+      --outtype q4_k_m $STABLE_SYNTH > "$W/log/synth-qwythos.txt" 2>&1
+  else
+    "$PY" shared/synth_qwen35.py shared/ggml-vocab-qwen35.gguf "$W/models/qwythos-synth.gguf" \
+      --outtype q4_k_m > "$W/log/synth-qwythos.txt" 2>&1
+  fi & local p1=$!
   "$PY" scripts/gpu_synth_qwen35.py shared/ggml-vocab-qwen35.gguf "$W/models/qwen36-synth-4l.gguf" \
     --outtype q4_k_m --qwen36 --layers 4 > "$W/log/synth-qwen36.txt" 2>&1 & local p2=$!
   wait $p1 || fail "synth_qwen35.py (see synth-qwythos.txt)" || return 1

@@ -7,7 +7,9 @@
 #
 # ACCEPT_EVALS names the evaluations (default: all); ACCEPT_NO_CORRECTNESS=1 runs every one
 # without the correctness section (and builds no reference); ACCEPT_NO_128K=1 drops the 131072 run (31 s
-# a sample: for a GPU session too short for it; docs/gpu-e2e.md lists it as a change).
+# a sample: for a GPU session too short for it; docs/gpu-e2e.md lists it as a change);
+# ACCEPT_STABLE=1 scores a Qwythos file the engine and the reference agree on (SPK_STABLE of
+# scripts/gpu_sparkinfer.sh) with the shipped profile's floors (none: the policy's).
 #
 # The chain copies this checkout to $S/src first, then:
 #   1. scripts/gpu_sparkinfer.sh setup box model reference (SPK_WORK=$S/spk): the wheels, the
@@ -36,7 +38,7 @@ export S
 
 chain() {
   local src=$S/src W=$S/spk
-  export SPK_WORK=$W SPK_BUDGET_S=100000 OUT_SPK=$W/out
+  export SPK_WORK=$W SPK_BUDGET_S=100000 OUT_SPK=$W/out SPK_STABLE=${ACCEPT_STABLE:-0}
   export PYTHONPATH=/tmp/site  # where scripts/gpu_sparkinfer.sh setup installs the wheels
   cd "$src" || return 1
   # the reference (llama.cpp, minutes to build) only where an evaluation scores correctness
@@ -66,6 +68,7 @@ sys.exit(0 if any(e[4] for e in EVALUATIONS if e[0] in '$evals_all'.split()) els
   env=$(cat "$W/sandbox-env.txt" 2>/dev/null)
   [ "${ACCEPT_QWEN36:-0}" = 1 ] && flags=--qwen36
   [ "${ACCEPT_NO_128K:-0}" = 1 ] && flags="$flags --no-128k"  # a short GPU session: say so
+  [ "${ACCEPT_STABLE:-0}" = 1 ] && flags="$flags --stable"  # the policy's floors, as shipped
   for corr in with without; do
     python3 scripts/gpu_sparkinfer_witness_acceptance.py profile evalbot/profiles/sparkinfer.yaml \
       "$W/log/models.sha256" "$key" $flags $([ $corr = without ] && echo --no-correctness) $env \

@@ -62,6 +62,19 @@ ap.add_argument("--experts", type=int, default=0, help="routed experts (0: the d
 ap.add_argument("--expert-used", type=int, default=8)
 ap.add_argument("--expert-ff", type=int, default=512, help="FFN width of each expert and the shared one")
 ap.add_argument("--qwen36", action="store_true", help="the Qwen3.6-35B-A3B shape (qwen35moe)")
+# A model two engines agree on (docs/gpu-e2e.md, fourth part): with every matrix at --scale the
+# residual stream is rewritten by each layer (its branches outweigh the embedding ~80x), so an
+# engine's rounding grows through the layers into a different argmax half the time. A large
+# embedding and small branch outputs keep each layer a small, near-linear correction (context
+# still moves the logits), and a larger output norm sharpens the logits above the rounding.
+ap.add_argument("--embd-scale", type=float, default=None, help="token_embd's sd (default --scale)")
+ap.add_argument("--branch-scale", type=float, default=None,
+                help="sd of the matrices that write the residual stream: attn_output, ssm_out, "
+                     "ffn_down (default --scale)")
+ap.add_argument("--output-norm", type=float, default=1.0, help="output_norm.weight's value")
+ap.add_argument("--perturb", type=float, default=0.0,
+                help="move this fraction of the Q4_K weights one quantum (own seed): the same "
+                     "model with rounding-sized noise, to measure how much it amplifies noise")
 a = ap.parse_args()
 if a.qwen36:  # Qwen3.6-35B-A3B's config.json; --layers N below 40 keeps the per-layer shape
     a.experts = a.experts or 256
@@ -238,12 +251,12 @@ rng = np.random.default_rng(a.seed)
 CHUNK = 1 << 24  # elements per generated chunk
 
 
-def gen_f16(rows, cols):
+def gen_f16(rows, cols, scale):
     out = np.empty((rows, cols), dtype=np.float16)
     step = max(1, CHUNK // cols)
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
-        x = rng.standard_normal((r1 - r0, cols), dtype=np.float32); x *= a.scale
+        x = rng.standard_normal((r1 - r0, cols), dtype=np.float32); x *= scale
         out[r0:r1] = x
     return out
 
@@ -254,23 +267,44 @@ def gen_f16(rows, cols):
 #       [0xA0]*8 + [0x00]*4 (see get_scale_min_k4 in ggml-quants.c).
 # Q6_K: x = d*sc*(q-32), q~U{0..63} (ql/qh random), int8 scales = 8 -> std = 8*d*18.47.
 _q4_scales = np.array([0xA0] * 8 + [0x00] * 4, dtype=np.uint8)
-_q4_d = np.float16(a.scale / (32 * 4.610)); _q4_dmin = np.float16(7.5 * float(_q4_d))
-_q6_d = np.float16(a.scale / (8 * 18.47))
+BRANCH = ("attn_output.weight", "ssm_out.weight", "ffn_down.weight", "ffn_down_exps.weight",
+          "ffn_down_shexp.weight")
+perturb_rng = np.random.default_rng(a.seed + 1)  # its own stream: the base bytes stay the same
 
 
-def gen_q(t, nblocks):
+def scale_of(name):
+    if name == "token_embd.weight" and a.embd_scale is not None:
+        return a.embd_scale
+    if name.endswith(BRANCH) and a.branch_scale is not None:
+        return a.branch_scale
+    return a.scale
+
+
+def gen_q(t, nblocks, scale):
     be, bb = BLK[t]
     out = np.frombuffer(rng.bytes(nblocks * bb), dtype=np.uint8).reshape(nblocks, bb).copy()
     if t == QT.Q4_K:   # d(f16) dmin(f16) scales[12] qs[128]
-        out[:, 0:2] = np.frombuffer(_q4_d.tobytes(), dtype=np.uint8)
-        out[:, 2:4] = np.frombuffer(_q4_dmin.tobytes(), dtype=np.uint8)
+        d = np.float16(scale / (32 * 4.610))
+        out[:, 0:2] = np.frombuffer(d.tobytes(), dtype=np.uint8)
+        out[:, 2:4] = np.frombuffer(np.float16(7.5 * float(d)).tobytes(), dtype=np.uint8)
         out[:, 4:16] = _q4_scales
+        if a.perturb > 0:
+            nudge(out[:, 16:])
     elif t == QT.Q8_0: # d(f16) qs[32](int8): x = d*q, q~U{-128..127} -> std = d*73.9
-        out[:, 0:2] = np.frombuffer(np.float16(a.scale / 73.9).tobytes(), dtype=np.uint8)
+        out[:, 0:2] = np.frombuffer(np.float16(scale / 73.9).tobytes(), dtype=np.uint8)
     else:              # Q6_K: ql[128] qh[64] scales[16](int8) d(f16)
         out[:, 192:208] = 8
-        out[:, 208:210] = np.frombuffer(_q6_d.tobytes(), dtype=np.uint8)
+        out[:, 208:210] = np.frombuffer(np.float16(scale / (8 * 18.47)).tobytes(), dtype=np.uint8)
     return out
+
+
+def nudge(qs):
+    """Move --perturb of the 4-bit quants (two per byte) one step, towards the middle."""
+    for shift in (0, 4):
+        hit = perturb_rng.random(qs.shape) < a.perturb
+        q = (qs >> shift) & 0xF
+        moved = np.where(q >= 8, q - 1, q + 1).astype(np.uint8)
+        qs[hit] = (qs[hit] & ~np.uint8(0xF << shift)) | (moved[hit] << shift)
 
 
 w.write_header_to_file(); w.write_kv_data_to_file(); w.write_ti_data_to_file()
@@ -278,7 +312,8 @@ t0 = time.time(); total = 0
 for name, ne, kind in plan:
     t = qtype[name]
     if kind == "ones":
-        arr = np.ones(ne[0], dtype=np.float32)
+        value = a.output_norm if name == "output_norm.weight" else 1.0
+        arr = np.full(ne[0], value, dtype=np.float32)
     elif kind == "a":       # ssm_a = -exp(A_log), A_log ~ log U(1,16)
         arr = -rng.uniform(1.0, 16.0, ne[0]).astype(np.float32)
     elif kind == "dt":
@@ -288,11 +323,11 @@ for name, ne, kind in plan:
     elif kind == "conv":    # ne = (kernel, channels) -> numpy (channels, kernel)
         arr = (rng.standard_normal((ne[1], ne[0]), dtype=np.float32) * 0.1).astype(np.float32)
     elif t == QT.F16:
-        arr = gen_f16(ne[1], ne[0])
+        arr = gen_f16(ne[1], ne[0], scale_of(name))
     else:
         n = int(np.prod(ne))
         be, bb = BLK[t]
-        arr = gen_q(t, n // be)
+        arr = gen_q(t, n // be, scale_of(name))
     w.write_tensor_data(arr)
     total += arr.nbytes
 w.close()

@@ -7,11 +7,13 @@ and the witnesses are evalbot's own tool on the stepped handoff protocol."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
@@ -198,3 +200,28 @@ def test_the_eps_1e16_prefill_moved_short_windows_less_than_the_margin() -> None
     corr = grade(results, POLICY)["correctness"]
     assert corr["mcnemar_p"] < 0.01
     assert -POLICY.correctness.margin < corr["diff_top1"]["lo"] < corr["diff_top1"]["hi"] < 0
+
+
+def test_the_stable_models_profile_keeps_the_shipped_floors(tmp_path: Path) -> None:
+    # ACCEPT_STABLE=1 (scripts/gpu_sparkinfer_witness_acceptance.sh): the Qwythos file main and
+    # the reference agree on is judged by the shipped correctness section, floors included (none:
+    # the policy's); the random-weight file keeps the floors calibrated on it
+    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    from gpu_sparkinfer_witness_acceptance import profile
+    sums = tmp_path / "models.sha256"
+    sums.write_text("".join(f"{c * 64}  {n}\n" for c, n in (("a", "qwythos-synth.gguf"),
+                                                             ("b", "qwen36-synth-4l.gguf"))))
+    shipped = Path(__file__).parents[1] / "evalbot" / "profiles" / "sparkinfer.yaml"
+    docs = {flag: profile(shipped, sums, "src-0123456789abcdef", ["--no-128k", *flag])
+            for flag in ((), ("--stable",))}
+    assert "floors" not in docs[("--stable",)]["correctness"]
+    assert docs[()]["correctness"]["floors"]["top1"] < 0.1  # main's level on random weights
+    for doc in docs.values():
+        path = tmp_path / "p.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        ran, base = load_profile(str(path)), load_profile("sparkinfer")
+        assert ran.correctness is not None and base.correctness is not None
+        assert replace(ran.correctness, reference_argv=base.correctness.reference_argv,
+                       tokenize_argv=base.correctness.tokenize_argv, guards=base.correctness.guards,
+                       floors=base.correctness.floors if "floors" not in doc["correctness"]
+                       else None) == base.correctness
