@@ -201,12 +201,28 @@ def summary(folder: Path) -> int:
                         for w in results.get("witnesses") or [] if w.get("source") == "witness")
         rows.append(f"{name:18s} {'OK ' if ok else 'BAD'} {headline} (want {expected}) | "
                     + " ".join(f"{k} {v:.0f}s" for k, v in t.items()) + f" | {cells} | {wit}")
+        if (results.get("correctness") or {}).get("chunks"):
+            rows.append(f"{'':18s} {agreement(results['correctness'], verdict)}")
         if expected == "tier" and aa_measuring:
             ratio = (t["measuring"] + t["witnesses"]) / aa_measuring
             rows.append(f"{'':18s} measuring + witnesses = {ratio:.2f} x the A/A's measuring "
                         f"({'OK' if ratio <= 1.5 else 'over 1.5'})")
     print("\n".join(rows))
     return 1 if bad else 0
+
+
+def agreement(corr: dict, verdict: dict) -> str:
+    """Each side's top-1 agreement with the reference, short and deep positions apart: where
+    main sits against the policy's floor tells whether the model can judge a head at all."""
+    parts = []
+    for kind in ("short", "deep"):
+        rows = [c for c in corr["chunks"] if c["kind"] == kind]
+        n = sum(c["positions"] for c in rows)
+        if n:
+            parts.append(f"{kind} {n} positions: main {sum(c['base_top1'] for c in rows) / n:.1%}, "
+                         f"PR {sum(c['head_top1'] for c in rows) / n:.1%}")
+    decision = (verdict.get("correctness") or {}).get("decision")
+    return f"top-1 against the reference: {'; '.join(parts)} (correctness {decision})"
 
 
 def main() -> int:
