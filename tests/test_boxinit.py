@@ -110,3 +110,29 @@ def test_a_root_harness_gets_no_group_and_no_login(fresh: Path) -> None:
     assert _shadow()["root"] == root_shadow
     assert (fresh / "srv").stat().st_uid == 0 and Path(boxinit.ALLOWED_USER_FILE).read_text() \
         == f"{SANDBOX}\n"
+
+
+@pytest.fixture
+def apt_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An apt-get first on PATH that records its arguments (this machine's own stays untouched)."""
+    log = tmp_path / "apt.log"
+    apt = tmp_path / "bin" / "apt-get"
+    apt.parent.mkdir()
+    apt.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    apt.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{apt.parent}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_a_box_without_numpy_gets_it_with_openblas(apt_log: Path) -> None:
+    """numpy comes with OpenBLAS: Debian's python3-numpy alone runs the reference BLAS, on which
+    the demo's `faster` PR gains too little for the guide's first verdict to decide."""
+    boxinit.install_missing(["sudo", "/usr/bin/python3 with numpy", "bwrap"])
+    update, install = apt_log.read_text().splitlines()
+    assert update == "update -q"
+    assert install.split()[-4:] == ["bubblewrap", "libopenblas0-pthread", "python3-numpy", "sudo"]
+
+
+def test_a_box_with_every_tool_asks_apt_for_nothing(apt_log: Path) -> None:
+    boxinit.install_missing([])
+    assert not apt_log.exists()
