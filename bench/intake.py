@@ -16,6 +16,7 @@ Usage: python bench/intake.py [DELIVERIES] [CLIENTS]   (defaults 1000, 16)
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import re
@@ -170,10 +171,15 @@ def turnaround() -> dict[str, float | str]:
 
 def main() -> None:
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    args = [a for a in sys.argv[1:] if a != "--short"]
-    short = len(args) < len(sys.argv) - 1
-    n = int(args[0]) if args else (100 if short else 1000)
-    clients = int(args[1]) if len(args) > 1 else (4 if short else 16)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("deliveries", nargs="?", type=int, help="default 1000 (--short: 100)")
+    parser.add_argument("clients", nargs="?", type=int, help="default 16 (--short: 4)")
+    parser.add_argument("--short", action="store_true", help="CI's check: 100 deliveries, 4 clients")
+    args = parser.parse_args()
+    n = args.deliveries or (100 if args.short else 1000)
+    clients = args.clients or (4 if args.short else 16)
+    if n < 1 or clients < 1:
+        parser.error("deliveries and clients must be at least 1")
     r = intake(n, clients)
     print(f"{'intake (webhook + dispatcher + fake GitHub)':<46}{'value':>12}")
     print(f"{'deliveries sent (10% redeliveries)':<46}{r['deliveries']:>12.0f}")

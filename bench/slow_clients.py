@@ -11,6 +11,7 @@ Usage: python bench/slow_clients.py [SLOW] [DELIVERIES]   (defaults 200, 200)
 
 from __future__ import annotations
 
+import argparse
 import logging
 import secrets
 import socket
@@ -101,8 +102,14 @@ def measure(settings: dict[str, object], slow: int, deliveries: int) -> tuple[li
 
 def main() -> None:
     logging.disable(logging.WARNING)
-    slow = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    deliveries = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("slow", nargs="?", type=int, default=200, help="slow clients (200)")
+    parser.add_argument("deliveries", nargs="?", type=int, default=200,
+                        help="real deliveries posted meanwhile (200)")
+    args = parser.parse_args()
+    if args.slow < 0 or args.deliveries < 1:
+        parser.error("slow must be 0 or more and deliveries at least 1")
+    slow, deliveries = args.slow, args.deliveries
     print(f"{slow} slow clients dribbling a body; real deliveries one after another, "
           f"{TIMEOUT_S:.0f} s client timeout\n")
     print("| waitress settings | answered | unanswered | p50 ms | p99 ms | max ms |")

@@ -9,10 +9,10 @@ pair statistics see for an A/A evaluation. Run: `python bench/sparkinfer_noise.p
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
 DEFAULT = Path(__file__).parents[1] / "tests" / "data" / "sparkinfer" / "h200-alternating-sweeps.jsonl"
@@ -58,4 +58,10 @@ def main(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", nargs="?", type=Path, default=DEFAULT,
+                        help="recorded sweeps, one JSON object a line (default: the H200 fixture)")
+    path = parser.parse_args().file
+    if not path.is_file():
+        parser.error(f"{path}: no such file")
+    main(path)

@@ -32,6 +32,23 @@ def test_the_bench_runs_in_its_short_form(bench: str) -> None:
     assert expect in done.stdout, (bench, done.stdout[-2000:])
 
 
+@pytest.mark.parametrize("bench", sorted(p.name for p in (ROOT / "bench").glob("*.py")
+                                         if not p.name.startswith("_")))
+def test_every_bench_answers_help_with_its_usage(bench: str) -> None:
+    """`--help` is read as an option, never as a count or a file (two benches once raised a
+    ValueError or a FileNotFoundError on it)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / bench), "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage:"), (bench, done.stderr[-2000:])
+
+
+def test_a_bad_count_is_refused_with_a_usage_line() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "intake.py"), "many"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "invalid int value: 'many'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_every_bench_is_run_somewhere() -> None:
     smoked = set(SHORT) | {"verdict_quality.py", "spoof_quality.py", "suite_under_load.py"}
     benches = {p.name for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_")}
