@@ -1,7 +1,10 @@
 """Fixtures shared by several test modules, and the order the suite runs in."""
 
+from pathlib import Path
+
 import pytest
 
+from evalbot.engine.sandbox.sandbox_exec import ALLOWED_USER_FILE
 from tests.sshd import sshd
 
 __all__ = ["sshd"]
@@ -23,6 +26,20 @@ SLOWEST_FIRST = [
     "test_speed_harness.py", "test_speed_pooled.py", "test_operations_guide.py",
     "test_setup_guide.py", "test_tokenize.py", "test_redteam.py", "test_demo_over_ssh.py",  # 18-33
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A machine where `evalbot box init` ran is a box: its launcher accepts only the sandbox
+    user named in ALLOWED_USER_FILE, and the suite runs each worker's own sandbox user (the
+    sandbox kills every process of its user after a run). Say so once, instead of failing every
+    sandboxed test with the launcher's refusal."""
+    named = Path(ALLOWED_USER_FILE)
+    if named.exists():
+        pytest.exit(f"this machine is an evalbot box: {named} names the sandbox user "
+                    f"{named.read_text().strip()!r}, and the sandboxed tests run their own users, "
+                    "which its launcher refuses. Run the tests on a machine without a box (CI's, "
+                    "a container), or undo box init here: docs/box.md, 'Undoing box init'.",
+                    returncode=4)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
