@@ -4,7 +4,8 @@
 
 Starts one busy-loop process per core (or --busy N), runs the whole pytest suite --runs times in a
 row (with the checkout's .venv interpreter when there is one), and prints one row per run
-(outcome, counts, pytest's own duration) and the tests that failed. The busy loops are stopped
+(outcome, counts, pytest's own duration) and the tests that failed; a failed run's whole
+output is kept in a file whose path it prints. The busy loops are stopped
 whatever happens. Exit status 0 only when every run passed.
 """
 
@@ -16,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +40,13 @@ def _one_run(pytest_args: list[str]) -> tuple[int, str, float, list[str]]:
     started = time.monotonic()
     done = subprocess.run([_python(), "-m", "pytest", "-p", "no:cacheprovider", *pytest_args],
                           cwd=ROOT, capture_output=True, text=True)
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    text = done.stdout + done.stderr
+    if done.returncode != 0:  # the failures' own messages: the summary lines are cut short
+        with tempfile.NamedTemporaryFile("w", prefix="suite-under-load-", suffix=".log",
+                                         delete=False) as log:
+            log.write(text)
+        print(f"pytest's output of the failed run: {log.name}", file=sys.stderr, flush=True)
+    lines = text.strip().splitlines()
     tail = lines[-1:] or [""]
     match = SUMMARY.search(tail[0])
     summary = match.group(1) if match else tail[0][:80]
