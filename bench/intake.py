@@ -176,8 +176,8 @@ def main() -> None:
     parser.add_argument("clients", nargs="?", type=int, help="default 16 (--short: 4)")
     parser.add_argument("--short", action="store_true", help="CI's check: 100 deliveries, 4 clients")
     args = parser.parse_args()
-    n = args.deliveries or (100 if args.short else 1000)
-    clients = args.clients or (4 if args.short else 16)
+    n = args.deliveries if args.deliveries is not None else (100 if args.short else 1000)
+    clients = args.clients if args.clients is not None else (4 if args.short else 16)
     if n < 1 or clients < 1:
         parser.error("deliveries and clients must be at least 1")
     r = intake(n, clients)

@@ -28,12 +28,13 @@ from evalbot.engine.sandbox.sandbox_exec import ALLOWED_USER_FILE
 LAUNCHER = Path("/usr/local/lib/evalbot/sandbox-exec")
 SUDOERS = Path("/etc/sudoers.d/evalbot")
 TOOLS = ("git", "flock", "setsid", "nohup", "timeout", "sudo", "bwrap")
-# numpy with OpenBLAS: Debian's python3-numpy alone (no recommends) runs the reference BLAS,
-# whose matmuls are several times slower; the demo's `faster` PR then gains +25-48% instead of
-# +50-160%, too close to the demo profile's 30% thresholds for its first verdict to decide.
-DEBIAN_PACKAGES = {"git": ("git",), "flock": ("util-linux",), "setsid": ("util-linux",),
-                   "nohup": ("coreutils",), "timeout": ("coreutils",), "sudo": ("sudo",),
-                   "bwrap": ("bubblewrap",), "numpy": ("python3-numpy", "libopenblas0-pthread")}
+# Debian's python3-numpy alone (no recommends) runs the reference BLAS, whose matmuls are several
+# times slower: the demo's `faster` PR then gains +25-48% instead of +50-160%, too close to the
+# demo profile's 30% thresholds for the guide's first verdict to decide.
+OPENBLAS = "libopenblas0-pthread"
+DEBIAN_PACKAGES = {"git": "git", "flock": "util-linux", "setsid": "util-linux",
+                   "nohup": "coreutils", "timeout": "coreutils", "sudo": "sudo",
+                   "bwrap": "bubblewrap", "numpy": "python3-numpy", "openblas": OPENBLAS}
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,8 @@ def own_repo(repo: Path, harness: pwd.struct_passwd) -> None:
 def install_missing(missing: list[str]) -> None:
     """apt-get the Debian packages of the missing tools (nothing without apt-get)."""
     apt = shutil.which("apt-get")
-    wanted = sorted({package for m in missing
-                     for package in DEBIAN_PACKAGES.get(m.split()[-1], ())})
+    wanted = sorted({DEBIAN_PACKAGES[m.split()[-1]] for m in missing
+                     if m.split()[-1] in DEBIAN_PACKAGES})
     if apt is None or not wanted:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -148,7 +149,15 @@ def missing_tools(python: str) -> list[str]:
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if subprocess.run([python, "-c", "import numpy"], capture_output=True).returncode != 0:
         missing.append(f"{python} with numpy")
+    if shutil.which("dpkg-query") and not debian_installed(OPENBLAS):
+        missing.append("numpy's fast BLAS: openblas")
     return missing
+
+
+def debian_installed(package: str) -> bool:
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True,
+                          text=True, check=False)
+    return done.returncode == 0 and done.stdout.endswith("ok installed")
 
 
 def check_sandbox(sandbox_user: str) -> str | None:
