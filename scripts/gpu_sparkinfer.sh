@@ -8,7 +8,8 @@
 #   speedup  base = slow, head = main (the slowdown removed) expected: prefill@4096 improved
 #   broken   main vs rms_eps x 1e5 in the tools' config    expected: correctness REJECT
 #
-#   bash scripts/gpu_sparkinfer.sh [STAGE ...]   stages: setup box model reference aa slow speedup broken
+#   bash scripts/gpu_sparkinfer.sh [STAGE ...]   stages: setup box model refbuild reference aa slow
+#                                                 speedup broken
 #
 # Everything comes from shared/ of the checkout the device receives (ignored by git): wheels/,
 # sparkinfer-ba8add3.tar.gz, ggml-vocab-qwen35.gguf, llama.cpp-pruned.tar.gz (llama-cpp-python
@@ -119,19 +120,31 @@ stage_model() {  # the two synthetic models (written in parallel) and the e2e pr
   cp "$W/sparkinfer-e2e.yaml" "$W/log/"
 }
 
-stage_reference() {  # the pinned llama.cpp (qwen35 architecture) the correctness compares with
+stage_refbuild() {  # the pinned llama.cpp (qwen35 architecture) the correctness compares with
   # scripts/gpu_session.sh builds it once for both engines' runs (the llamacpp e2e's flags);
-  # the manifest says it is there, and the harness re-verifies it before every use.
+  # the manifest says it is there, and the harness re-verifies it before every use. A stage of
+  # its own so that a chain can build it while the models are written (it needs no model).
   cd "$ROOT" || return 1
   need llama.cpp-pruned.tar.gz || return 1
+  mkdir -p "$W/models"
+  # a build an earlier machine of the same image made (the acceptance chain returns it as
+  # llamacpp-reference.tgz): its manifest is checked by the harness before every use
+  if [ ! -e "$W/models/llamacpp-reference/$REF_KEY/manifest.json" ] &&
+     [ -e "$ROOT/shared/llamacpp-reference.tgz" ]; then
+    tar xzf "$ROOT/shared/llamacpp-reference.tgz" -C "$W/models" && log "reference: the carried build"
+  fi
   if [ ! -e "$W/models/llamacpp-reference/$REF_KEY/manifest.json" ]; then
     "$PY" -m engine.llamacpp.reference_build --models-dir "$W/models" --key "$REF_KEY" \
       --tarball shared/llama.cpp-pruned.tar.gz --sha256 "$REF_SHA" --backend cuda --cuda-arch 90 \
       --jobs "$(nproc)" --cmake-flag=-DGGML_CUDA_FA=OFF > "$W/log/reference-build.txt" 2>&1 ||
       fail "llama.cpp reference build (see reference-build.txt)" || return 1
   fi
-  chmod -R a+rX "$W/models"
   tail -2 "$W/log/reference-build.txt" 2>/dev/null
+}
+
+stage_reference() {  # the reference built (stage refbuild, if not yet), and a probe per model
+  stage_refbuild || return 1
+  chmod -R a+rX "$W/models"
   # Can the reference score each model? The first must (or correctness cannot run); without the
   # second, the e2e profile scores the first only and the log says so.
   "$PY" -c "import random; r=random.Random(20); print([[r.randrange(1000, 150000) for _ in range(64)]])" > "$W/probe.json"
@@ -181,7 +194,7 @@ for STAGE in $STAGES; do
   if [ -e "$W/done/$STAGE" ]; then log "$STAGE: done earlier, skipped"; continue; fi
   if [ "$(left)" -lt 30 ]; then log "$STAGE: not started, budget spent"; continue; fi
   t0=$(date +%s); log "$STAGE: start"
-  export -f stage_$STAGE evaluation log left fail need 2>/dev/null
+  export -f stage_$STAGE stage_refbuild evaluation log left fail need 2>/dev/null
   timeout "$(left)" bash -c "stage_$STAGE" 2>&1 | tail -40 | tee "$W/log/stage-$STAGE.txt"
   rc=${PIPESTATUS[0]}
   log "$STAGE: rc=$rc in $(( $(date +%s) - t0 ))s"

@@ -8,7 +8,9 @@
 # ACCEPT_EVALS names the evaluations (default: all); ACCEPT_NO_CORRECTNESS=1 runs every one
 # without the correctness section (and builds no reference); ACCEPT_NO_128K=1 drops the 131072 run (31 s
 # a sample: for a GPU session too short for it; docs/gpu-e2e.md lists it as a change);
-# ACCEPT_STABLE=1 scores a Qwythos file the engine and the reference agree on (SPK_STABLE of
+# ACCEPT_CORRECTNESS="aa prefill-4k" keeps the correctness section for the evaluations named;
+# ACCEPT_WARM=1 warms the reference's whole window grid (scripts/gpu_warm_reference.py) before
+# the first evaluation, timed; ACCEPT_STABLE=1 scores a Qwythos file the engine and the reference agree on (SPK_STABLE of
 # scripts/gpu_sparkinfer.sh) with the shipped profile's floors (none: the policy's).
 #
 # The chain copies this checkout to $S/src first, then:
@@ -50,10 +52,19 @@ print(' '.join(e[0] for e in EVALUATIONS))")}
   python3 -c "
 import sys; sys.path.insert(0, 'scripts')
 from gpu_sparkinfer_witness_acceptance import EVALUATIONS
-sys.exit(0 if any(e[4] for e in EVALUATIONS if e[0] in '$evals_all'.split()) else 1)" &&
+sys.exit(0 if any(e[4] or e[0] in '${ACCEPT_CORRECTNESS:-}'.split()
+                  for e in EVALUATIONS if e[0] in '$evals_all'.split()) else 1)" &&
     [ "${ACCEPT_NO_CORRECTNESS:-0}" != 1 ] &&
     stages="$stages reference"
   note "stages: $stages"
+  if [[ $stages == *reference* ]]; then  # the reference builds (minutes) while the models are written
+    OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh setup box || { note "setup failed"; return 1; }
+    OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh refbuild > "$S/refbuild.txt" 2>&1 &
+    local refbuild=$!
+    OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh model || { note "model failed"; return 1; }
+    wait $refbuild
+    note "reference build: $(tail -1 "$S/refbuild.txt")"
+  fi
   OUT=$OUT_SPK bash scripts/gpu_sparkinfer.sh $stages || { note "setup failed"; return 1; }
   for st in $stages; do
     [ -e "$W/done/$st" ] || { note "stage $st failed (spk/log/stage-$st.txt)"; return 1; }
@@ -80,6 +91,9 @@ sys.exit(0 if any(e[4] for e in EVALUATIONS if e[0] in '$evals_all'.split()) els
 import sys; sys.path.insert(0, 'scripts')
 from gpu_sparkinfer_witness_acceptance import EVALUATIONS
 print(' '.join(e[0] for e in EVALUATIONS))")}
+  if [ "${ACCEPT_WARM:-0}" = 1 ] && [ ! -e "$S/done-warm" ]; then
+    warm "$S/profile-with.yaml" && touch "$S/done-warm"
+  fi
   for name in $evals; do
     [ -e "$S/done-$name" ] && { note "$name: done earlier"; continue; }
     evaluate "$name" && touch "$S/done-$name"
@@ -95,6 +109,9 @@ import sys; sys.path.insert(0, 'scripts')
 from gpu_sparkinfer_witness_acceptance import EVALUATIONS
 print(next(f'{b} {h} {c}' for n, b, h, _, c in EVALUATIONS if n == '$name'))") || { note "$name: unknown"; return 1; }
   read -r base head corr <<< "$line"
+  # ACCEPT_CORRECTNESS names the evaluations that keep the correctness section, whatever
+  # EVALUATIONS says (the verdict-cost run: an A/A and one honest head, both with it)
+  [[ " ${ACCEPT_CORRECTNESS:-} " == *" $name "* ]] && corr=True
   . "$S/spk/shas.env"; . "$S/heads.env"
   local bv=${base^^} hv=${head^^} b h  # heads.env names a branch in capitals, '-' as '_'
   b=$(eval echo \$${bv//-/_}); h=$(eval echo \$${hv//-/_})
@@ -114,13 +131,23 @@ import json; v = json.load(open('$S/eval/eval-$name.verdict.json')); print(v.get
   return $rc
 }
 
+warm() {  # the reference's whole window grid, once per box (scripts/gpu_warm_reference.py)
+  note "warm: start"
+  local t0; t0=$(date +%s)
+  python3 scripts/gpu_warm_reference.py --profile "$1" --models-dir "$S/spk/models" \
+    --workdir "$S/spk/box" > "$S/warm.txt" 2>&1
+  local rc=$?
+  note "warm: rc=$rc in $(( $(date +%s) - t0 ))s: $(tail -1 "$S/warm.txt")"
+  return $rc
+}
+
 note() { echo "[$(date -u +%T)] $*" >> "$S/timeline.txt"; }
 
 collect() {
   local out=${OUT:-$S/out}
   mkdir -p "$out"
   cat "$S/timeline.txt" "$S"/spk/log/timeline.txt > "$out/timeline.txt" 2>/dev/null
-  cp "$S/summary.txt" "$out/" 2>/dev/null
+  cp "$S/summary.txt" "$S/warm.txt" "$out/" 2>/dev/null
   tar czf "$out/acceptance.tgz" -C "$S" --exclude=src --exclude=spk/repo --exclude=spk/box \
     --exclude=spk/models --exclude='*.gguf' --exclude='eval/eval-*/artifacts' . 2>/dev/null
   ls -la "$out"
@@ -135,7 +162,7 @@ case ${1:-wait} in
       touch "$S/timeline.txt"
       shift
       export ACCEPT_EVALS="${*:-${ACCEPT_EVALS:-}}"
-      export -f chain evaluate note
+      export -f chain evaluate warm note
       setsid bash -c chain > "$S/chain.log" 2>&1 < /dev/null &
       echo $! > "$S/chain.pid"
       note "started (pid $(cat "$S/chain.pid")): ${ACCEPT_EVALS:-every evaluation}"
@@ -145,6 +172,13 @@ case ${1:-wait} in
 esac
 while running && [ $(( $(date +%s) - T0 )) -lt "$WAIT_S" ]; do sleep 5; done
 running && echo "chain still running" || echo "chain ended"
+# the reference's CUDA build, once the chain has ended, for a later session to carry (about
+# 3 minutes of every fresh machine's set-up); left out where it is too large to come back
+if ! running && [ -d "$S/spk/models/llamacpp-reference" ] && [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/llamacpp-reference.tgz" -C "$S/spk/models" llamacpp-reference 2>/dev/null
+  [ "$(stat -c %s "$OUT/llamacpp-reference.tgz" 2>/dev/null || echo 0)" -lt 60000000 ] ||
+    rm -f "$OUT/llamacpp-reference.tgz"
+fi
 tail -30 "$S/timeline.txt"
 cat "$S/summary.txt" 2>/dev/null
 collect
