@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from evalbot.cli import cli
 from evalbot.engine.contract.results import TIMING_STAGES
 from evalbot.grading.box_time import STAGES
-from evalbot.report.box_time_view import WORDS, duration, line
+from evalbot.report.box_time_view import WORDS, duration, summary
 
 DATA = Path(__file__).parent / "data" / "sparkinfer"
 H100 = DATA / "accept-h100" / "broken-prefill.results.json"  # correctness.seconds recorded
@@ -94,10 +94,10 @@ def test_a_malformed_stage_is_refused_as_not_a_results_file(tmp_path: Path) -> N
 def test_the_comment_line_names_the_total_and_the_largest_recorded_stage() -> None:
     stages = {**dict.fromkeys(TIMING_STAGES, 10.0), "correctness_reference": 320.0}
     verdict = {"provenance": {"timing": {"total_s": 550.0, "stages": stages}}}
-    assert line(verdict) == "box time 9 min 10 s, largest: correctness (reference) 5 min 20 s"
+    assert summary(verdict) == "9 min 10 s, largest: correctness (reference) 5 min 20 s"
     # an older harness's results record the total alone: the line says no more
-    assert line({"provenance": {}}, json.loads(H100.read_text())) == "box time 11 min 33 s"
-    assert line({"provenance": {}}, {"timing": {}}) == ""
+    assert summary({"provenance": {}}, json.loads(H100.read_text())) == "11 min 33 s"
+    assert summary({"provenance": {}}, {"timing": {}}) == ""
 
 
 def test_every_stage_has_its_words_and_durations_read_as_people_say_them() -> None:

@@ -1,5 +1,5 @@
-"""Box time in words: the line of a comment's details and of the dashboard's recent verdicts
-("box time 9 min 10 s, largest: correctness (reference) 5 min 20 s"), and the stage names that
+"""Box time in words, for a comment's details and the dashboard's recent verdicts ("box time
+9 min 10 s, largest: correctness (reference) 5 min 20 s"), and the stage names that
 `evalbot box-time` prints."""
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ WORDS = {"builds": "builds", "warmups": "warm-ups", "measuring": "measuring",
          "rest": "rest"}
 
 
-def line(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None) -> str:
-    """The evaluation's box time and its largest stage, as the harness recorded them (the
-    verdict's provenance, else the results); an older harness's results: the total alone;
-    "" when neither records it."""
+def summary(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None) -> str:
+    """`9 min 10 s, largest: correctness (reference) 5 min 20 s`: the evaluation's box time and
+    its largest stage as the harness recorded them (the verdict's provenance, else the
+    results); the total alone from an older harness; "" when nothing records it."""
     timing = (verdict.get("provenance") or {}).get("timing") or (results or {}).get("timing") or {}
-    figures = recorded(timing)
-    largest = figures.largest() if figures else None
     total = timing.get("total_s")
     if not isinstance(total, (int, float)):
         return ""
+    figures = recorded(timing)
+    largest = figures.largest() if figures else None
     if largest is None:
-        return f"box time {duration(total)}"
-    return f"box time {duration(total)}, largest: {WORDS[largest[0]]} {duration(largest[1])}"
+        return duration(total)
+    return f"{duration(total)}, largest: {WORDS[largest[0]]} {duration(largest[1])}"
 
 
 def duration(seconds: float) -> str:
