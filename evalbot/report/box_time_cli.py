@@ -62,6 +62,7 @@ def _print_table(rows: list[tuple[Path, BoxTime]]) -> None:
     from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="box time per stage (seconds)")
     table.add_column("file", no_wrap=True)
@@ -71,7 +72,7 @@ def _print_table(rows: list[tuple[Path, BoxTime]]) -> None:
     table.add_column("largest")
     for path, figures in rows:
         largest = figures.largest()
-        table.add_row(str(path), *(_seconds(figures, s) for s in STAGES),
+        table.add_row(Text(str(path)), *(_seconds(figures, s) for s in STAGES),  # no markup
                       _number(figures.total_s),
                       f"{WORDS[largest[0]]} {duration(largest[1])}" if largest else UNKNOWN)
     if any(figures.derived for _, figures in rows):
@@ -84,8 +85,7 @@ def _print_table(rows: list[tuple[Path, BoxTime]]) -> None:
 
 
 def _seconds(figures: BoxTime, stage: str) -> str:
-    mark = "*" if stage in figures.derived else ""
-    return _number(figures.stages[stage]) + (mark if figures.stages[stage] is not None else "")
+    return _number(figures.stages[stage]) + ("*" if stage in figures.derived else "")
 
 
 def _number(seconds: float | None) -> str:
