@@ -35,6 +35,8 @@ sys.path.insert(0, str(HERE))
 
 from gpu_sparkinfer_profile import calibrated_floors  # noqa: E402
 
+from evalbot.grading.box_time import box_time  # noqa: E402
+
 QWEN35 = "runtime/src/models/qwen35.cpp"
 PREFILL = "runtime/src/models/qwen35_prefill.cpp"
 BENCH = "runtime/examples/qwen3_gguf_bench.cpp"
@@ -162,22 +164,6 @@ def profile(shipped: Path, sums: Path, key: str, flags: list[str]) -> dict:
     return doc
 
 
-def box_times(results: dict) -> dict[str, float]:
-    """Box seconds per stage from a results file: builds, the sample processes (warm-ups are
-    not recorded), the witness processes, the score processes, and the rest (checkouts,
-    warm-ups, tokenizing)."""
-    builds = sum(float(results[s].get("duration_s") or 0.0) for s in ("base", "head"))
-    measuring = sum(float(s.get("seconds") or 0.0) for w in results.get("witnesses") or []
-                    if w.get("source") == "samples" for s in w["samples"])
-    witnesses = sum(float(s.get("wall_s") or 0.0) for w in results.get("witnesses") or []
-                    if w.get("source") == "witness" for s in w["samples"])
-    total = float((results.get("timing") or {}).get("total_s") or 0.0)
-    # each side's score processes (results since the correctness section records them)
-    scoring = sum(((results.get("correctness") or {}).get("seconds") or {}).values())
-    return {"total": total, "builds": builds, "measuring": measuring, "witnesses": witnesses,
-            "correctness": scoring, "rest": total - builds - measuring - witnesses - scoring}
-
-
 def summary(folder: Path) -> int:
     rows, aa_measuring, bad = [], None, 0
     for name, _, _, expected, _ in EVALUATIONS:
@@ -186,12 +172,13 @@ def summary(folder: Path) -> int:
             rows.append(f"{name:18s} not run")
             continue
         results, verdict = json.loads(res.read_text()), json.loads(ver.read_text())
-        headline, t = verdict.get("headline"), box_times(results)
+        headline, t = verdict.get("headline"), box_time(results)
+        measuring, witnesses = t.stages["measuring"] or 0.0, t.stages["witnesses"] or 0.0
         got = "tier" if headline in TIERS else headline if expected.startswith("eval:") else "no tier"
         ok = got == expected and headline != "eval:infra-error"
         bad += not ok
         if name == "aa":
-            aa_measuring = t["measuring"]
+            aa_measuring = measuring
         cells = ", ".join(f"{c['key'].split('/')[-1]} {c['decision']}"
                           + (f" ({c.get('confirmation')})" if c.get("confirmation") else "")
                           for c in verdict.get("cells") or [] if c["decision"] not in ("neutral",))
@@ -200,11 +187,13 @@ def summary(folder: Path) -> int:
                         f"stopped {w.get('stopped') or '-'}"
                         for w in results.get("witnesses") or [] if w.get("source") == "witness")
         rows.append(f"{name:18s} {'OK ' if ok else 'BAD'} {headline} (want {expected}) | "
-                    + " ".join(f"{k} {v:.0f}s" for k, v in t.items()) + f" | {cells} | {wit}")
+                    + " ".join(f"{k} {'-' if v is None else f'{v:.0f}s'}"
+                               for k, v in {"total": t.total_s, **t.stages}.items())
+                    + f" | {cells} | {wit}")
         if (results.get("correctness") or {}).get("chunks"):
             rows.append(f"{'':18s} {agreement(results['correctness'], verdict)}")
         if expected == "tier" and aa_measuring:
-            ratio = (t["measuring"] + t["witnesses"]) / aa_measuring
+            ratio = (measuring + witnesses) / aa_measuring
             rows.append(f"{'':18s} measuring + witnesses = {ratio:.2f} x the A/A's measuring "
                         f"({'OK' if ratio <= 1.5 else 'over 1.5'})")
     print("\n".join(rows))

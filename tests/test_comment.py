@@ -311,3 +311,23 @@ def test_only_long_windows_claim_a_depth(shallowest: int, said: str | None) -> N
 
     text = line({"decision": "pass", "tokens": 3062, "depths": {"min": shallowest}})
     assert "depth" not in text if said is None else said in text
+
+
+def test_the_details_say_the_box_time_and_its_largest_stage() -> None:
+    """One line in the folded details: the total, and the largest stage where the harness
+    recorded stages (the demo's stored results are from before: their total alone)."""
+    old = demo_results("broken")
+    # no stages, no `timing` in the provenance: re-grading stored results changes no verdict
+    assert "timing" not in demo_verdict("broken")["provenance"]
+    text = render_comment(demo_verdict("broken"), results=old)
+    assert "\n- Box time 1 min 17 s.\n" in text  # timing.total_s 76.51
+    assert not any("Box time" in line for line in folded(text))  # folded away
+    stages = {"builds": 0.2, "warmups": 3.1, "measuring": 40.2, "witnesses": 0.0,
+              "correctness_reference": 8.0, "correctness_base": 9.5, "correctness_head": 9.6,
+              "rest": 5.9}  # as the harness writes them now
+    new = {**old, "timing": {"total_s": 76.5, "stages": stages}}
+    verdict = grade(new, load_labels(REPO_ROOT / "labels.yaml").policy("default"))
+    assert verdict["provenance"]["timing"] == new["timing"]
+    line = "\n- Box time 1 min 16 s, largest: measuring 40 s.\n"
+    assert line in render_comment(verdict)  # from the verdict alone, as a stored one renders
+    assert line in render_comment(verdict, results=new)

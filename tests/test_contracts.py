@@ -9,7 +9,7 @@ import pytest
 
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
-from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
+from evalbot.engine.contract.results import RESULTS_SCHEMA, TIMING_STAGES, validate
 from tests.stub_engine import job_doc
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
@@ -62,6 +62,8 @@ def _results() -> dict:
         "correctness": None,
         "failures": [{"stage": "build", "side": "head", "attribution": "pr",
                       "kind": "build-failed", "message": "x"}],
+        "timing": {"total_s": 12.5, "stages": {**dict.fromkeys(TIMING_STAGES, 0.0),
+                                               "builds": 12, "rest": 0.5}},
     }
 
 
@@ -78,6 +80,11 @@ def test_valid_results_pass() -> None:
         (("cells", 0, "samples", 0, "side"), "pr", "'pr' is not one of base, head"),
         (("failures", 0, "attribution"), "nobody", "failures[0].attribution"),
         (("cells", 0, "metric"), "latency", "cells[0].metric"),
+        (("timing", "stages", "builds"), -1.0, "timing.stages.builds: seconds are finite and >= 0"),
+        (("timing", "stages", "rest"), float("nan"), "timing.stages.rest: seconds are finite"),
+        (("timing", "stages", "measuring"), "3 s", "timing.stages.measuring: expected float"),
+        (("timing", "stages"), {"builds": 1.0}, "timing.stages.warmups: missing"),
+        (("timing", "total_s"), float("inf"), "timing.total_s: seconds are finite and >= 0"),
     ],
 )
 def test_invalid_results_name_the_field(path, value, message) -> None:
@@ -88,3 +95,10 @@ def test_invalid_results_name_the_field(path, value, message) -> None:
     target[path[-1]] = value
     with pytest.raises(ContractError, match=message.replace("[", r"\[").replace("]", r"\]")):
         validate(doc)
+
+
+def test_results_of_older_harnesses_need_no_stages() -> None:
+    """Their `timing` has the total alone, or there is none."""
+    for timing in ({"total_s": 650.0}, None):
+        doc = {**_results(), "timing": timing}
+        assert validate(doc)["timing"] == timing

@@ -109,6 +109,7 @@ def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
     name) as the guard; its section is its own model's and rejects as the first does."""
     from evalbot.engine.demo import generate
     from evalbot.engine.harness.steps import guard_sections
+    from evalbot.engine.harness.stopwatch import Stopwatch
     from evalbot.engine.sides.build import build_side
     from evalbot.grading.correctness_policy import decide
 
@@ -126,6 +127,10 @@ def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
     built = {side: build_side(job, side, sha, jobdir)
              for side, sha in (("base", job.base_sha), ("head", job.head_sha))}
     assert all(b.ok for b in built.values())
-    sections = guard_sections(job, built, jobdir, REPO_ROOT, [])
+    watch = Stopwatch()
+    sections = guard_sections(job, built, jobdir, REPO_ROOT, [], watch.stage)
     assert [s["model"] for s in sections] == ["tiny-guard"]
     assert decide(sections[0], POLICY.correctness)["decision"] == "reject"
+    # the guard's score processes are box time of the correctness stages, as the scored model's
+    ran = {name for name, seconds in watch.timing()["stages"].items() if seconds > 0}
+    assert ran - {"rest"} == {"correctness_reference", "correctness_base", "correctness_head"}

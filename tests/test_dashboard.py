@@ -342,3 +342,15 @@ def test_the_noise_band_is_visible_at_three_per_mille(history, tmp_path):
     page.write_text(html)
     img = Image.open(_screenshot(page, tmp_path)).convert("RGB")
     assert _tallest_band(img) >= 25  # px: the panel's band; the level axis's is a few px
+
+
+def test_each_recent_verdict_shows_its_box_time_and_largest_stage(history, tmp_path):
+    from evalbot.report.box_time_view import WORDS, duration
+
+    store, _ = history
+    html = build_site(store, tmp_path / "site").read_text()
+    for row in store.history():
+        timing = row["results"]["timing"]  # recorded by the harness, stage by stage
+        name, seconds = max(timing["stages"].items(), key=lambda item: item[1])
+        cell = f"{duration(timing['total_s'])}, largest: {WORDS[name]} {duration(seconds)}"
+        assert f'<td class="free">{cell}</td>' in html, cell

@@ -65,6 +65,29 @@ class DemoPR:
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == verdict
 
+    def test_box_time_per_stage_adds_up_and_is_shown(self, demo_run) -> None:
+        """The harness's stages of a real evaluation, through `evalbot box-time` and into the
+        comment; the sum is checked, never a duration."""
+        from evalbot.report.box_time_view import WORDS, duration
+
+        out, name, verdict = demo_run
+        timing = json.loads((out / name / "results.json").read_text())["timing"]
+        assert abs(sum(timing["stages"].values()) - timing["total_s"]) <= 1.0
+        # the demo builds, warms up, measures and scores: each of those stages took some time
+        ran = {stage for stage, seconds in timing["stages"].items() if seconds > 0}
+        assert {"builds", "warmups", "measuring", "correctness_base", "correctness_head"} <= ran
+        done = subprocess.run([sys.executable, "-m", "evalbot", "box-time", "--json",
+                               str(out / name / "results.json")],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        (row,) = json.loads(done.stdout)
+        assert (row["stages"], row["total_s"], row["derived"]) == \
+            (timing["stages"], timing["total_s"], [])
+        largest = max(timing["stages"], key=lambda stage: timing["stages"][stage])
+        assert row["largest"]["stage"] == largest
+        assert (f"- Box time {duration(timing['total_s'])}, largest: {WORDS[largest]} "
+                f"{duration(timing['stages'][largest])}.") in (out / name / "comment.md").read_text()
+
     def test_history_holds_the_verdict(self, demo_run) -> None:
         from evalbot.store.jobs import Store
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalbot.engine.contract.job import parse_job
-from evalbot.engine.contract.results import validate
+from evalbot.engine.contract.results import TIMING_STAGES, validate
 from evalbot.engine.harness.steps import run_job
 from tests.stub_engine import job_doc, make_repo
 
@@ -116,3 +116,38 @@ def test_build_cache_reuses_a_verified_build(stub, tmp_path):
         f.write_text("print('tampered')")
     third = run_job(parse_job(doc), tmp_path / "three")
     assert not third["base"]["cached"]
+
+
+def stages_adding_up(results: dict) -> dict[str, float]:
+    """Every stage's box seconds, checked to add up to the total (within 1 s)."""
+    timing = results["timing"]
+    assert list(timing["stages"]) == list(TIMING_STAGES)
+    assert abs(sum(timing["stages"].values()) - timing["total_s"]) <= 1.0
+    return timing["stages"]
+
+
+def test_each_stage_of_an_evaluation_records_its_box_time(stub, tmp_path):
+    stages = stages_adding_up(_run(stub, tmp_path, "faster"))
+    # the faster head's decode@128 is confirmed by the job's witness; the stub's job scores nothing
+    ran = {name for name, seconds in stages.items() if seconds > 0}
+    assert {"builds", "warmups", "measuring", "witnesses"} <= ran
+    assert not ran & {"correctness_reference", "correctness_base", "correctness_head"}
+
+
+@pytest.mark.parametrize(("head", "ran"), [("build_fails", {"builds"}),
+                                           ("crash", {"builds", "warmups"})])
+def test_a_failed_evaluation_records_the_stages_that_ran(stub, tmp_path, head, ran):
+    stages = stages_adding_up(_run(stub, tmp_path, head))
+    assert ran <= {name for name, seconds in stages.items() if seconds > 0}
+    # the head crashes in its warm-up: no pair was timed, no witness or score run started
+    assert stages["witnesses"] == stages["correctness_base"] == 0
+
+
+def test_a_harness_failure_still_records_the_stages(stub, tmp_path):
+    repo, main, shas = stub
+    doc = job_doc(repo, main, shas["same"])
+    (tmp_path / "cache").write_text("a file where the build cache's folder must be")
+    doc["cache_dir"] = str(tmp_path / "cache")
+    results = validate(run_job(parse_job(doc), tmp_path / "job"))
+    assert results["failures"][0]["message"] == "the harness failed"
+    assert stages_adding_up(results)["builds"] > 0  # it failed storing the first build

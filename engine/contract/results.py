@@ -6,6 +6,7 @@ History: v1 (2026-11) first frozen version; see docs/contracts.md.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ STAGES = ("prepare", "checkout", "build", "speed", "score", "harness")
 ATTRIBUTIONS = ("pr", "infra")
 FAILURE_KINDS = ("build-failed", "crashed", "timeout", "spoofed", "infra-error")
 WITNESS_STOPS = ("", "settled", "box_time", "not_needed")  # engine/measure/witness.py WitnessRecord.stopped
+# `timing.stages`: the job's box seconds by what they went to (engine/harness/stopwatch.py);
+# `rest` is what none of the others covers (set-up, tokenizing, sealing, status and results files)
+TIMING_STAGES = ("builds", "warmups", "measuring", "witnesses", "correctness_reference",
+                 "correctness_base", "correctness_head", "rest")
 
 
 def validate(doc: Any) -> dict[str, Any]:
@@ -63,7 +68,21 @@ def validate(doc: Any) -> dict[str, Any]:
         one_of(field(failure, where, "attribution", str), ATTRIBUTIONS, f"{where}.attribution")
         one_of(field(failure, where, "kind", str), FAILURE_KINDS, f"{where}.kind")
         field(failure, where, "message", str)
+    _timing(field(doc, "", "timing", dict, optional=True))
     return doc
+
+
+def _timing(timing: dict[str, Any] | None) -> None:
+    """`timing.stages`, from harnesses since it was added (older files have `total_s` alone,
+    which stays unchecked as it always was), with the `total_s` they add up to."""
+    stages = field(timing, "timing", "stages", dict, optional=True) if timing else None
+    if stages is None:
+        return
+    seconds = {"total_s": field(timing, "timing", "total_s", float),
+               **{f"stages.{k}": field(stages, "timing.stages", k, float) for k in TIMING_STAGES}}
+    bad = [k for k, v in seconds.items() if not 0 <= v < math.inf]  # NaN fails both
+    if bad:
+        raise ContractError(f"timing.{bad[0]}: seconds are finite and >= 0, got {seconds[bad[0]]}")
 
 
 def _witness(w: dict[str, Any], where: str) -> None:

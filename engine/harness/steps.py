@@ -19,10 +19,11 @@ from ..contract.results import RESULTS_SCHEMA
 from ..measure import gpu
 from ..measure.speed import Measurement, SampleFailure
 from ..sandbox import session as sandbox
-from ..scoring.correctness import score
+from ..scoring.correctness import Stage, score, untimed
 from ..scoring.failure import ScoreFailure
 from ..scoring.tokens import speed_tokens
 from ..sides.build import Built, build_side
+from .stopwatch import Stopwatch
 
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,10 +44,10 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
     """Run one evaluation; always returns (and writes) a results document, failures included."""
     jobdir.mkdir(parents=True, exist_ok=True)
     status = Status(jobdir)
-    started = time.time()
+    watch = Stopwatch()
     doc: dict[str, Any] = _header(job)
     try:
-        _steps(job, jobdir, status, doc)
+        _steps(job, jobdir, status, doc, watch)
     except Exception as exc:  # a harness bug must still leave a results file: infra's fault
         message = _DISK_FULL if _is_enospc(exc) else "the harness failed"
         for side, sha in (("base", job.base_sha), ("head", job.head_sha)):  # results stay valid
@@ -55,16 +56,17 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
         doc["failures"].append({"stage": "harness", "side": "harness", "attribution": "infra",
                                 "kind": "infra-error", "message": message,
                                 "log_tail": traceback.format_exc()[-4000:]})
-    return _finish(doc, jobdir, status, started)
+    return _finish(doc, jobdir, status, watch)
 
 
-def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
+def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any], watch: Stopwatch) -> None:
     failures: list[dict[str, Any]] = doc["failures"]
     job = sandbox.enter(job, jobdir)  # fetch with network, then every engine process sandboxed
     built: dict[str, Built] = {}
     for side, sha in (("base", job.base_sha), ("head", job.head_sha)):
         status.set(f"build-{side}")
-        built[side] = build_side(job, side, sha, jobdir)
+        with watch.stage("builds"):
+            built[side] = build_side(job, side, sha, jobdir)
         doc[side] = built[side].facts()
     sandbox.seal_trees()  # the artifacts are copied out: no later run reaches the trees
     if not all(b.ok for b in built.values()):
@@ -76,10 +78,11 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
         failures.append(_failure("score", "base", exc.kind, exc.message, exc.log))
         return
     status.set("speed")
-    measurement = Measurement(job, built, jobdir, HARNESS_ROOT, tokens)
+    measurement = Measurement(job, built, jobdir, HARNESS_ROOT, tokens, stage=watch.stage)
     try:
-        measurement.run_all(progress=lambda run, pairs, _: status.set(
-            "speed", model=run.model, pairs=pairs, max_pairs=job.rule.looks[-1]))
+        with watch.stage("measuring"):  # its warm-ups and witnesses are stages of their own
+            measurement.run_all(progress=lambda run, pairs, _: status.set(
+                "speed", model=run.model, pairs=pairs, max_pairs=job.rule.looks[-1]))
     except SampleFailure as exc:
         failures.append(_failure("speed", exc.side, exc.kind, exc.message, exc.log))
     finally:
@@ -88,10 +91,10 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
     if job.correctness is not None and not failures:
         status.set("score")
         try:
-            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"])
+            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"], watch.stage)
             if job.correctness.guards:  # each other model, scored the same way, decides too
                 doc["correctness_guards"] = guard_sections(job, built, jobdir, HARNESS_ROOT,
-                                                           doc["cells"])
+                                                           doc["cells"], watch.stage)
         except ScoreFailure as exc:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
@@ -99,12 +102,13 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
 
 
 def guard_sections(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
-                   cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The correctness section of each guard model: the scored model's recipe, its own model."""
+                   cells: list[dict[str, Any]], stage: Stage = untimed) -> list[dict[str, Any]]:
+    """The correctness section of each guard model: the scored model's recipe, its own model;
+    its score processes count in the same correctness stages as the scored model's."""
     spec = job.correctness
     assert spec is not None
     return [score(replace(job, correctness=replace(spec, model=name, guards=[])), built, jobdir,
-                  harness, cells) for name in spec.guards]
+                  harness, cells, stage) for name in spec.guards]
 
 
 def _header(job: Job) -> dict[str, Any]:
@@ -187,8 +191,8 @@ def _tail(log: Path | None, limit: int = 4000) -> str:
     return log.read_bytes()[-limit:].decode("utf-8", errors="replace")
 
 
-def _finish(doc: dict[str, Any], jobdir: Path, status: Status, started: float) -> dict[str, Any]:
-    doc["timing"] = {"total_s": round(time.time() - started, 3)}
+def _finish(doc: dict[str, Any], jobdir: Path, status: Status, watch: Stopwatch) -> dict[str, Any]:
+    doc["timing"] = watch.timing()  # writing the file itself comes after: a few milliseconds
     try:
         _write_results(doc, jobdir)
     except OSError as exc:

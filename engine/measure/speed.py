@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -74,11 +75,13 @@ class CellRecord:
 
 
 class Measurement:
-    """Runs the sweeps of one job; `records` holds every cell's samples and looks."""
+    """Runs the sweeps of one job; `records` holds every cell's samples and looks; `stage` is
+    the harness's stopwatch, timing the warm-ups and the witnesses apart from the rest."""
 
     def __init__(self, job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
-                 tokens: Path | None = None) -> None:
-        self.job, self.built, self.jobdir, self.harness = job, built, jobdir, harness
+                 tokens: Path | None = None,
+                 stage: Callable[[str], AbstractContextManager[object]] = lambda _: nullcontext()) -> None:
+        self.job, self.built, self.jobdir, self.harness, self.stage = job, built, jobdir, harness, stage
         self.tokens = tokens  # real corpus tokens for the timed decode, when the profile asks
         self.records = {c.key: CellRecord(c) for c in job.cells}
         self.models = {m.name: m.path for m in job.models}
@@ -105,13 +108,15 @@ class Measurement:
             for run in self.job.runs:
                 self._run(run, progress)
                 self._check_claims(run)  # every run's claims, not only the last one's
-            self._witness_all()
+            with self.stage("witnesses"):
+                self._witness_all()
         finally:
             if locked:
                 gpu.reset_clocks()
 
     def _run(self, run: SpeedRun, progress: Any) -> None:
-        warm = [self._sample(run, s, warmup=True)[0] for _ in range(self.job.rule.warmup) for s in SIDES]
+        with self.stage("warmups"):
+            warm = [self._sample(run, s, warmup=True)[0] for _ in range(self.job.rule.warmup) for s in SIDES]
         main = [s["wall_s"] for w in warm for s in w.values() if s["side"] == "base"]
         if run is self.job.runs[0]:  # the budget counted in pairs, at main's pace (budget.py)
             total = budget.total_s(self.job.rule, main[-1] if main else None)
@@ -309,14 +314,11 @@ class Measurement:
 
     def _check_claims(self, run: SpeedRun) -> None:
         """The head's claimed saving must be visible in the wall time we measured."""
-        samples = [
-            spoof.Sample(s["pair"], s["side"], s["wall_s"],
-                         sum(self._tokens(run, c) / self.records[c.key].value(s["pair"], s["side"])
-                             for c in run.cells))
-            for s in self.records[run.cells[0].key].samples if not s["dropped"]
-        ]
-        reason = spoof.unexplained_saving(samples)
-        if reason:
+        samples = [spoof.Sample(s["pair"], s["side"], s["wall_s"],
+                                sum(self._tokens(run, c) / self.records[c.key].value(s["pair"], s["side"])
+                                    for c in run.cells))
+                   for s in self.records[run.cells[0].key].samples if not s["dropped"]]
+        if reason := spoof.unexplained_saving(samples):
             raise SampleFailure("head", "spoofed", reason)
 
     @staticmethod
@@ -328,10 +330,8 @@ class Measurement:
         """A self-reported rate faster than the process's own wall time allows is a lie."""
         claimed = sum(self._tokens(run, cell) / rates[cell.key] for cell in run.cells)
         if claimed > wall * 1.02 + 0.005:
-            raise SampleFailure(
-                side, "spoofed",
-                f"rates imply {claimed:.3f} s of work in a {wall:.3f} s process", log,
-            )
+            raise SampleFailure(side, "spoofed", f"rates imply {claimed:.3f} s of work in a "
+                                f"{wall:.3f} s process", log)
 
 
 def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:

@@ -21,7 +21,8 @@ import random
 import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,13 @@ from .tokens import OUTPUT_CAP, Stream, scored_model, token_stream
 from .vocab import out_of_vocabulary, vocab_size
 
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
+# the harness's stopwatch: each side's score processes run in its stage `correctness_<side>`
+Stage = Callable[[str], AbstractContextManager[object]]
+
+
+def untimed(_: str) -> AbstractContextManager[object]:
+    """No stopwatch: a stage that times nothing."""
+    return nullcontext()
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,8 @@ def pieces(spec: Correctness, window: Window) -> list[tuple[str, int, int]]:
 
 
 def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
-          cells: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+          cells: list[dict[str, Any]] | None = None,
+          stage: Stage = untimed) -> dict[str, Any]:
     """Score in rounds until the look decides; `cells` are the speed records (greedy tokens)."""
     spec = job.correctness
     assert spec is not None
@@ -119,15 +128,13 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
         asked = [w.tokens for w in batch] + extra
         froms = [scored_from(spec, w.kind, len(w.tokens)) for w in batch] + [0] * len(extra)
-        t0 = time.monotonic()
-        refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
-        seconds["reference"] += time.monotonic() - t0
+        with _timed(seconds, "reference", stage):
+            refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
         outs = {}
         for side in ("base", "head"):
-            t0 = time.monotonic()
-            outs[side] = _score_side(spec, side, j, asked, froms, model.path, jobdir, harness,
-                                     built[side], job.env, vocab)
-            seconds[side] += time.monotonic() - t0
+            with _timed(seconds, side, stage):
+                outs[side] = _score_side(spec, side, j, asked, froms, model.path, jobdir,
+                                         harness, built[side], job.env, vocab)
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
         chunks += [row for k, w in enumerate(batch)
                    for row in _chunks(spec, w, refs[w.kind, w.index], outs["base"][k],
@@ -166,6 +173,18 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "consistency": consistency,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
+
+
+@contextmanager
+def _timed(seconds: dict[str, float], side: str, stage: Stage) -> Iterator[None]:
+    """The side's seconds in the section, and in the harness's stage of that side (a failing
+    run's seconds too: the box spent them)."""
+    t0 = time.monotonic()
+    try:
+        with stage(f"correctness_{side}"):
+            yield
+    finally:
+        seconds[side] += time.monotonic() - t0
 
 
 def _chunks(spec: Correctness, window: Window, ref: list[Any], base: list[Any],

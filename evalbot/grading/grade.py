@@ -349,4 +349,7 @@ def _provenance(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
                    for side in ("base", "head")},
         "harness_version": results.get("harness_version"),
         "box": results["box"],
+        # box time per stage, for the comment and the dashboard; only from results that record
+        # stages, so re-grading older results gives the verdict they always had
+        **({"timing": results["timing"]} if (results.get("timing") or {}).get("stages") else {}),
     }

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from evalbot.audit.signing import KEYS_DIR, SignatureError, load_public_keys, verify_verdict
 from evalbot.config.resources import TEMPLATES_DIR
 from evalbot.grading.grade import ctx_name
+from evalbot.report import box_time_view
 from evalbot.report.charts import Line, Marker, line_chart
 from evalbot.report.dashboard_pages import CHARTABLE_S, cell_pages, one_level, pr_url, regressions, when
 from evalbot.report.history import (
@@ -186,6 +187,7 @@ def _recent(rows: list[dict[str, Any]], keys: dict[str, Any] | None) -> list[dic
                 str((v.get("correctness") or {}).get("decision", "-")),
                 str((v.get("correctness") or {}).get("decision", "-"))),
             "signature": _signature(v, keys),
+            "box_time": box_time_view.summary(v, row["results"]) or "-",
         })
     return out
 

@@ -11,7 +11,7 @@ import jinja2
 
 from evalbot.config.redact import Redactor, public_failure
 from evalbot.config.resources import TEMPLATES_DIR
-from evalbot.report import comment, comment_correctness
+from evalbot.report import box_time_view, comment, comment_correctness
 from evalbot.report.comment import CommentContext
 from evalbot.report.details import DROP_ORDER, details
 from evalbot.report.neutral import neutral
@@ -96,6 +96,7 @@ def _comment_context(verdict: dict[str, Any], ctx: CommentContext,
         verdict_url=f"{ctx.run_url}/verdict.json" if ctx.run_url else "",
         guards=[_guard_text(g) for g in verdict.get("correctness_guards") or []],
         witnesses=comment.witness_lines(verdict),
+        box_time=box_time_view.summary(verdict, results),
     )
 
 
