@@ -1,11 +1,12 @@
 """Simulated PRs through the REAL correctness guard, on the shipped profiles' exact settings.
 
-    python bench/guard_quality.py [--inert 1000] [--sims 300] [--seed 1] [--profile NAME]
+    python bench/guard_quality.py [--inert 1000] [--sims 300] [--seed 1] [--profile NAME|PATH]
 
 Schedule: the job the bot sends for the profile (evalbot.grading.correctness_policy.job_correctness:
 windows, window length, long windows, looks, critical values, the deep test's critical value),
-cut into chunks by the harness's own engine.scoring.segments (a long window is scored at every
-position: shallow pieces of window_tokens, its last long_score_tokens positions in deep pieces).
+cut into chunks by the harness's own engine.scoring.segments (a long window in deep pieces of its
+last long_score_tokens positions, and, unless the profile says `long_scored: deep`, its shallow
+positions in pieces of window_tokens).
 Each evaluation scores in growing looks with engine.scoring.correctness_stats.look, stopping when
 decided or bit-identical, as the harness does; the verdict is correctness_policy.decide on the
 recorded section (policy `default`), and the guard rows go through the real grade().
@@ -17,11 +18,17 @@ Model (token level, per chunk of n positions):
 - an honest head whose numerics differ at bf16 level: discordant tokens at rate `disc` x
   Exponential(1) per chunk, split evenly (head-only-right = main-only-right), its own KL draws
   around the same level;
-- damage (input-dependent): main-only-right flips at the damage rate on the chunks hit; a head
-  is bit-identical to main on every chunk without damage or discordance (so "identical in round
-  one" ends scoring exactly when the damage missed everything scored);
-- a chunk is input text: a long window's 129 shallow pieces are 129 windows' worth of the same
-  corpus text, so damage "in one window in five" hits each piece with probability 1/5.
+- damage: main-only-right flips at the damage rate on the chunks hit; a head is bit-identical
+  to main on every chunk without damage or discordance (so "identical in round one" ends scoring
+  exactly when the damage missed everything scored). Three ways it can fall:
+  - "deep": every deep chunk (a loss confined to depth >= 32k);
+  - "chunk": each chunk with probability 1/5 on its own (damage that fires on some input text:
+    a long window's shallow pieces are 129 windows' worth of corpus text);
+  - "window": each scored window, short or long, whole with probability 1/5 (a fault tied to a
+    window's start, cache or prompt: all pieces of a damaged long window lose, none of an
+    undamaged one). The loss in a damaged window is the PR's mean loss / (1/5), so the PR loses
+    that much top-1 on average over the positions scored, however they are split between short
+    and long windows; long windows holding most positions dilute the short windows' damage.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ from evalbot.grading.policy import CorrectnessPolicy, Policy, load_labels  # noq
 BASE_MEAN, BASE_SD = 0.89, 0.10
 KL_MEAN, KL_SD = 0.03, 0.05
 CALIBRATION_RUNS = 30  # evaluations of main the floors are calibrated from
+DAMAGED_SHARE = 0.2  # "one in five": the chance a chunk or window is damaged
+LOSS = 0.03  # the PR's mean top-1 loss in the one-in-five rows: 15 points where damaged
+SHOWN = ("inert", "pass", "inconclusive", "infra-error")  # the decisions a row's shares count
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ class Case:
     name: str
     disc: float = 0.0  # honest discordance rate (bf16-level numerics)
     drop: float = 0.0  # top-1 points lost where damaged
-    where: str = ""  # "deep": deep chunks only; "fifth": each chunk with probability 1/5
+    where: str = ""  # "deep", "chunk" or "window": what the damage falls on (module docstring)
     main_top1: float = 0.0  # main's shift against the reference (drift)
     main_kl: float = 0.0
     kl_rise: float = 0.0  # head's per-token KL rise (same top-1)
@@ -97,9 +107,7 @@ def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: Corre
     p = np.clip(level[plan.windows] + case.main_top1, 0.01, 0.999)
     base = rng.binomial(n, p)
     half = np.clip(case.disc * rng.exponential(1.0, k) / 2, 0, 0.45)
-    hit = {"deep": np.array([kd == "deep" for kd in plan.kinds]),
-           "fifth": rng.random(k) < 0.2, "": np.zeros(k, bool)}[case.where]
-    extra = np.where(hit, case.drop, 0.0)
+    extra = np.where(damaged(rng, plan, case.where), case.drop, 0.0)
     # head can be right only where main is wrong and the reverse: rates of those tokens that
     # give `half` (+ the damage) of all positions, so neither side is favoured by clipping
     half = np.minimum(half, 0.9 * (1 - p))  # no more flips than main has wrong tokens
@@ -130,6 +138,17 @@ def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: Corre
             "rule": {"looks": plan.looks, "chunk_looks": plan.looks, "critical": plan.critical,
                      "deep_critical": plan.deep_critical, "alpha": ALPHA,
                      "margin": policy.margin, "kl_margin": policy.kl_margin}}
+
+
+def damaged(rng: np.random.Generator, plan: Schedule, where: str) -> np.ndarray:
+    """Per chunk: whether the damage falls on it (module docstring)."""
+    if where == "deep":
+        return np.array([kind == "deep" for kind in plan.kinds])
+    if where == "chunk":
+        return rng.random(len(plan.kinds)) < DAMAGED_SHARE
+    if where == "window":
+        return (rng.random(max(plan.windows) + 1) < DAMAGED_SHARE)[plan.windows]
+    return np.zeros(len(plan.kinds), bool)
 
 
 def _beta(mean: float, sd: float) -> tuple[float, float]:
@@ -172,32 +191,49 @@ CASES = [  # (case, what the row counts, what it should be)
     (Case("5 pt lost at depth >= 32k only", drop=0.05, where="deep"), "reject", True),
     (Case("10 pt lost at depth >= 32k only", drop=0.10, where="deep"), "reject", True),
     (Case("20 pt lost at depth >= 32k only", drop=0.20, where="deep"), "reject", True),
-    (Case("3 pt in 1 window in 5 (15 pt there), identical elsewhere", drop=0.15,
-          where="fifth"), "reject", True),
-    (Case("3 pt in 1 window in 5, 2% discordant elsewhere", disc=0.02, drop=0.15,
-          where="fifth"), "reject", True),
+    (Case("3 pt lost in 1 chunk in 5 (15 pt there), identical elsewhere",
+          drop=LOSS / DAMAGED_SHARE, where="chunk"), "reject", True),
+    (Case("3 pt lost in 1 chunk in 5, 2% discordant elsewhere", disc=0.02,
+          drop=LOSS / DAMAGED_SHARE, where="chunk"), "reject", True),
+    (Case("3 pt lost in 1 window in 5, short or long, whole (15 pt there), identical elsewhere",
+          drop=LOSS / DAMAGED_SHARE, where="window"), "reject", True),
+    (Case("3 pt lost in 1 window in 5, short or long, whole, 2% discordant elsewhere",
+          disc=0.02, drop=LOSS / DAMAGED_SHARE, where="window"), "reject", True),
     (Case("+0.05 nat KL, same top-1", kl_rise=0.05), "reject", True),
     (Case("main at its calibrated level, inert head"), "drift", False),
     (Case("main drifted: top-1 -15 pt, KL +1", main_top1=-0.15, main_kl=1.0), "drift", True),
 ]
 
 
+@dataclass(frozen=True)
+class Rate:
+    """One row's outcome: how many runs hit (REJECT, or drift flagged), each decision's share,
+    and the positions scored per side (mean)."""
+    runs: int
+    hits: int
+    shares: dict[str, float]
+    tokens: float
+
+
+def rate(plan: Schedule, case: Case, counts: str, runs: int, policy: CorrectnessPolicy,
+         rng: np.random.Generator, floors: dict[str, float]) -> Rate:
+    """`runs` simulated PRs of `case`, each decided by the real correctness_policy.decide."""
+    sections = [simulate(rng, plan, case, policy, floors) for _ in range(runs)]
+    verdicts = [decide(s, policy) for s in sections]
+    hits = sum((v["decision"] == "reject") if counts == "reject" else bool(v.get("drift"))
+               for v in verdicts)
+    shares = {d: sum(v["decision"] == d for v in verdicts) / runs for d in SHOWN}
+    tokens = float(np.mean([sum(c["positions"] for c in s["chunks"]) for s in sections]))
+    return Rate(runs, hits, shares, tokens)
+
+
 def rows(plan: Schedule, policy: Policy, rng: np.random.Generator, inert: int, sims: int,
          floors: dict[str, float]) -> None:
-    corr = policy.correctness
     for case, counts, bad in CASES:
-        runs = inert if not bad else sims
-        sections = [simulate(rng, plan, case, corr, floors) for _ in range(runs)]
-        verdicts = [decide(s, corr) for s in sections]
-        hits = sum((v["decision"] == "reject") if counts == "reject" else bool(v.get("drift"))
-                   for v in verdicts)
-        tokens = np.array([sum(c["positions"] for c in s["chunks"]) for s in sections])
-        dist = {d: sum(v["decision"] == d for v in verdicts) / runs
-                for d in ("inert", "pass", "inconclusive", "infra-error")}
-        _print(case.name, counts if not bad else f"{counts} (detection)", runs, hits, bad,
-               f"{100 * dist['inert']:.1f} / {100 * dist['pass']:.1f} / "
-               f"{100 * dist['inconclusive']:.1f} / {100 * dist['infra-error']:.1f}",
-               f"{tokens.mean():,.0f}")
+        got = rate(plan, case, counts, inert if not bad else sims, policy.correctness, rng, floors)
+        shares = " / ".join(f"{100 * got.shares[d]:.1f}" for d in SHOWN)
+        _print(case.name, counts if not bad else f"{counts} (detection)", got.runs, got.hits,
+               bad, shares, f"{got.tokens:,.0f}")
     _guard_rows(plan, policy, rng, sims, floors)
 
 
@@ -205,7 +241,7 @@ def _guard_rows(plan: Schedule, policy: Policy, rng: np.random.Generator, sims: 
                 floors: dict[str, float]) -> None:
     corr = policy.correctness
     guard_cases = [("guard model inconclusive (head 1 pt down: at the margin)",
-                    Case("", disc=0.10, drop=0.05, where="fifth"), "eval:inconclusive",
+                    Case("", disc=0.10, drop=0.05, where="chunk"), "eval:inconclusive",
                     "eval-b:inconclusive"),
                    ("guard model infra-error (its main drifted)",
                     Case("", main_top1=-0.15, main_kl=1.0), "eval:infra-error",
@@ -247,18 +283,21 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=300, help="runs per damage row")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="append",
-                        help="profile name (repeatable); default: llamacpp and sparkinfer")
+                        help="profile name or YAML path (repeatable); default: llamacpp and "
+                             "sparkinfer")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     policy = load_labels(ROOT / "labels.yaml").policy("default")
     started = time.time()
     print(f"policy default: margin {100 * policy.correctness.margin:g} pt top-1, KL margin "
-          f"{policy.correctness.kl_margin}; alpha {ALPHA} split over the looks")
+          f"{policy.correctness.kl_margin}; alpha {ALPHA} split over the looks. One in five: "
+          f"{100 * LOSS / DAMAGED_SHARE:g} pt lost where damaged, {100 * LOSS:g} pt on average")
     for name in args.profile or ["llamacpp", "sparkinfer"]:
         plan = schedule(name, policy.correctness)
         floors = calibrated(plan, policy.correctness, rng)
-        print(f"\n### profile {name}: looks {plan.looks} chunks ({sum(plan.positions[:plan.looks[0]]):,}"
-              f"..{plan.positions.sum():,} tokens per side), "
+        windows = [len(set(plan.windows[:k])) for k in plan.looks]
+        print(f"\n### profile {name}: looks {windows} windows, {plan.looks} chunks "
+              f"({sum(plan.positions[:plan.looks[0]]):,}..{plan.positions.sum():,} tokens per side), "
               f"{plan.kinds.count('deep')} deep chunks, deep critical {plan.deep_critical}; "
               f"floors calibrated from {CALIBRATION_RUNS} mains: {floors}\n")
         print("| simulated PR | counts | runs | rate | 95% bound | inert / pass / inconcl. / "

@@ -130,7 +130,7 @@ def test_the_profile_version_travels_with_the_job_into_the_verdict(tmp_path: Pat
     policy = load_labels(PROFILES.parent / "labels.yaml").policy("default")
     box = BoxConfig(name="local", kind="local", workdir=str(tmp_path), repo=str(tmp_path))
     job = make_job(load_profile("sparkinfer"), policy, box, "a" * 40, "b" * 40)
-    assert job.profile_version == 2 and parse_job(json.loads(job.to_json())) == job
+    assert job.profile_version == 3 and parse_job(json.loads(job.to_json())) == job
     # a results file from before the version (the H200 acceptance run) regrades as version 1
     data = Path(__file__).parent / "data" / "sparkinfer" / "accept-h200" / "decode-a.results.json"
     results = json.loads(data.read_text())
@@ -146,3 +146,24 @@ def test_a_profile_version_below_one_is_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="version"):
         load_profile(str(path))
+
+
+@pytest.mark.parametrize("name", ["llamacpp", "sparkinfer"])
+def test_correctness_scores_28_windows_first_and_long_windows_deep_only(name: str) -> None:
+    """Issue "A verdict in minutes": long windows scored at every position outweighed the short
+    windows (66,046 of 67,062 positions on llamacpp), so damage tied to one window in five was
+    REJECTed only when it hit a long window, and 10 windows in round one all missed it in 11% of
+    PRs. Both profiles now score the long windows' 512 deep positions only and 26 short windows
+    first (bench/guard_quality.py, docs/correctness.md "Why these numbers")."""
+    from evalbot.engine.scoring.segments import chunk_looks, deep_chunks, long_pieces
+    from evalbot.grading.correctness_policy import critical_values, job_correctness
+    from evalbot.grading.policy import load_labels
+
+    policy = load_labels(PROFILES.parent / "labels.yaml").policy("default").correctness
+    spec = job_correctness(load_profile(name).correctness, policy, seed=0)
+    assert spec.long_scored == "deep" and spec.looks == [28, 96, 224]
+    assert chunk_looks(spec, spec.looks) == [42, 110, 238] and deep_chunks(spec) == 16
+    assert spec.critical == critical_values([42, 110, 238])
+    deep = sum(b - a for _, a, b in long_pieces(spec))
+    assert spec.windows * (spec.window_tokens - 1) + spec.long_windows * deep == 3814
+    assert 0.8 ** spec.looks[0] < 0.002  # one window in five damaged: all of round one missed

@@ -75,8 +75,9 @@ def test_the_gpu_profile_is_the_shipped_one_but_for_the_models_and_the_removed_s
 def test_the_second_sessions_profile_is_the_shipped_one_but_for_the_same_changes() -> None:
     ran, shipped = load_profile(str(DATA / "profile-v2.yaml")), load_profile("sparkinfer")
     qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
-    assert (ran.version, ran.speed, ran.build_argv) == (
-        shipped.version, shipped.speed, shipped.build_argv)
+    # version 3 changed the correctness section only, which this session ran without
+    assert (ran.version, shipped.version) == (2, 3)
+    assert (ran.speed, ran.build_argv) == (shipped.speed, shipped.build_argv)
     assert ran.correctness is None
     assert ran.runs == tuple(r for r in qwythos if 131072 not in {c.ctx for c in r.cells})
 
@@ -106,15 +107,18 @@ def test_an_honest_gain_costs_little_witness_time() -> None:
 def test_the_third_sessions_profile_keeps_the_shipped_correctness_section() -> None:
     ran, shipped = load_profile(str(DATA / "profile-v3.yaml")), load_profile("sparkinfer")
     qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
-    assert (ran.version, ran.speed, ran.build_argv) == (
-        shipped.version, shipped.speed, shipped.build_argv)
+    assert (ran.version, shipped.version) == (2, 3)  # 3: the correctness section's first look
+    assert (ran.speed, ran.build_argv) == (shipped.speed, shipped.build_argv)
     assert ran.runs == tuple(r for r in qwythos if 131072 not in {c.ctx for c in r.cells})
     assert ran.correctness is not None and shipped.correctness is not None
-    # only the reference's key, the floors calibrated on the random-weight model, and the
-    # removed guard model differ
+    # only the reference's key, the floors calibrated on the random-weight model, the removed
+    # guard model, and the first look (48 short windows and looks at 128/224 then; 26 and 96/224
+    # since issue "A verdict in minutes", docs/correctness.md) differ
+    assert (ran.correctness.windows, ran.correctness.looks) == (48, (128, 224))
     assert replace(ran.correctness, reference_argv=shipped.correctness.reference_argv,
                    tokenize_argv=shipped.correctness.tokenize_argv, floors=None,
-                   guards=shipped.correctness.guards) == shipped.correctness
+                   guards=shipped.correctness.guards, windows=shipped.correctness.windows,
+                   looks=shipped.correctness.looks) == shipped.correctness
 
 
 def test_the_aa_with_correctness_is_none_and_bit_identical_at_32k_depth() -> None:

@@ -268,11 +268,11 @@ def test_the_profile_scores_through_the_tool() -> None:
     assert argv[argv.index("--bin") + 1] == f"{{build}}/{TOOL}"
     assert TOOL in load_profile("sparkinfer").artifacts
     # the bot's critical values are for the chunks the harness cuts: 8 deep pieces per long
-    # window and no shallow ones (50/128/224 windows: 64/142/238 chunks)
+    # window and no shallow ones (28/96/224 windows: 42/110/238 chunks)
     from evalbot.grading.correctness_policy import job_correctness
 
     job = job_correctness(spec, POLICY.correctness, seed=0)
-    assert job.long_scored == "deep" and chunk_looks(job, job.looks) == [64, 142, 238]
+    assert job.long_scored == "deep" and chunk_looks(job, job.looks) == [42, 110, 238]
     assert deep_chunks(job) == 16
 
 
