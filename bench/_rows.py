@@ -2,8 +2,8 @@
 (bench/_simbox.py) on each profile's measured paces or a given one, and their table.
 
 Columns: P(tier); P(tier higher than the true one); P(inconclusive); P(spoofed); the mean box
-seconds of the measuring (warm-ups included) and of the witnesses (each process start to exit);
-the issue's target for the row and whether it holds.
+seconds of an evaluation (every stage: bench/_box_stages.py); the issue's target for the row and
+whether it holds. After each table, the same box seconds per stage.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import _simbox
+from bench import _box_stages, _simbox
+from bench._box_stages import Evaluation, Stages
 from bench._simbox import Head, World
 from evalbot.evaluation.profile import Profile, load_profile
+from evalbot.grading.box_time import STAGES
 
 GAINS = (0.03, 0.05, 0.10)
 LIES = (1.05, 1.1, 1.3, 2.0, 10.0)
@@ -139,16 +141,21 @@ class Tally:
     inconclusive: int = 0
     spoofed: int = 0
     false: int = 0  # an A/A's verdict other than neutral or inconclusive
-    measure_s: float = 0.0
+    measure_s: float = 0.0  # warm-ups included
     witness_s: float = 0.0
+    warmup_s: float = 0.0
+    scored: int = 0  # evaluations that went on to correctness (no failure stopped them)
+    runs: dict[int, int] = field(default_factory=dict)  # runs reached -> evaluations
     tiers: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: Tally) -> None:
         for name in ("n", "tier", "higher", "inconclusive", "spoofed", "false", "measure_s",
-                     "witness_s"):
+                     "witness_s", "warmup_s", "scored"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for t, k in other.tiers.items():
             self.tiers[t] = self.tiers.get(t, 0) + k
+        for r, k in other.runs.items():
+            self.runs[r] = self.runs.get(r, 0) + k
 
 
 _EVALUATORS: dict[tuple[str, float | None], _simbox.Evaluator] = {}
@@ -183,6 +190,9 @@ def run_chunk(variant: Variant, pace: float | None, head: Head, sims: int, seed:
             out.false += o.kind not in ("neutral", "inconclusive")
             out.measure_s += o.measure_s
             out.witness_s += o.witness_s
+            out.warmup_s += o.warmup_s
+            out.scored += o.scored
+            out.runs[o.runs] = out.runs.get(o.runs, 0) + 1
             out.tiers[o.tier or "-"] = out.tiers.get(o.tier or "-", 0) + 1
     return out
 
@@ -236,18 +246,45 @@ def _mark(ok: bool) -> str:
     return "holds" if ok else "FAILS"
 
 
-HEADER = ("| head | true | n | P(tier) | P(> true) | P(inconc) | P(spoofed) | measure s | "
-          "witness s | tiers | target |")
-RULE = "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+HEADER = ("| head | true | n | P(tier) | P(> true) | P(inconc) | P(spoofed) | box s | tiers | "
+          "target |")
+RULE = "|---|---|---:|---:|---:|---:|---:|---:|---|---|"
+STAGE_HEADER = ("| builds | warm-ups | measuring | witnesses | reference | main | PR | rest | total | "
+                "min | reference cold | total cold |")
+STAGE_RULE = "---:|" * 12
 
 
-def line(variant: Variant, head: Head, t: Tally, exact: Tally | None = None) -> str:
+def line(variant: Variant, head: Head, t: Tally, box: Evaluation,
+         exact: Tally | None = None) -> str:
     n = max(t.n, 1)
     tiers = " ".join(f"{k}:{v}" for k, v in sorted(t.tiers.items()) if k != "-") or "-"
     return (f"| {head.name} | {head.true_tier or '-'} | {t.n} | {_pct(t.tier / n)} | "
             f"{_pct(t.higher / n)} | {_pct(t.inconclusive / n)} | {_pct(t.spoofed / n)} | "
-            f"{t.measure_s / n:.0f} | {t.witness_s / n:.0f} | {tiers} | "
-            f"{target(variant, head, t, exact)} |")
+            f"{stages(box, t).total:.0f} | {tiers} | {target(variant, head, t, exact)} |")
+
+
+def box_model(variant: Variant, pace: float | None) -> Evaluation:
+    """The variant's modelled stages at this sample pace (bench/_box_stages.py)."""
+    return _box_stages.evaluation(variant.profile, variant.fixtures,
+                                  _evaluator(variant, pace).job, World(variant.fixtures, pace))
+
+
+def stages(box: Evaluation, t: Tally, rounds: int = 1, warm: bool = True) -> Stages:
+    """A row's mean stages: its simulated measuring (warm-ups apart) and witnesses, the rest
+    modelled, correctness for `rounds` rounds in the share of them that reached it."""
+    n = max(t.n, 1)
+    reached = {runs: k / n for runs, k in t.runs.items()}
+    return box.stages((t.measure_s - t.warmup_s) / n, t.witness_s / n, rounds, warm,
+                      t.scored / n, reached)
+
+
+def stage_cells(box: Evaluation, t: Tally, rounds: int = 1) -> str:
+    """The per-stage columns (STAGE_HEADER): the reference warm, then the total cold."""
+    warm, cold = stages(box, t, rounds), stages(box, t, rounds, warm=False)
+    cells = [*warm.seconds.values(), warm.total, warm.total / 60,
+             cold.seconds["correctness_reference"], cold.total]
+    return " | ".join(f"{c:.1f}" if i == len(STAGES) + 1 else f"{c:.0f}"
+                      for i, c in enumerate(cells))
 
 
 def _pct(x: float) -> str:
@@ -287,15 +324,21 @@ def print_tables(heads: Callable[[Profile], list[Head]], names: Iterable[str],
     tallies = tally_rows(rows, seed, jobs)
     by_name = {(v.label, pace, head.name): t
                for (v, pace, head, _), t in zip(rows, tallies, strict=True)}
-    current = None
+    groups: dict[tuple[str, float | None], list[tuple[Variant, Head, Tally]]] = {}
     for (variant, pace, head, _), t in zip(rows, tallies, strict=True):
-        if current != (variant.label, pace):
-            current = (variant.label, pace)
-            print(f"\n### {variant.label}, sample pace "
-                  f"{'measured' if pace is None else f'{pace:.0f} s'}\n\n"
-                  f"{pace_header(variant, pace)}\n\n{HEADER}\n{RULE}")
-        exact = by_name.get((variant.label, pace, head.name.removeprefix(BF16)))
-        print(line(variant, head, t, exact), flush=True)
+        groups.setdefault((variant.label, pace), []).append((variant, head, t))
+    for (label, pace), members in groups.items():
+        variant, box = members[0][0], box_model(members[0][0], pace)
+        print(f"\n### {label}, sample pace {'measured' if pace is None else f'{pace:.0f} s'}"
+              f"\n\n{pace_header(variant, pace)}\n\n{HEADER}\n{RULE}")
+        for _, head, t in members:
+            exact = by_name.get((label, pace, head.name.removeprefix(BF16)))
+            print(line(variant, head, t, box, exact))
+        print(f"\nbox seconds per stage, the mean of the row's evaluations (correctness at round "
+              f"one, the reference warm; bench/_box_stages.py)\n\n| head {STAGE_HEADER}\n"
+              f"|---|{STAGE_RULE}")
+        for _, head, t in members:
+            print(f"| {head.name} | {stage_cells(box, t)} |", flush=True)
 
 
 def add_arguments(ap: argparse.ArgumentParser, profiles: str) -> None:

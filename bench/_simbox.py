@@ -111,6 +111,9 @@ class SimulatedBox(Measurement):
                  for s in SIDES}
         super().__init__(job, built, workdir, workdir)
         self.world, self.head, self.rng = world, head, rng
+        # the warm-ups' share of measured_s: the harness times them as a stage of their own
+        self.warmup_s = 0.0
+        self.warmed: set[int] = set()  # the runs whose warm-ups began (a failure ends the rest)
         self.run_of = {spec.name: run for run in job.runs for spec in run.witnesses}
 
     def now(self) -> float:
@@ -127,6 +130,9 @@ class SimulatedBox(Measurement):
             work += self._tokens(run, cell) / real
         wall = max(self._fixed_s(run) + self.rng.normal(0.0, pace.jitter_s), 0.0) + work
         self.measured_s += wall
+        if warmup:
+            self.warmup_s += wall
+            self.warmed.add(id(run))
         self.clock += wall
         self._check_timing(run, printed, wall, side, self.jobdir / "sim.log")  # the harness's
         return {key: {"side": side, "seq": self.seq, "value": value, "wall_s": round(wall, 4),
@@ -266,8 +272,11 @@ def render(how: dict[str, Any], printed: Printed | list[int]) -> str:
 class Outcome:
     tier: str | None
     kind: str
-    measure_s: float
+    measure_s: float  # every sample process, warm-ups included (the budget counts them)
     witness_s: float
+    warmup_s: float  # the warm-ups' part of measure_s
+    scored: bool  # no failure stopped it: the harness scores correctness only then (steps.py)
+    runs: int  # the job's runs it reached (they run in order)
 
 
 class Evaluator:
@@ -298,7 +307,8 @@ class Evaluator:
         results = {**self.header, "cells": [r.to_dict() for r in box.records.values()],
                    "witnesses": box.witness_dicts(), "failures": failures}
         verdict = grade(results, POLICY)
-        return Outcome(verdict["tier"], verdict["kind"], box.measured_s, box.witnessed_s)
+        return Outcome(verdict["tier"], verdict["kind"], box.measured_s, box.witnessed_s,
+                       box.warmup_s, not failures, len(box.warmed))
 
 
 @contextlib.contextmanager

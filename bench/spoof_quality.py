@@ -24,6 +24,7 @@ Heads (bench/_rows.py):
                   witness's timeout, its output unverified
 Target: each earns a tier in at most 1% of its evaluations (at least 1,000 a row).
 Honest heads and the A/A: bench/verdict_quality.py.
+Box time (a row's total, then per stage): bench/_rows.py; per verdict kind: bench/box_time.py.
 
 Demo engine (`--demo N`): N real evaluations per case on this machine, through the harness and
 the grading (lie 2x all, lie 1.05x all, honest = the demo's `faster` variant).
@@ -44,7 +45,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -55,6 +55,7 @@ from bench._simbox import POLICY  # noqa: E402
 from evalbot.config.settings import BoxConfig  # noqa: E402
 from evalbot.evaluation.jobspec import make_job  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
+from evalbot.grading.box_time import box_time  # noqa: E402
 from evalbot.grading.grade import grade  # noqa: E402
 
 
@@ -84,21 +85,11 @@ def demo_table(runs: int) -> None:
             verdict = grade(results, POLICY)
             tiers += verdict["tier"] is not None
             spoofed += verdict["kind"] == "spoofed"
-            w, m = _box_times(results)
-            wit, mea = wit + w, mea + m
+            stages = box_time(results).stages  # the harness's own stopwatch
+            wit += stages["witnesses"] or 0.0
+            mea += (stages["measuring"] or 0.0) + (stages["warmups"] or 0.0)
         print(f"| {name} | {tiers}/{runs} | {spoofed}/{runs} | {wit / runs:.1f} | "
               f"{mea / runs:.1f} | {100 * wit / max(mea, 1e-9):.0f}% |", flush=True)
-
-
-def _box_times(results: dict[str, Any]) -> tuple[float, float]:
-    """Witness box seconds (each process's start to exit; its clock's seconds from a harness
-    before `wall_s`), and the measuring's wall seconds (samples + 1 warm-up pair)."""
-    wit = sum(s.get("wall_s", s["seconds"]) for w in results["witnesses"]
-              if w["source"] == "witness" for s in w["samples"])
-    first = [w for w in results["witnesses"] if w["source"] == "samples"]
-    mea = sum(s["seconds"] for w in first for s in w["samples"])
-    pairs = sum(len(w["samples"]) for w in first) / 2
-    return wit, mea * (pairs + 1) / max(pairs, 1)
 
 
 def _liar(repo: Path, factor: float) -> str:

@@ -15,6 +15,7 @@ in >= 95% (where a witness covers a cell it changes); a bf16 head its exact twin
 least 95% as often (the two on the same seed: the same box, only the flips differ); the
 skipping liar a tier in <= 1%; the A/A is wrong (a tier, a regression, spoofed) in <= 1% and
 inconclusive in <= 5%. Liars: bench/spoof_quality.py.
+Box seconds, in all and per stage: bench/_rows.py's columns; per verdict kind: bench/box_time.py.
 
 Second table (`--rule`): the stopping rule alone, vectorised. The job is what `make_job` builds
 for the profile under the `default` policy: its cells and runs, looks, floors (and their degrees
@@ -54,7 +55,8 @@ improved at a true +x%; tier = the changed cell gets the tier of a true effect a
 centre (XS 2.75%, S 4.75%, M 8%, L 14%, XL 22%): the lowest of the five, and the largest share two
 or more tiers away; <s = a tier for a true +1% (below the significance threshold); pairs = mean
 pairs per run in the A/A (and at the XS centre); box = mean box minutes per PR of the A/A
-(without builds, scoring and witnesses), at the per-process pace in the header, and at the
+(its warm-ups and measuring, bench/_box_stages.py; every stage: the first table's and
+bench/box_time.py), at the per-process pace in the header, and at the
 profile's power target (@tgt: +5% llamacpp, +3% sparkinfer); fix = the fixed-n minimum: the
 fewest pairs a single look with a known sd needs for the same error rates (A/A: every cell
 neutral 95% of the time; @XS: an effect at the XS centre improved at XS 90% of the time); ratio =
@@ -89,7 +91,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import _fixedn, _paces, _rows  # noqa: E402
+from bench import _box_stages, _fixedn, _paces, _rows  # noqa: E402
 from bench._scenarios import Scenario, changed_cell, job_of, scenarios  # noqa: E402
 from bench._simbox import Head  # noqa: E402
 from evalbot.engine.contract.job import Job, SpeedRun  # noqa: E402
@@ -109,7 +111,7 @@ class Sim:
     final: np.ndarray  # (sims, cells) final codes over the whole job
     estimate: np.ndarray  # (sims,) what its tier is judged on (log-ratio) at its last look
     pairs: np.ndarray  # (sims, runs) pairs each run measured
-    box_s: np.ndarray  # (sims,) box seconds
+    box_s: np.ndarray  # (sims,) box seconds of the warm-ups and the measuring
     target_pairs: np.ndarray | None = None  # (sims,) pairs of the changed cell's run
 
 
@@ -140,13 +142,14 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
         keys = [c.key for c in run.cells]
         if target in keys and effect:
             r[:, keys.index(target), :] += math.log1p(effect)
-        room = (total - elapsed - 2 * rule.warmup * pace) / (2 * pace)
+        warmups = _box_stages.warmups_s(rule.warmup, pace)
+        room = (total - elapsed - warmups) / _box_stages.pairs_s(1, pace)
         pairs_max = np.clip(np.floor(room) + 1, 0, last).astype(int)
         final, n_used, mean_at = run_rule(r, bounds, job, run, pairs_max)
         if target in keys:
             estimate = mean_at[:, keys.index(target)]
             target_pairs = n_used
-        elapsed += (2 * rule.warmup + 2 * n_used) * pace
+        elapsed += warmups + _box_stages.pairs_s(n_used, pace)
         finals.append(final)
         used.append(n_used)
     return Sim(np.concatenate(finals, axis=1), estimate, np.stack(used, axis=1), elapsed,

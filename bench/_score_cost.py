@@ -1,0 +1,216 @@
+"""Correctness's box seconds per round, modelled per window and fitted to the GPU fixtures.
+
+A score process (one per side, round and scored model; the cold reference's one per round and
+window kind) costs
+    load + sum over its windows of (fill + scored positions x per-position cost)
+  load      the least load of the model's witness processes (bench/_paces.py: a tool of the same
+            tree loading the same file)
+  fill      a window's unscored ids (a long window of `long_scored: deep` before its deep
+            positions) at the model's sweep prefill rate at that size (bench/_paces.py)
+  per-position cost   fitted so that the model gives what the fixtures' processes took, pooled:
+            sparkinfer from accept-h100's `correctness.seconds` (base and head 69.9-72.9 s, the
+            reference 313-320 s, for 48 short windows of 128 ids and 2 long of 33,024 scored at
+            their last 256 positions; that reference scored every position of them); llamacpp,
+            whose results record no such seconds, from each fixture's rest less its warm-ups and
+            the harness's rest (bench/_gpu_fixtures.py), taken as both sides' and the reference's
+            processes, the reference scoring what the sides did with the same tool
+  another model than the fixtures scored (sparkinfer's Qwen3.6 guard): the fitted cost plus the
+            difference of the two models' decode steps (their decode witnesses' paces)
+The windows are the job's correctness section as make_job builds it from the shipped profile read
+at run time (its looks: round j ends at looks[j] windows, the long ones all in round one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, NamedTuple
+
+from bench import _gpu_fixtures, _paces
+from bench._simbox import BASE_SHA, HEAD_SHA, POLICY, shipped
+from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.job import Correctness, Job
+from evalbot.engine.measure.speed import SIDES
+from evalbot.engine.scoring.segments import scored_from
+from evalbot.evaluation.jobspec import make_job
+
+# the reference runs a process per window kind in a round (engine/scoring/correctness.py
+# `_references`); every fixture's round one has both kinds
+REFERENCE_KINDS = 2
+
+
+class Window(NamedTuple):
+    kind: str  # short | long
+    scored: int  # positions scored
+    filled: int  # ids run before them without logits
+
+
+@cache
+def shipped_job(fixtures: str) -> Job:
+    """The shipped profile's job as the bot makes it, its correctness section included."""
+    box = BoxConfig(name="sim", kind="local", workdir="/sim", repo="/sim")
+    return make_job(shipped(fixtures), POLICY, box, BASE_SHA, HEAD_SHA, seed=1, job_id="sim")
+
+
+def correctness(fixtures: str) -> Correctness | None:
+    return shipped_job(fixtures).correctness
+
+
+def rounds(spec: Correctness) -> list[list[Window]]:
+    """The windows each round scores (engine/scoring/correctness.py `plan`: long ones first, all
+    in round one; look j ends at looks[j] windows), each as (scored, filled) by segments.py."""
+    sizes = [("long", spec.long_window_tokens)] * spec.long_windows + \
+        [("short", spec.window_tokens)] * (spec.looks[-1] - spec.long_windows)
+    windows = [Window(kind, n - 1 - scored_from(spec, kind, n), scored_from(spec, kind, n))
+               for kind, n in sizes]
+    edges = [0, *spec.looks]
+    return [windows[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def side_round_s(fixtures: str, model: str, windows: list[Window]) -> float:
+    """One side's score process of a round: its load and its windows."""
+    return _load_s(fixtures, model) + _windows_s(fixtures, model, windows, reference=False)
+
+
+def reference_round_s(fixtures: str, model: str, windows: list[Window]) -> float:
+    """The cold reference of a round: a process per window kind (short, long) it has. Assumed:
+    it scores a long window of `long_scored: deep` from its first deep position, as the sides
+    do (the change on its way; accept-h100's reference scored every position), and its fill
+    costs what the engine's does (the reference's own fill was never timed apart)."""
+    loads = len({w.kind for w in windows}) * _load_s(fixtures, model)
+    return loads + _windows_s(fixtures, model, windows, reference=True)
+
+
+def _windows_s(fixtures: str, model: str, windows: Iterable[Window], reference: bool) -> float:
+    position = _reference_position_s(fixtures, model) if reference else \
+        _side_position_s(fixtures, model)
+    pace = _model_pace(fixtures, model)
+    return sum(fill_s(pace, w.filled) + w.scored * position for w in windows)
+
+
+def fill_s(pace: _paces.RunPace, ids: int) -> float:
+    """`ids` run without logits, at the sweep's prefill rate of the smallest context holding
+    them (past the largest swept context, the largest's: a slower fill at depth is left out)."""
+    ctxs = sorted(int(k.split("@")[1]) for k in pace.rates if k.startswith("prefill@"))
+    if not ids:
+        return 0.0
+    if not ctxs:  # an assumed pace gives one rate per metric
+        return ids / pace.rates["prefill"]
+    return ids / pace.rates[f"prefill@{next((c for c in ctxs if c >= ids), ctxs[-1])}"]
+
+
+@cache
+def _model_pace(fixtures: str, model: str) -> _paces.RunPace:
+    """The model's first run's pace: its prefill rates time the fills."""
+    run = next(r for r in shipped_job(fixtures).runs if r.model == model)
+    return _paces.run_pace(fixtures, model, {c.ctx for c in run.cells})
+
+
+@cache
+def _load_s(fixtures: str, model: str) -> float:
+    """A score process's start and model load: the least of the model's witness processes'
+    loads (a tool of the same tree loading the same file; bench/_paces.py)."""
+    return min(_paces.witness_pace(fixtures, model, spec).load_s
+               for run in shipped_job(fixtures).runs if run.model == model
+               for spec in run.witnesses)
+
+
+def _step_s(fixtures: str, model: str) -> float:
+    """One decode step of the model: its first decode witness's timed work per step."""
+    return next(_paces.witness_pace(fixtures, model, spec).seconds / (1 + spec.steps)
+                for run in shipped_job(fixtures).runs if run.model == model
+                for spec in run.witnesses if _paces.ToolRun.of(spec).mode == "decode")
+
+
+# --- the per-position costs, fitted to the fixtures ---
+
+@dataclass(frozen=True)
+class Observed:
+    """Seconds a fixture's score processes took, and what they did."""
+
+    seconds: float
+    processes: int
+    windows: tuple[Window, ...]
+
+
+def _side_position_s(fixtures: str, model: str) -> float:
+    fitted, side, _ = _fit(fixtures)
+    return side + _step_gap(fixtures, model, fitted)
+
+
+def _reference_position_s(fixtures: str, model: str) -> float:
+    fitted, _, reference = _fit(fixtures)
+    return reference + _step_gap(fixtures, model, fitted)
+
+
+def _step_gap(fixtures: str, model: str, fitted: str) -> float:
+    """A scored position is a step of the model plus its output (the logits' top-k, written and
+    read back), and the output's cost is the vocabulary's: a model the fixtures did not score
+    (sparkinfer's Qwen3.6 guard, the Qwen3.5 vocabulary of Qwythos) differs by its step alone."""
+    return 0.0 if model == fitted else _step_s(fixtures, model) - _step_s(fixtures, fitted)
+
+
+@cache
+def _fit(fixtures: str) -> tuple[str, float, float]:
+    """(the fixtures' scored model, a side's per-position cost, the reference's): the cost
+    that makes load + fills + positions equal what the fixtures' processes took, pooled."""
+    docs = [d for d in _gpu_fixtures.results(fixtures)
+            if (d.get("correctness") or {}).get("tokens")]
+    model = docs[0]["correctness"]["model"]
+    load, pace = _load_s(fixtures, model), _model_pace(fixtures, model)
+    timed = [d for d in docs if d["correctness"].get("seconds")]
+    if timed:
+        sides, refs = _timed(timed)
+        return model, _fitted(sides, load, pace), _fitted(refs, load, pace)
+    both = _fitted(_untimed(docs), load, pace)
+    return model, both, both
+
+
+def _timed(docs: list[dict[str, Any]]) -> tuple[list[Observed], list[Observed]]:
+    """Results with `correctness.seconds`: a process per side, and the reference's one per
+    window kind (short, long) scoring every position of its windows (accept-h100's did)."""
+    sides = [Observed(d["correctness"]["seconds"][s], 1, _as_scored(d))
+             for d in docs for s in SIDES]
+    refs = [Observed(d["correctness"]["seconds"]["reference"], REFERENCE_KINDS,
+                     _every_position(d)) for d in docs]
+    return sides, refs
+
+
+def _untimed(docs: list[dict[str, Any]]) -> list[Observed]:
+    """Older results time no score process: their scoring (bench/_gpu_fixtures.py) is taken as
+    a process per side and the reference's per window kind, all scoring what the sides scored
+    (the reference runs the same tool, built from the pinned source: llamacpp)."""
+    return [Observed(_gpu_fixtures.untimed_scoring_s(d), len(SIDES) + REFERENCE_KINDS,
+                     _as_scored(d) * (len(SIDES) + 1)) for d in docs]
+
+
+def _fitted(observed: list[Observed], load_s: float, pace: _paces.RunPace) -> float:
+    spent = sum(o.seconds - o.processes * load_s - sum(fill_s(pace, w.filled) for w in o.windows)
+                for o in observed)
+    return spent / sum(w.scored for o in observed for w in o.windows)
+
+
+def _as_scored(doc: dict[str, Any]) -> tuple[Window, ...]:
+    """A fixture's windows as its sides scored them: a short one at every position, the long
+    ones sharing what `tokens` leaves (their deep positions), filled before that."""
+    c = doc["correctness"]
+    kinds = [w["kind"] for w in c["windows"]]
+    short = c["window_tokens"] - 1
+    deep = (c["tokens"] - kinds.count("short") * short) // max(kinds.count("long"), 1)
+    return tuple(Window(k, short, 0) if k == "short" else
+                 Window(k, deep, c["long_window_tokens"] - 1 - deep) for k in kinds)
+
+
+def _every_position(doc: dict[str, Any]) -> tuple[Window, ...]:
+    c = doc["correctness"]
+    size = {"short": c["window_tokens"], "long": c["long_window_tokens"]}
+    return tuple(Window(w["kind"], size[w["kind"]] - 1, 0) for w in c["windows"])
+
+
+def describe(fixtures: str) -> str:
+    """The model's fitted inputs, for a table's notes."""
+    model, side, reference = _fit(fixtures)
+    return (f"{fixtures}: fitted on {model}, a scored position {1000 * side:.1f} ms a side, "
+            f"{1000 * reference:.1f} ms the reference, a score process's load "
+            f"{_load_s(fixtures, model):.1f} s")
