@@ -87,11 +87,13 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
         doc["witnesses"] = measurement.witness_dicts()
     if job.correctness is not None and not failures:
         status.set("score")
+        device = gpu.device_identity()  # the reference's cache entries are this device's
         try:
-            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"])
+            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"],
+                                       device=device)
             if job.correctness.guards:  # each other model, scored the same way, decides too
                 doc["correctness_guards"] = guard_sections(job, built, jobdir, HARNESS_ROOT,
-                                                           doc["cells"])
+                                                           doc["cells"], device)
         except ScoreFailure as exc:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
@@ -99,12 +101,17 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any]) -> None:
 
 
 def guard_sections(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
-                   cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                   cells: list[dict[str, Any]], device: str) -> list[dict[str, Any]]:
     """The correctness section of each guard model: the scored model's recipe, its own model."""
-    spec = job.correctness
-    assert spec is not None
-    return [score(replace(job, correctness=replace(spec, model=name, guards=[])), built, jobdir,
-                  harness, cells) for name in spec.guards]
+    assert job.correctness is not None
+    return [score(job_of(job, name), built, jobdir, harness, cells, device=device)
+            for name in job.correctness.guards]
+
+
+def job_of(job: Job, model: str) -> Job:
+    """The job as one model's correctness section sees it: that model scored, no guards."""
+    assert job.correctness is not None
+    return replace(job, correctness=replace(job.correctness, model=model, guards=[]))
 
 
 def _header(job: Job) -> dict[str, Any]:
