@@ -60,10 +60,13 @@ def gpu_state() -> dict[str, Any] | None:
 def device_identity() -> str:
     """What a reference scores on, for its cache key: the first GPU's name and driver version
     (two drivers, or CUDA and CPU builds of one reference, round differently), else the CPU's
-    model."""
+    model. A box whose nvidia-smi is there but does not answer is "gpu unidentified": never
+    taken for a CPU box, nor for a GPU of a known name."""
+    if shutil.which("nvidia-smi") is None:
+        return f"cpu {_cpu_model()}"
     ok, out = _smi(["--query-gpu=name,driver_version", "--format=csv,noheader"])
     first = out.strip().splitlines()[0].strip() if ok and out.strip() else ""
-    return f"gpu {first}" if first else f"cpu {_cpu_model()}"
+    return f"gpu {first or 'unidentified'}"
 
 
 def _cpu_model() -> str:
