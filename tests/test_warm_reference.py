@@ -32,6 +32,7 @@ from evalbot.grading.policy import load_labels
 from evalbot.service.pool import open_box
 from evalbot.service.warm_reference import warm_job
 from tests.demo_profile import cut_demo_profile
+from tests.sshd import SANDBOX_USER, Sshd
 
 POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 GRID = 818  # short windows of 128 bytes in the demo corpus
@@ -203,6 +204,23 @@ def test_a_box_without_what_the_reference_needs_is_refused_in_one_line(
     assert got.returncode == 1
     [line] = got.stderr.strip().splitlines()
     assert line.startswith("error: warm-reference on box local failed (exit 1): " + said), line
+
+
+def test_an_ssh_box_is_warmed_through_its_connection(demo: DemoRepo, tmp_path: Path,
+                                                     sshd: Sshd) -> None:
+    config = _config(tmp_path, demo, _stub_profile(tmp_path))
+    doc = yaml.safe_load(config.read_text())
+    doc["boxes"] = [{**doc["boxes"][0], "name": "gpu1", "kind": "ssh", **sshd.box_kwargs(),
+                     "sandbox_user": SANDBOX_USER, "sandbox_launcher": []}]
+    for key in ("trusted", "unsandboxed"):
+        doc["boxes"][0].pop(key)
+    config.write_text(yaml.safe_dump(doc))
+    got = _warm(config, "--batch", "300")
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "warming the reference on gpu1" in got.stdout  # the bar's label
+    assert "tiny: " in got.stdout and f"({GRID} windows scored, 0 were cached)" in got.stdout
+    assert len(_cache_entries(tmp_path / "box")) == GRID + 1
+    assert "127.0.0.1" not in got.stdout + got.stderr and str(sshd.port) not in got.stdout
 
 
 def _cache_entries(box: Path) -> list[Path]:

@@ -113,7 +113,8 @@ def warm(job: Job, jobdir: Path, batch: int, device: str, say: Say) -> dict[str,
     for work in works:
         say(f"{PREFIX} {work.name}: {work.seconds:.1f} s ({len(work.missing)} windows scored, "
             f"{work.total - len(work.missing)} were cached)")
-    say(f"{PREFIX} done: {progress.total} windows of {len(works)} models cached on {device}")
+    models = f"{len(works)} model{'s' if len(works) > 1 else ''}"
+    say(f"{PREFIX} done: {progress.total} windows of {models} cached on {device}")
     return {w.name: w.seconds for w in works}
 
 
