@@ -110,12 +110,17 @@ def warm(job: Job, jobdir: Path, batch: int, device: str, say: Say) -> dict[str,
             work.seconds += seconds
             progress.advance(group, seconds)
             say(progress.line(f"{work.name} {_named(group)}"))
+    _summary(works, device, say)
+    return {w.name: w.seconds for w in works}
+
+
+def _summary(works: list[ModelWork], device: str, say: Say) -> None:
+    """Each model's seconds, then the whole: the lines after the progress bar."""
     for work in works:
         say(f"{PREFIX} {work.name}: {work.seconds:.1f} s ({len(work.missing)} windows scored, "
             f"{work.total - len(work.missing)} were cached)")
     models = f"{len(works)} model{'s' if len(works) > 1 else ''}"
-    say(f"{PREFIX} done: {progress.total} windows of {models} cached on {device}")
-    return {w.name: w.seconds for w in works}
+    say(f"{PREFIX} done: {sum(w.total for w in works)} windows of {models} cached on {device}")
 
 
 def _spec(job: Job) -> Correctness:

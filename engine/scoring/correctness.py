@@ -94,7 +94,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
-    references = ReferenceCache(job, stream, device, jobdir, harness)
+    cache = ReferenceCache(job, stream, device, jobdir, harness)
     obtained = {"cached": 0, "scored": 0}  # reference windows read from the cache, scored now
     # box seconds per side, every round (the reference's: only cache reads when its windows
     # were cached, by an earlier evaluation or `python -m engine warm-reference`)
@@ -107,7 +107,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         asked = [w.tokens for w in batch] + extra
         froms = [scored_from(spec, w.kind, len(w.tokens)) for w in batch] + [0] * len(extra)
         t0 = time.monotonic()
-        refs, got = references.references(batch)
+        refs, got = cache.references(batch)
         seconds["reference"] += time.monotonic() - t0
         obtained = {k: obtained[k] + got[k] for k in obtained}
         outs = {}
