@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,10 @@ from click.testing import CliRunner
 from evalbot.cli import cli
 from evalbot.config.settings import REPO_ROOT, load_config
 from evalbot.engine.demo import DemoRepo, generate
+from evalbot.engine.harness.warm_reference import batches, whole_grid
+from evalbot.engine.scoring.correctness import plan
+from evalbot.engine.scoring.long_corpus import long_text
+from evalbot.engine.scoring.tokens import Stream, corpus_bytes
 from evalbot.evaluation import pipeline
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
@@ -221,6 +226,28 @@ def test_an_ssh_box_is_warmed_through_its_connection(demo: DemoRepo, tmp_path: P
     assert "tiny: " in got.stdout and f"({GRID} windows scored, 0 were cached)" in got.stdout
     assert len(_cache_entries(tmp_path / "box")) == GRID + 1
     assert "127.0.0.1" not in got.stdout + got.stderr and str(sshd.port) not in got.stdout
+
+
+def test_the_whole_grid_is_every_window_a_seed_could_pick_long_ones_in_small_batches(
+        demo: DemoRepo, tmp_path: Path) -> None:
+    """The shipped demo profile, long windows included (too slow to warm here)."""
+    config = _config(tmp_path, demo, _profile(tmp_path))
+    job = make_job(load_profile("demo"), POLICY, load_config(config).boxes[0], demo.main_sha,
+                   demo.main_sha, seed=1)
+    spec = job.correctness
+    assert spec is not None
+    text, version = corpus_bytes()
+    long, long_version = long_text(text)
+    grid = whole_grid(spec, Stream(list(text), version, list(long), long_version))
+    assert [w.kind for w in grid] == ["long"] * (len(long) // 1024) + ["short"] * GRID
+    for seed in (1, 2, 3):  # whatever the seed picks is in it
+        picked = plan(replace(spec, seed=seed), list(text), list(long))
+        assert all(w in grid for w in picked)
+    groups = batches(grid, spec, 16)
+    for kind, full in (("long", 2), ("short", 16)):  # 16 x 128 ids = 2 x 1024
+        sizes = [len(g) for g in groups if g[0].kind == kind]
+        assert set(sizes[:-1]) == {full} and 0 < sizes[-1] <= full
+    assert [w for g in groups for w in g] == grid  # each window once, in grid order
 
 
 def _cache_entries(box: Path) -> list[Path]:
