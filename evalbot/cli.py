@@ -61,6 +61,9 @@ COMMANDS = {
                       "Agreement per PR between evalbot's shadow verdicts and the existing bot's labels."),
     "verify": ("evalbot.audit.signing_cli:verify",
                "Check verdict JSON files against the published public keys; exit 1 on the first bad one."),
+    "warm-reference": ("evalbot.service.warm_reference:warm_reference_cmd",
+                       "Cache the reference of the profile's whole correctness grid on a box "
+                       "(resumable)."),
     "webhook": ("evalbot.github.cli:webhook",
                 "Serve the signed webhook endpoint (waitress) and the dispatcher that creates jobs."),
     "witness-cut": ("evalbot.service.witness_cut:witness_cut_cmd",

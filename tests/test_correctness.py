@@ -20,6 +20,7 @@ from evalbot.config.settings import REPO_ROOT, BoxConfig
 from evalbot.engine.contract.job import Job
 from evalbot.engine.contract.results import validate
 from evalbot.engine.demo import DemoRepo, generate
+from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.measure.parsing import read_argmax
 from evalbot.engine.scoring.correctness import score
 from evalbot.engine.sides.build import Built, build_side
@@ -97,7 +98,7 @@ def _section(box: BoxConfig, base: str, head: str, jobdir: Path,
     job = _job(box, base, head)
     built = _build(job, jobdir)
     cells = _greedy(job, built, jobdir) if with_decode else []
-    section = score(job, built, jobdir, REPO_ROOT, cells)
+    section = score(job, built, jobdir, REPO_ROOT, cells, device=device_identity())
     doc = {"schema": "evalbot.results/1", "job_id": "t", "profile": "demo", "box": {},
            "base": {"sha": base, "ok": True}, "head": {"sha": head, "ok": True},
            "rule": {"looks": [2], "critical": [1.0], "sd_floor": 0.1, "significance": 0.1,

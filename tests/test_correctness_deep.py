@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.scoring.correctness import score
 from evalbot.engine.scoring.failure import ScoreFailure
 from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
@@ -78,7 +79,7 @@ def _run(demo: Any, tmp_path: Path, head_mode: str, deep: int = 100) -> dict[str
     jobdir = tmp_path / "job"
     jobdir.mkdir()
     speed_tokens(jobdir, job, REPO_ROOT)
-    return score(job, built, jobdir, REPO_ROOT)
+    return score(job, built, jobdir, REPO_ROOT, device=device_identity())
 
 
 def test_a_head_that_loses_10_points_only_deep_in_the_context_is_rejected(

@@ -16,6 +16,7 @@ from evalbot.config.settings import REPO_ROOT, BoxConfig
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import validate
+from evalbot.engine.measure.gpu import device_identity
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
@@ -128,7 +129,7 @@ def test_the_harness_scores_each_guard_model_with_the_scored_models_recipe(
              for side, sha in (("base", job.base_sha), ("head", job.head_sha))}
     assert all(b.ok for b in built.values())
     watch = Stopwatch()
-    sections = guard_sections(job, built, jobdir, REPO_ROOT, [], watch.stage)
+    sections = guard_sections(job, built, jobdir, REPO_ROOT, [], device_identity(), watch.stage)
     assert [s["model"] for s in sections] == ["tiny-guard"]
     assert decide(sections[0], POLICY.correctness)["decision"] == "reject"
     # the guard's score processes are box time of the correctness stages, as the scored model's

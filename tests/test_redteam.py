@@ -102,6 +102,8 @@ def link_everywhere():  # links where the harness wrote or read by name before
 def snoop():
     for path in cfg["secrets"]:
         attempt(f"read {path}", lambda: open(path).read())
+    for path in cfg.get("list", []):
+        attempt(f"list {path}", lambda: os.listdir(path))
     attempt("list jobs", lambda: os.listdir(jobdir.parent))
     attempt("write cache", lambda: open(Path(cfg["cache"]) / "builds" / "evil", "w").write("x"))
     for side in ("base", "head"):

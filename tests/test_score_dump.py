@@ -19,6 +19,7 @@ import pytest
 from evalbot.config.settings import REPO_ROOT
 from evalbot.engine.contract.score_dump import DumpError, check_windows
 from evalbot.engine.harness.steps import _failure
+from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.measure.parsing import ParseError, read_score_lines
 from evalbot.engine.scoring.correctness import score
 from evalbot.engine.scoring.correctness_stats import chunk, kl_tokens
@@ -242,7 +243,7 @@ def test_a_nan_dump_is_the_side_s_explicit_failure(demo: Any, tmp_path: Path,  #
     jobdir.mkdir()
     speed_tokens(jobdir, job, REPO_ROOT)
     with pytest.raises(ScoreFailure) as err:
-        score(job, built, jobdir, REPO_ROOT)
+        score(job, built, jobdir, REPO_ROOT, device=device_identity())
     side = "reference" if bad == "harness" else bad  # the reference runs from the harness copy
     assert err.value.side == side and err.value.kind == "unparsable"
     assert "score dump is refused" in err.value.message and "not finite" in err.value.message
@@ -282,7 +283,7 @@ def test_long_windows_are_scored_at_every_position_their_deepest_alone(
     jobdir = tmp_path / "job"
     jobdir.mkdir()
     speed_tokens(jobdir, job, REPO_ROOT)
-    section = score(job, built, jobdir, REPO_ROOT)
+    section = score(job, built, jobdir, REPO_ROOT, device=device_identity())
     deep = [c for c in section["chunks"] if c["kind"] == "deep"]
     assert len(deep) == 2 * DEEP_PIECES and sum(c["positions"] for c in deep) == 200
     longs = [c for c in section["chunks"] if c["kind"] in ("long", "deep")]

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.sandbox import proc
 from evalbot.engine.scoring.correctness import score
 from evalbot.engine.scoring.failure import ScoreFailure
@@ -53,9 +54,12 @@ def fmix(k):
 model, tokens, topk, out = sys.argv[1:5]
 vocab = int(dict(ln.split("=") for ln in open(model).read().split())["vocab"])
 ids_v = np.arange(vocab, dtype=np.uint64) * M(0x9e3779b97f4a7c15)
+doc = json.load(open(tokens))
+windows, froms = (doc["windows"], doc["score_from"]) if isinstance(doc, dict) else \
+    (doc, [0] * len(doc))
 rows = []
 with np.errstate(over="ignore"):
-    for w in json.load(open(tokens)):
+    for w, first in zip(windows, froms):
         h, top, am = np.array([0x5157454e3335], dtype=np.uint64), [], []
         for pos, i in enumerate(w[:-1]):
             h = fmix(h ^ fmix(np.array([i * 0x100000001b3 + pos], dtype=np.uint64)))
@@ -68,8 +72,9 @@ with np.errstate(over="ignore"):
             lg = lg.astype(np.float64)
             lse = lg.max() + np.log(np.exp(lg - lg.max()).sum())
             order = np.argsort(-lg, kind="stable")[: int(topk)]
-            top.append([[int(k), float(lg[k] - lse)] for k in order])
-            am.append(int(order[0]))
+            if pos >= first:  # a window scored from `first` gives positions first.. only
+                top.append([[int(k), float(lg[k] - lse)] for k in order])
+                am.append(int(order[0]))
         rows.append({"top": top, "argmax": am})
 json.dump({"windows": rows}, open(out, "w"))
 """
@@ -138,7 +143,7 @@ def _evaluate(demo: Any, tmp_path: Path, trees: dict[str, Path], head: str,  # n
     jobdir = tmp_path / "job"
     jobdir.mkdir()
     speed_tokens(jobdir, job, REPO_ROOT)
-    return score(job, built, jobdir, REPO_ROOT)
+    return score(job, built, jobdir, REPO_ROOT, device=device_identity())
 
 
 def test_main_scores_as_the_reference_on_both_fills(demo: Any, tmp_path: Path,  # noqa: F811

@@ -22,6 +22,7 @@ from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import Job, parse_job
 from evalbot.engine.demo import DemoRepo, generate
 from evalbot.engine.harness.steps import run_job
+from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.scoring.correctness import plan, score
 from evalbot.engine.scoring.failure import ScoreFailure
 from evalbot.engine.scoring.long_corpus import long_text
@@ -150,7 +151,7 @@ def test_score_uses_the_ids_and_every_cache_follows_the_tokenizer(
         jobdir = tmp_path / job_id
         jobdir.mkdir()  # as run_job makes it
         speed_tokens(jobdir, job, REPO_ROOT)
-        return score(job, _built(tmp_path), jobdir, REPO_ROOT)
+        return score(job, _built(tmp_path), jobdir, REPO_ROOT, device=device_identity())
 
     first = evaluate(tok, "j1")
     assert first["identical"] and first["stopped"] == "identical"

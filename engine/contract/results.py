@@ -140,12 +140,24 @@ def _correctness(corr: dict[str, Any]) -> None:
         for i, lk in enumerate(field(corr, w, "looks", list)):
             one_of(field(lk, f"{w}.looks[{i}]", "decision", str), ("undecided", "pass", "reject"),
                    f"{w}.looks[{i}].decision")
+    _reference(field(corr, w, "reference", dict, optional=True))
     consistency = field(corr, w, "consistency", dict, optional=True) or {}
     for i, cell in enumerate(consistency.get("cells", [])):
         one_of(field(cell, f"{w}.consistency.cells[{i}]", "side", str), ("base", "head"), "side")
         gaps = field(cell, f"{w}.consistency.cells[{i}]", "gaps", list)
         if not all(g is None or isinstance(g, (int, float)) for g in gaps):
             raise ContractError(f"{w}.consistency.cells[{i}].gaps: numbers or null only")
+
+
+def _reference(ref: dict[str, Any] | None) -> None:
+    """How the reference windows were obtained (optional: harnesses before the warmed cache
+    did not say): read from the box's cache, or scored by this evaluation; on which device."""
+    if ref is None:
+        return
+    w = "correctness.reference"
+    if any(field(ref, w, key, int) < 0 for key in ("cached", "scored")):
+        raise ContractError(f"{w}: window counts are >= 0")
+    field(ref, w, "device", str, optional=True)
 
 
 def upgrade(doc: Any) -> dict[str, Any]:

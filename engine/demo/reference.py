@@ -12,6 +12,10 @@ architecture as the demo engine's main commit, computed in float64.
 `tokenize` is the demo model's tokenizer (the profile's correctness.tokenize_argv): its vocabulary
 is the 256 byte values, so the ids are the bytes of the text, written as a JSON list of ints.
 
+TOKENS.json is the harness's tokens file: a list of windows, or {"windows": [...],
+"score_from": [...]} when a window is scored from a position on (a long window of a profile with
+`long_scored: deep`): its output then holds positions from that one on, as the sides' do.
+
 Output format is the engine's `score` format:
     {"windows": [{"top": [[[id, logprob], ...], ...], "target_lp": [...], "argmax": [...]}]}
 
@@ -78,18 +82,21 @@ def reference_logits(cfg: dict[str, Any], w: dict[str, np.ndarray],
     return _rms_norm(x, w["final_norm"], eps) @ w["lm_head"]
 
 
-def score_windows(model_path: Path, windows: list[list[int]], topk: int) -> dict[str, Any]:
-    """Score every window; position i of a window predicts its token i + 1."""
+def score_windows(model_path: Path, windows: list[list[int]], topk: int,
+                  froms: list[int] | None = None) -> dict[str, Any]:
+    """Score every window; position i of a window predicts its token i + 1. A window scored from
+    position f gives positions f.. only (the whole window is still its context)."""
     cfg, arrays = read_weights(model_path)
     w = {name: a.astype(np.float64) for name, a in arrays.items()}
     out: list[dict[str, Any]] = []
-    for win in windows:
-        if len(win) < 2:
-            raise ValueError("every token window needs at least 2 tokens")
-        lp = _log_softmax(reference_logits(cfg, w, win)[:-1])
+    for win, first in zip(windows, froms or [0] * len(windows), strict=True):
+        if len(win) < 2 or not 0 <= first < len(win) - 1:
+            raise ValueError("every token window needs at least 2 tokens, scored from a "
+                             "position before its last")
+        lp = _log_softmax(reference_logits(cfg, w, win)[first:-1])
         top_id = np.argsort(-lp, axis=-1, kind="stable")[:, :topk]
         top_lp = np.take_along_axis(lp, top_id, axis=-1)
-        target = lp[np.arange(len(win) - 1), np.array(win[1:], dtype=np.int64)]
+        target = lp[np.arange(len(lp)), np.array(win[first + 1:], dtype=np.int64)]
         out.append({
             "top": [[[int(i), float(v)] for i, v in zip(ids, vals, strict=True)]
                     for ids, vals in zip(top_id.tolist(), top_lp.tolist(), strict=True)],
@@ -99,11 +106,19 @@ def score_windows(model_path: Path, windows: list[list[int]], topk: int) -> dict
     return {"windows": out}
 
 
-def _read_windows(path: Path) -> list[list[int]]:
+def _read_windows(path: Path) -> tuple[list[list[int]], list[int]]:
+    """The windows of a tokens file and the first scored position of each."""
     data = json.loads(Path(path).read_text())
+    if isinstance(data, dict):
+        windows, froms = data.get("windows"), data.get("score_from")
+        if not isinstance(windows, list) or not isinstance(froms, list) or \
+                len(windows) != len(froms) or not all(type(f) is int for f in froms):
+            raise ValueError(f"{path}: expected windows and a score_from per window")
+        return windows, froms
     if not isinstance(data, list) or not data:
         raise ValueError(f"{path}: expected a non-empty JSON list of token ids")
-    return data if isinstance(data[0], list) else [data]
+    windows = data if isinstance(data[0], list) else [data]
+    return windows, [0] * len(windows)
 
 
 def tokenize(model_path: Path, text_path: Path) -> list[int]:
@@ -131,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(tokenize(args.model, args.text)))
         return 0
 
-    result = score_windows(args.model, _read_windows(args.tokens), args.topk)
+    windows, froms = _read_windows(args.tokens)
+    result = score_windows(args.model, windows, args.topk, froms)
     Path(args.out).write_text(json.dumps(result))
     return 0
 

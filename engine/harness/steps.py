@@ -90,11 +90,13 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any], watch: S
         doc["witnesses"] = measurement.witness_dicts()
     if job.correctness is not None and not failures:
         status.set("score")
+        device = gpu.device_identity()  # the reference's cache entries are this device's
         try:
-            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"], watch.stage)
+            doc["correctness"] = score(job, built, jobdir, HARNESS_ROOT, doc["cells"],
+                                       device=device, stage=watch.stage)
             if job.correctness.guards:  # each other model, scored the same way, decides too
                 doc["correctness_guards"] = guard_sections(job, built, jobdir, HARNESS_ROOT,
-                                                           doc["cells"], watch.stage)
+                                                           doc["cells"], device, watch.stage)
         except ScoreFailure as exc:
             side = "base" if exc.side == "reference" else exc.side
             failures.append(_failure("score", side, exc.kind, exc.message, exc.log))
@@ -102,13 +104,19 @@ def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any], watch: S
 
 
 def guard_sections(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
-                   cells: list[dict[str, Any]], stage: Stage = untimed) -> list[dict[str, Any]]:
+                   cells: list[dict[str, Any]], device: str,
+                   stage: Stage = untimed) -> list[dict[str, Any]]:
     """The correctness section of each guard model: the scored model's recipe, its own model;
     its score processes count in the same correctness stages as the scored model's."""
-    spec = job.correctness
-    assert spec is not None
-    return [score(replace(job, correctness=replace(spec, model=name, guards=[])), built, jobdir,
-                  harness, cells, stage) for name in spec.guards]
+    assert job.correctness is not None
+    return [score(job_of(job, name), built, jobdir, harness, cells, device=device, stage=stage)
+            for name in job.correctness.guards]
+
+
+def job_of(job: Job, model: str) -> Job:
+    """The job as one model's correctness section sees it: that model scored, no guards."""
+    assert job.correctness is not None
+    return replace(job, correctness=replace(job.correctness, model=model, guards=[]))
 
 
 def _header(job: Job) -> dict[str, Any]:

@@ -8,8 +8,10 @@ a shared card), the card is measured as found and the results say so.
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 _FIELDS = (
@@ -53,6 +55,28 @@ def gpu_state() -> dict[str, Any] | None:
     reasons = _int(state.get("clocks_throttle_reasons.active", ""))
     state["throttled"] = bool(reasons is not None and reasons & _DISTORTING)
     return state
+
+
+def device_identity() -> str:
+    """What a reference scores on, for its cache key: the first GPU's name and driver version
+    (two drivers, or CUDA and CPU builds of one reference, round differently), else the CPU's
+    model. A box whose nvidia-smi is there but does not answer is "gpu unidentified": never
+    taken for a CPU box, nor for a GPU of a known name."""
+    if shutil.which("nvidia-smi") is None:
+        return f"cpu {_cpu_model()}"
+    ok, out = _smi(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+    first = out.strip().splitlines()[0].strip() if ok and out.strip() else ""
+    return f"gpu {first or 'unidentified'}"
+
+
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(":", 1)[1].strip() for line in lines
+             if line.split(":", 1)[0].strip() in ("model name", "Model", "cpu model")]
+    return next((n for n in names if n), platform.machine() or "unknown")
 
 
 def _int(text: str) -> int | None:

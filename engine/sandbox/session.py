@@ -152,9 +152,15 @@ def _lock_down(jobdir: Path, gid: int, cache_dir: str | None) -> None:
     harness = jobdir / "harness"
     if harness.is_dir():  # our own code: readable, never writable, by the sandbox
         subprocess.run(["chmod", "-R", "a+rX,go-w", str(harness)], check=True)
+    private_cache(cache_dir)
+
+
+def private_cache(cache_dir: str | None) -> None:
+    """The box's cache (builds, token ids, reference logits): the harness's alone, 0700, so no
+    sandboxed run lists or reads it, whoever filled it (an evaluation or warm-reference)."""
     if cache_dir:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        os.chmod(cache_dir, 0o700)  # cached builds and reference logits stay the harness's
+        os.chmod(cache_dir, 0o700)
 
 
 def _fetch(repo: str, jobdir: Path) -> Path | None:

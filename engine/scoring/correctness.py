@@ -15,28 +15,26 @@ by engine.scoring.tokens.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
-import stat
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..contract.job import Correctness, Job
-from ..contract.score_dump import DumpError, check_rows, check_windows
-from ..sandbox import proc, safe_io
-from ..sandbox import session as sandbox
+from ..contract.score_dump import tokens_doc
+from ..sandbox import safe_io
 from ..sides.build import Built, verify
 from .correctness_stats import TAIL, chunk, consistency_positions, look
 from .failure import ScoreFailure
+from .reference_cache import ReferenceCache
+from .score_run import run_score
 from .segments import chunk_looks, long_pieces, long_scored, scored_from
-from .tokens import OUTPUT_CAP, Stream, scored_model, token_stream
-from .vocab import out_of_vocabulary, vocab_size
+from .tokens import scored_model, token_stream
+from .vocab import vocab_size
+from .windows import Window, grid, window_tokens
 
 DEFAULT_PATH = "the profile's score command on the built artifacts, same environment as speed"
 # the harness's stopwatch: each side's score processes run in its stage `correctness_<side>`
@@ -48,17 +46,6 @@ def untimed(_: str) -> AbstractContextManager[object]:
     return nullcontext()
 
 
-@dataclass(frozen=True)
-class Window:
-    index: int  # position in the grid of windows of this kind
-    kind: str  # short | long
-    tokens: list[int]
-
-
-def grid(n_tokens: int, window: int) -> int:
-    return n_tokens // window
-
-
 def window_order(n_available: int, seed: int, kind: str = "short") -> list[int]:
     """The seed orders a fixed grid; growing rounds take the next windows of that order."""
     return random.Random(f"{seed}:{kind}").sample(range(n_available), n_available)
@@ -68,10 +55,6 @@ def pick_windows(n_available: int, count: int, seed: int, kind: str = "short") -
     if count > n_available:
         raise ValueError(f"asked for {count} {kind} windows, the corpus has {n_available}")
     return window_order(n_available, seed, kind)[:count]
-
-
-def window_tokens(text: Sequence[int], index: int, size: int) -> list[int]:
-    return list(text[index * size : (index + 1) * size])
 
 
 def plan(spec: Correctness, text: Sequence[int],
@@ -106,9 +89,11 @@ def pieces(spec: Correctness, window: Window) -> list[tuple[str, int, int]]:
 
 
 def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
-          cells: list[dict[str, Any]] | None = None,
+          cells: list[dict[str, Any]] | None = None, *, device: str,
           stage: Stage = untimed) -> dict[str, Any]:
-    """Score in rounds until the look decides; `cells` are the speed records (greedy tokens)."""
+    """Score in rounds until the look decides; `cells` are the speed records (greedy tokens),
+    `device` what the reference runs on (part of its cache key: engine/measure/gpu.py), `stage`
+    the harness's stopwatch (engine/harness/stopwatch.py)."""
     spec = job.correctness
     assert spec is not None
     stream = token_stream(job, jobdir, harness)  # cached: the speed tokens tokenized it already
@@ -119,7 +104,10 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
-    # box seconds per side, every round (the reference's 0 when its windows were cached)
+    cache = ReferenceCache(job, stream, device, jobdir, harness)
+    obtained = {"cached": 0, "scored": 0}  # reference windows read from the cache, scored now
+    # box seconds per side, every round (the reference's: only cache reads when its windows
+    # were cached, by an earlier evaluation or `python -m engine warm-reference`)
     seconds = {"reference": 0.0, "base": 0.0, "head": 0.0}
     counts, used = chunk_looks(spec, spec.looks), 0
     vocab = vocab_size(model.path)
@@ -129,7 +117,8 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         asked = [w.tokens for w in batch] + extra
         froms = [scored_from(spec, w.kind, len(w.tokens)) for w in batch] + [0] * len(extra)
         with _timed(seconds, "reference", stage):
-            refs = _references(job, spec, model.path, model.sha256, stream, jobdir, harness, batch)
+            refs, got = cache.references(batch)
+        obtained = {k: obtained[k] + got[k] for k in obtained}
         outs = {}
         for side in ("base", "head"):
             with _timed(seconds, side, stage):
@@ -172,6 +161,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "floors": spec.floors,
         "consistency": consistency,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        "reference": {**obtained, "device": device},
     }
 
 
@@ -189,12 +179,13 @@ def _timed(seconds: dict[str, float], side: str, stage: Stage) -> Iterator[None]
 
 def _chunks(spec: Correctness, window: Window, ref: list[Any], base: list[Any],
             head: list[Any]) -> list[dict[str, Any]]:
-    """The window's chunks, one per piece. The reference holds every position of the window,
-    the sides' dumps every position from the first scored one (scored_from) on."""
+    """The window's chunks, one per piece. The reference's rows and the sides' dumps alike
+    hold every position from the first scored one (scored_from) on."""
     rows = []
     off = scored_from(spec, window.kind, len(window.tokens))
     for kind, a, b in pieces(spec, window):
-        row = chunk(window.index, kind, ref[a:b], base[a - off:b - off], head[a - off:b - off])
+        row = chunk(window.index, kind, ref[a - off:b - off], base[a - off:b - off],
+                    head[a - off:b - off])
         row["first_position"] = a
         rows.append(row)
     return rows
@@ -263,117 +254,9 @@ def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[in
     verify(built)
     # a plain list of windows, or with the first scored position of each when one is not 0
     # (engine/llamacpp/score.py read_tokens: {"windows", "score_from"})
-    doc: Any = {"windows": windows, "score_from": froms} if any(froms) else windows
+    doc = tokens_doc(windows, froms)
     tokens_file = safe_io.input_file(jobdir, f"tokens-{round_}.json", json.dumps(doc).encode())
     # position i predicts token i + 1: a window of n ids scored from f gives positions f..n-2
-    return _run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model,
+    return run_score(spec.score_argv, side, f"{side}-{round_}", spec, tokens_file, model,
                       jobdir, harness, built.artifact_dir, env,
                       [len(w) - 1 - f for w, f in zip(windows, froms, strict=True)], vocab)
-
-
-def _references(job: Job, spec: Correctness, model_path: str, model_sha: str, stream: Stream,
-                jobdir: Path, harness: Path, batch: list[Window]) -> dict[tuple[str, int], Any]:
-    """Reference top-k for the windows of this round, each cached on the box per (model,
-    reference recipe, corpus version with its tokenizer, window size): a window's reference
-    depends only on its own tokens, so the cache fills as seeds pick windows and is reused by
-    every later evaluation; no round waits for windows it does not score."""
-    out: dict[tuple[str, int], Any] = {}
-    cache_root = Path(job.cache_dir) if job.cache_dir else jobdir
-    for kind, size in (("short", spec.window_tokens), ("long", spec.long_window_tokens)):
-        wanted = [w for w in batch if w.kind == kind]
-        if not wanted:
-            continue
-        version = stream.long_version if kind == "long" and stream.long_ids else stream.version
-        # every position of a window (entries of older versions that kept only the deep
-        # positions had that position in their key: they are never read as whole windows)
-        recipe = hashlib.sha256(json.dumps([model_sha, spec.reference_argv, version, size,
-                                            spec.topk]).encode()).hexdigest()[:24]
-        folder = cache_root / "reference" / recipe
-        for w in wanted:  # each entry checked against the folder's sha256 manifest
-            hit = safe_io.cache_get(folder / f"{w.index}.json", OUTPUT_CAP)
-            if hit is not None:
-                out[kind, w.index] = hit
-        missing = [w for w in wanted if (kind, w.index) not in out]
-        if missing:
-            tokens_file = safe_io.input_file(
-                jobdir, f"reference-tokens-{size}.json",
-                json.dumps([w.tokens for w in missing]).encode())
-            got = _run_score(spec.reference_argv, "reference", f"reference-{size}", spec,
-                             tokens_file, model_path, jobdir, harness, harness, job.env,
-                             [len(w.tokens) - 1 for w in missing], vocab_size(model_path))
-            for w, ref in zip(missing, got, strict=True):
-                safe_io.cache_put(folder / f"{w.index}.json", ref)
-        for w in wanted:  # checked again: a cache entry is not proof of anything
-            row = out.get((kind, w.index))
-            if row is None:
-                row = safe_io.cache_get(folder / f"{w.index}.json", OUTPUT_CAP)
-            out[kind, w.index] = _cached_reference(row, spec, w)
-    return out
-
-
-def _cached_reference(row: Any, spec: Correctness, window: Window) -> Any:
-    """A cached reference window, checked again: a cache file is not proof of anything."""
-    try:
-        return check_rows(row, spec.topk, len(window.tokens) - 1)
-    except DumpError as exc:
-        raise ScoreFailure("reference", "unparsable", f"the cached reference of {window.kind} "
-                           f"window {window.index} is unusable: {exc}") from exc
-
-
-def _run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_file: Path,
-               model: str, jobdir: Path, harness: Path, build: Path,
-               env: dict[str, str], lengths: list[int], vocab: int | None) -> list[Any]:
-    outdir = sandbox.output_dir(jobdir, trusted=side == "reference")
-    out = outdir / f"{tag}.json"
-    log = jobdir / "logs" / f"score-{tag}.log"
-    filled = [a.format(python=sys.executable, harness=str(harness), build=str(build),
-                       model=model, tokens=str(tokens_file), out=str(out), topk=str(spec.topk))
-              for a in argv]
-    cwd = harness if side == "reference" else build
-    try:  # the run's output directory, made for it alone, goes: nothing stays to be found
-        done = proc.run(filled, cwd=cwd, timeout_s=spec.timeout_s, log=log, env=env,
-                        trusted=side == "reference")
-        if not done.ok:
-            kind = "timeout" if done.timed_out else "crashed"
-            raise ScoreFailure(side, kind, f"score run {kind} (exit {done.returncode})", log)
-        return _read_score(out, side, log, spec.topk, lengths, vocab)
-    finally:
-        safe_io.remove_tree(outdir)
-
-
-def _read_score(out: Path, side: str, log: Path, topk: int, lengths: list[int],
-                vocab: int | None) -> list[Any]:
-    who = {"head": "the PR's", "base": "main's"}.get(side, "the reference's")
-    odd = _not_a_file(out)
-    if odd:  # named before opening: a FIFO or a device is never read from
-        raise ScoreFailure(side, "unparsable", f"score output unreadable: {who} score dump "
-                           f"{out.name} is {odd}, not a regular file", log)
-    try:
-        doc = safe_io.read_json(out, OUTPUT_CAP)
-        windows = check_windows(doc["windows"], topk, lengths)
-        if vocab is not None:
-            bad = out_of_vocabulary(windows, vocab)
-            if bad:
-                raise DumpError(bad)
-        return [[{"top": top, "argmax": am} for top, am in zip(w["top"], w["argmax"], strict=True)]
-                for w in windows]
-    except DumpError as exc:  # NaN, a repeated id, an argmax that is not the top, a short row
-        raise ScoreFailure(side, "unparsable", f"{who} score dump is refused ({out.name}): {exc}",
-                           log) from exc
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ScoreFailure(side, "unparsable", f"score output unreadable: {who} {out.name}: "
-                           f"{exc}", log) from exc
-
-
-def _not_a_file(path: Path) -> str:
-    """What stands at a dump path when it is not a plain file ("" when it is, or is absent)."""
-    try:
-        mode = path.lstat().st_mode
-    except OSError:
-        return ""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a link")):
-        if test(mode):
-            return name
-    return ""
