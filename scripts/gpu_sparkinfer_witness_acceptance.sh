@@ -135,7 +135,7 @@ warm() {  # the reference's whole window grid, once per box (scripts/gpu_warm_re
   note "warm: start"
   local t0; t0=$(date +%s)
   python3 scripts/gpu_warm_reference.py --profile "$1" --models-dir "$S/spk/models" \
-    --workdir "$S/spk/box" > "$S/warm.txt" 2>&1
+    --workdir "$S/spk/box" --batch 64 > "$S/warm.txt" 2>&1
   local rc=$?
   note "warm: rc=$rc in $(( $(date +%s) - t0 ))s: $(tail -1 "$S/warm.txt")"
   return $rc

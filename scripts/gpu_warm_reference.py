@@ -32,7 +32,7 @@ def main() -> int:
     ap.add_argument("--timeout-s", type=float, default=3600.0)
     a = ap.parse_args()
     box = BoxConfig(name="local", kind="local", workdir=str(Path(a.workdir).resolve()),
-                    models_dir=a.models_dir, trusted=True, python=sys.executable)
+                    repo="", models_dir=a.models_dir, trusted=True, python=sys.executable)
     job = warm_job(load_profile(a.profile), load_labels(LABELS).policy("default"), box)
     code, output = run_warm(LocalBox("local", box.workdir), box, job, a.batch, a.timeout_s,
                             lambda line: print(line.rstrip(), flush=True))
