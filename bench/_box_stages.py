@@ -1,18 +1,18 @@
 """Box seconds per stage of one evaluation, modelled: the stages of the results' `timing`
 (engine/harness/stopwatch.py, docs/contracts.md) for the benches' simulated evaluations.
 
-  builds       2 sides x the mean of the GPU fixtures' freshly built sides (a side the build
-               cache served is left out: a box holding main's build saves one of the two)
+  builds       2 sides x a freshly built side, pooled over the GPU fixtures (their recorded
+               `builds` stage where they have one, over the sides they built: a side the build
+               cache served is left out; a box holding main's build saves one of the two)
   warmups      the job's rule.warmup x 2 sides x each run's sample pace (bench/_paces.py, or
                the pace a bench gives), for the runs the evaluation reached
   measuring, witnesses   the simulated evaluation's sample processes (warm-ups apart) and
                witness processes, start to exit (bench/_simbox.py)
-  correctness_base, _head   the shipped correctness section's rounds, each side's score
+  correctness_base, _head   the profile's correctness section's rounds, each side's score
                processes per window (bench/_score_cost.py), in the evaluations that reached it
   correctness_reference  0 on a warmed box (its cache holds every window); cold, its own score
                processes (bench/_score_cost.py)
-  rest         the mean of the fixtures' rest where every other stage is known, less the
-               warm-ups the older harness did not time (they sit in its rest)
+  rest         the harness's rest as the fixtures that record their stages give it
 
 The GPU fixtures: bench/_gpu_fixtures.py. Shared by bench/verdict_quality.py and
 bench/spoof_quality.py (through bench/_rows.py) and bench/box_time.py.
@@ -69,13 +69,14 @@ class Evaluation:
 
 
 def evaluation(profile: Profile, fixtures: str, job: Job, world: World) -> Evaluation:
-    """`profile` as simulated (a shipped one, or one model of it) with `fixtures`' figures."""
-    spec = _score_cost.correctness(fixtures)
+    """`profile` as simulated (a shipped one, one model of it, or one a bench is given) with
+    `fixtures`' figures: its own correctness section, runs and warm-ups."""
+    spec = _score_cost.correctness(profile)
     plan = _score_cost.rounds(spec) if spec else [[]]
-    models = [m for m in (spec.model, *spec.guards) if m in {x.name for x in profile.models}] \
-        if spec else []
-    side = tuple(sum(_score_cost.side_round_s(fixtures, m, r) for m in models) for r in plan)
-    ref = tuple(sum(_score_cost.reference_round_s(fixtures, m, r) for m in models)
+    models = _score_cost.scored_models(profile)
+    side = tuple(sum(_score_cost.side_round_s(fixtures, profile, m, r) for m in models)
+                 for r in plan)
+    ref = tuple(sum(_score_cost.reference_round_s(fixtures, profile, m, r) for m in models)
                 for r in plan)
     warm = tuple(warmups_s(job.rule.warmup, world.sample_s(run)) for run in job.runs)
     return Evaluation(builds_s(fixtures), warm, rest_s(), side, ref)

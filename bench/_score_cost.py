@@ -8,16 +8,20 @@ window kind) costs
   fill      a window's unscored ids (a long window of `long_scored: deep` before its deep
             positions) at the model's sweep prefill rate at that size (bench/_paces.py)
   per-position cost   fitted so that the model gives what the fixtures' processes took, pooled:
-            sparkinfer from accept-h100's `correctness.seconds` (base and head 69.9-72.9 s, the
-            reference 313-320 s, for 48 short windows of 128 ids and 2 long of 33,024 scored at
-            their last 256 positions; that reference scored every position of them); llamacpp,
-            whose results record no such seconds, from each fixture's rest less its warm-ups and
-            the harness's rest (bench/_gpu_fixtures.py), taken as both sides' and the reference's
-            processes, the reference scoring what the sides did with the same tool
+            sparkinfer's sides from `correctness.seconds` of accept-h100 (base and head 69.9-72.9
+            s for 48 short windows of 128 ids and 2 long of 33,024 scored at their last 256
+            positions) and of verdict-cost-h100 (42.8-45.7 s for 26 short and the same 2 long:
+            the shipped section's round one), the reference from accept-h100's (313-320 s, every
+            position of those windows scored; verdict-cost-h100's reference read the cache, so
+            its 0.1-0.2 s are left out); llamacpp, whose results record no such seconds, from
+            each fixture's rest less its warm-ups and the older harnesses' rest
+            (bench/_gpu_fixtures.py), taken as both sides' and the reference's processes, the
+            reference scoring what the sides did with the same tool
   another model than the fixtures scored (sparkinfer's Qwen3.6 guard): the fitted cost plus the
             difference of the two models' decode steps (their decode witnesses' paces)
-The windows are the job's correctness section as make_job builds it from the shipped profile read
-at run time (its looks: round j ends at looks[j] windows, the long ones all in round one).
+The windows are the profile's correctness section as make_job builds it (its looks: round j
+ends at looks[j] windows, the long ones all in round one), the load and fill from the profile's
+runs of the model: the shipped profile read at run time, or the one a bench is given.
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from bench import _gpu_fixtures, _paces
-from bench._simbox import BASE_SHA, HEAD_SHA, POLICY, shipped
-from evalbot.config.settings import BoxConfig
-from evalbot.engine.contract.job import Correctness, Job
+from bench._simbox import POLICY, shipped
+from evalbot.engine.contract.job import Correctness
 from evalbot.engine.measure.speed import SIDES
 from evalbot.engine.scoring.segments import scored_from
-from evalbot.evaluation.jobspec import make_job
+from evalbot.evaluation.profile import Profile
+from evalbot.grading.correctness_policy import job_correctness
 
 # the reference runs a process per window kind in a round (engine/scoring/correctness.py
 # `_references`); every fixture's round one has both kinds
@@ -46,15 +50,20 @@ class Window(NamedTuple):
     filled: int  # ids run before them without logits
 
 
-@cache
-def shipped_job(fixtures: str) -> Job:
-    """The shipped profile's job as the bot makes it, its correctness section included."""
-    box = BoxConfig(name="sim", kind="local", workdir="/sim", repo="/sim")
-    return make_job(shipped(fixtures), POLICY, box, BASE_SHA, HEAD_SHA, seed=1, job_id="sim")
+def correctness(profile: Profile) -> Correctness | None:
+    """The profile's correctness section as make_job builds it (evaluation/jobspec.py), whatever
+    models the profile keeps (a one-model variant of the shipped one included)."""
+    if profile.correctness is None:
+        return None
+    return job_correctness(profile.correctness, POLICY.correctness, 1)
 
 
-def correctness(fixtures: str) -> Correctness | None:
-    return shipped_job(fixtures).correctness
+def scored_models(profile: Profile) -> list[str]:
+    """The models the profile's section scores that the profile runs: the scored one, then its
+    guards (a one-model variant of the shipped profile scores its own model alone)."""
+    spec = correctness(profile)
+    names = {m.name for m in profile.models}
+    return [m for m in (spec.model, *spec.guards) if m in names] if spec else []
 
 
 def rounds(spec: Correctness) -> list[list[Window]]:
@@ -68,24 +77,33 @@ def rounds(spec: Correctness) -> list[list[Window]]:
     return [windows[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
-def side_round_s(fixtures: str, model: str, windows: list[Window]) -> float:
+def side_round_s(fixtures: str, profile: Profile, model: str, windows: list[Window]) -> float:
     """One side's score process of a round: its load and its windows."""
-    return _load_s(fixtures, model) + _windows_s(fixtures, model, windows, reference=False)
+    return _load_s(fixtures, profile, model) + \
+        _windows_s(fixtures, profile, model, windows, reference=False)
 
 
-def reference_round_s(fixtures: str, model: str, windows: list[Window]) -> float:
+def reference_round_s(fixtures: str, profile: Profile, model: str,
+                      windows: list[Window]) -> float:
     """The cold reference of a round: a process per window kind (short, long) it has. Assumed:
     it scores a long window of `long_scored: deep` from its first deep position, as the sides
-    do (the change on its way; accept-h100's reference scored every position), and its fill
-    costs what the engine's does (the reference's own fill was never timed apart)."""
-    loads = len({w.kind for w in windows}) * _load_s(fixtures, model)
-    return loads + _windows_s(fixtures, model, windows, reference=True)
+    do (accept-h100's reference scored every position), and its fill costs what the engine's
+    does (the reference's own fill was never timed apart)."""
+    loads = len({w.kind for w in windows}) * _load_s(fixtures, profile, model)
+    return loads + _windows_s(fixtures, profile, model, windows, reference=True)
 
 
-def _windows_s(fixtures: str, model: str, windows: Iterable[Window], reference: bool) -> float:
-    position = _reference_position_s(fixtures, model) if reference else \
-        _side_position_s(fixtures, model)
-    pace = _model_pace(fixtures, model)
+def _windows_s(fixtures: str, profile: Profile, model: str, windows: Iterable[Window],
+               reference: bool) -> float:
+    """The windows' fills and scored positions. A scored position is a step of the model plus
+    its output (the logits' top-k, written and read back), and the output's cost is the
+    vocabulary's: a model the fixtures did not score (sparkinfer's Qwen3.6 guard, the Qwen3.5
+    vocabulary of Qwythos) differs by its step alone."""
+    fitted, side, ref = _fit(fixtures)
+    gap = 0.0 if model == fitted else _step_s(fixtures, profile, model) - \
+        _step_s(fixtures, shipped(fixtures), fitted)
+    position = (ref if reference else side) + gap
+    pace = _model_pace(fixtures, profile, model)
     return sum(fill_s(pace, w.filled) + w.scored * position for w in windows)
 
 
@@ -100,26 +118,23 @@ def fill_s(pace: _paces.RunPace, ids: int) -> float:
     return ids / pace.rates[f"prefill@{next((c for c in ctxs if c >= ids), ctxs[-1])}"]
 
 
-@cache
-def _model_pace(fixtures: str, model: str) -> _paces.RunPace:
+def _model_pace(fixtures: str, profile: Profile, model: str) -> _paces.RunPace:
     """The model's first run's pace: its prefill rates time the fills."""
-    run = next(r for r in shipped_job(fixtures).runs if r.model == model)
+    run = next(r for r in profile.runs if r.model == model)
     return _paces.run_pace(fixtures, model, {c.ctx for c in run.cells})
 
 
-@cache
-def _load_s(fixtures: str, model: str) -> float:
+def _load_s(fixtures: str, profile: Profile, model: str) -> float:
     """A score process's start and model load: the least of the model's witness processes'
     loads (a tool of the same tree loading the same file; bench/_paces.py)."""
     return min(_paces.witness_pace(fixtures, model, spec).load_s
-               for run in shipped_job(fixtures).runs if run.model == model
-               for spec in run.witnesses)
+               for run in profile.runs if run.model == model for spec in run.witnesses)
 
 
-def _step_s(fixtures: str, model: str) -> float:
+def _step_s(fixtures: str, profile: Profile, model: str) -> float:
     """One decode step of the model: its first decode witness's timed work per step."""
     return next(_paces.witness_pace(fixtures, model, spec).seconds / (1 + spec.steps)
-                for run in shipped_job(fixtures).runs if run.model == model
+                for run in profile.runs if run.model == model
                 for spec in run.witnesses if _paces.ToolRun.of(spec).mode == "decode")
 
 
@@ -134,31 +149,16 @@ class Observed:
     windows: tuple[Window, ...]
 
 
-def _side_position_s(fixtures: str, model: str) -> float:
-    fitted, side, _ = _fit(fixtures)
-    return side + _step_gap(fixtures, model, fitted)
-
-
-def _reference_position_s(fixtures: str, model: str) -> float:
-    fitted, _, reference = _fit(fixtures)
-    return reference + _step_gap(fixtures, model, fitted)
-
-
-def _step_gap(fixtures: str, model: str, fitted: str) -> float:
-    """A scored position is a step of the model plus its output (the logits' top-k, written and
-    read back), and the output's cost is the vocabulary's: a model the fixtures did not score
-    (sparkinfer's Qwen3.6 guard, the Qwen3.5 vocabulary of Qwythos) differs by its step alone."""
-    return 0.0 if model == fitted else _step_s(fixtures, model) - _step_s(fixtures, fitted)
-
-
 @cache
 def _fit(fixtures: str) -> tuple[str, float, float]:
     """(the fixtures' scored model, a side's per-position cost, the reference's): the cost
-    that makes load + fills + positions equal what the fixtures' processes took, pooled."""
+    that makes load + fills + positions equal what the fixtures' processes took, pooled. The
+    load and fills are those of the fixtures' shipped profile."""
     docs = [d for d in _gpu_fixtures.results(fixtures)
             if (d.get("correctness") or {}).get("tokens")]
     model = docs[0]["correctness"]["model"]
-    load, pace = _load_s(fixtures, model), _model_pace(fixtures, model)
+    profile = shipped(fixtures)
+    load, pace = _load_s(fixtures, profile, model), _model_pace(fixtures, profile, model)
     timed = [d for d in docs if d["correctness"].get("seconds")]
     if timed:
         sides, refs = _timed(timed)
@@ -169,12 +169,20 @@ def _fit(fixtures: str) -> tuple[str, float, float]:
 
 def _timed(docs: list[dict[str, Any]]) -> tuple[list[Observed], list[Observed]]:
     """Results with `correctness.seconds`: a process per side, and the reference's one per
-    window kind (short, long) scoring every position of its windows (accept-h100's did)."""
-    sides = [Observed(d["correctness"]["seconds"][s], 1, _as_scored(d))
+    window kind (short, long) scoring every position of its windows (accept-h100's did); a
+    reference the cache served (`correctness.reference.cached`) is left out: its seconds are
+    the cache's reads."""
+    sides = [Observed(d["correctness"]["seconds"][s], _rounds(d), _as_scored(d))
              for d in docs for s in SIDES]
-    refs = [Observed(d["correctness"]["seconds"]["reference"], REFERENCE_KINDS,
-                     _every_position(d)) for d in docs]
+    refs = [Observed(d["correctness"]["seconds"]["reference"], REFERENCE_KINDS + _rounds(d) - 1,
+                     _every_position(d)) for d in docs
+            if not (d["correctness"].get("reference") or {}).get("cached")]
     return sides, refs
+
+
+def _rounds(doc: dict[str, Any]) -> int:
+    """A side's score processes: one a round (its looks; every fixture stopped at its first)."""
+    return len(doc["correctness"].get("looks") or []) or 1
 
 
 def _untimed(docs: list[dict[str, Any]]) -> list[Observed]:
@@ -213,4 +221,4 @@ def describe(fixtures: str) -> str:
     model, side, reference = _fit(fixtures)
     return (f"{fixtures}: fitted on {model}, a scored position {1000 * side:.1f} ms a side, "
             f"{1000 * reference:.1f} ms the reference, a score process's load "
-            f"{_load_s(fixtures, model):.1f} s")
+            f"{_load_s(fixtures, shipped(fixtures), model):.1f} s")
