@@ -18,6 +18,7 @@ from ..contract.job import Job
 from ..contract.results import RESULTS_SCHEMA
 from ..measure import gpu
 from ..measure.speed import Measurement, SampleFailure
+from ..sandbox import safe_io
 from ..sandbox import session as sandbox
 from ..scoring.correctness import Stage, score, untimed
 from ..scoring.failure import ScoreFailure
@@ -35,9 +36,9 @@ class Status:
         self.path = jobdir / "status.json"
 
     def set(self, step: str, **extra: Any) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"step": step, "pid": os.getpid(), "time": time.time(), **extra}))
-        tmp.replace(self.path)
+        # the harness's alone (0600): a run that read the step would know what it is timed for
+        doc = {"step": step, "pid": os.getpid(), "time": time.time(), **extra}
+        safe_io.write_replace(self.path, json.dumps(doc).encode(), 0o600)
 
 
 def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
@@ -221,11 +222,6 @@ def _finish(doc: dict[str, Any], jobdir: Path, status: Status, watch: Stopwatch)
 
 
 def _write_results(doc: dict[str, Any], jobdir: Path) -> None:
-    out = jobdir / "results.json"
-    tmp = out.with_suffix(".tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-        tmp.replace(out)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # never leave a half-written file taking the last bytes
-        raise
+    # a failed write removes its temporary: no half-written file takes the last bytes
+    safe_io.write_replace(jobdir / "results.json",
+                          json.dumps(doc, indent=1, sort_keys=True).encode(), 0o600)

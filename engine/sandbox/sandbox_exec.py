@@ -10,7 +10,8 @@ sandbox user in a user namespace of its own (`bwrap_argv` says what it sees): ne
 (loopback only, unless the spec allows network), UTS (a fixed host name), IPC and mount
 namespaces; `/` read-only; a private `/tmp`, `/var/tmp`, `/dev/shm`, `/run` (and `/run/lock`,
 `/var/lock`) per run, gone with its mount namespace; empty, read-only directories over the box's
-state (`MASKED`: other users' homes, logs, login records, the SSH and network configuration);
+state (`MASKED`: other users' homes, logs, login records, the SSH and network configuration, the
+cgroup tree);
 `/etc/passwd`, `/etc/group`, `/etc/hosts` and `/etc/hostname` that name nobody of the box; the
 GPU devices bound in. What stays hand-written, and why bubblewrap cannot do it:
 
@@ -53,10 +54,13 @@ INSIDE_USER = "sandbox"  # the name the run sees for itself: the box's user name
 PRIVATE = ("/tmp", "/var/tmp", "/run", "/var/lock")
 # The box's state, none of a run's business: each becomes an empty, read-only directory. Other
 # users' homes (keys, shell histories), logs and login records (user names, addresses), service
-# state (DHCP leases: addresses), the SSH, network and service configuration (the SSH port).
+# state (DHCP leases: addresses), the SSH, network and service configuration (the SSH port), and
+# the cgroup tree (the harness's per-run cgroup shows while it times a witness: a run that saw
+# it would know it is one; its own cgroup namespace already hides the path in /proc/self).
 MASKED = ("/home", "/root", "/srv", "/mnt", "/media", "/var/log", "/var/lib", "/var/mail",
           "/var/spool", "/var/backups", "/etc/ssh", "/etc/network", "/etc/systemd",
-          "/etc/NetworkManager", "/etc/netplan", "/etc/sudoers.d", "/etc/evalbot")
+          "/etc/NetworkManager", "/etc/netplan", "/etc/sudoers.d", "/etc/evalbot",
+          "/sys/fs/cgroup")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
 USERNS_HINT = ("bubblewrap could not make its namespaces as an unprivileged user. On Debian "
                "and Ubuntu: `sysctl kernel.unprivileged_userns_clone=1`; everywhere: "

@@ -39,6 +39,11 @@ if TYPE_CHECKING:  # the type only: engine.contract.job imports sandbox_spec, ne
 EXEC = Path(__file__).resolve().with_name("sandbox_exec.py")
 WRITABLE = ("trees",)  # the only place of a job directory the sandbox writes by name
 HOMES = "homes"  # harness-owned; one fresh HOME per run inside, removed after the run
+# The harness's own records in the job directory, none of a run's business: the logs (main's
+# samples print its greedy tokens, which a head could copy), the job (the box's repository URL,
+# credentials included) and what the bot follows. The harness's alone (0700/0600).
+LOGS = "logs"
+RECORDS = ("job.json", "harness.log", "harness.pid", "status.json", "results.json")
 DEFAULT_LIMITS = {"build": {"nproc": 4096, "fsize_mb": 8192, "nofile": 4096},
                   "run": {"nproc": 1024, "fsize_mb": 1024, "nofile": 4096}}
 
@@ -140,6 +145,7 @@ def _lock_down(jobdir: Path, gid: int, cache_dir: str | None) -> None:
         if other != jobdir and other.is_dir() and other.stat().st_uid == os.getuid():
             os.chmod(other, 0o700)
     os.chmod(jobdir, 0o711)
+    private_records(jobdir)
     for name in WRITABLE:
         path = jobdir / name
         path.mkdir(exist_ok=True)
@@ -153,6 +159,18 @@ def _lock_down(jobdir: Path, gid: int, cache_dir: str | None) -> None:
     if harness.is_dir():  # our own code: readable, never writable, by the sandbox
         subprocess.run(["chmod", "-R", "a+rX,go-w", str(harness)], check=True)
     private_cache(cache_dir)
+
+
+def private_records(jobdir: Path) -> None:
+    """The logs directory and the job's records become the harness's alone before any run: a
+    sandboxed run traverses the job directory (0711) and knows these names. The harness writes
+    status.json and results.json 0600 anew (engine.harness.steps); the logs inherit the
+    directory's protection whatever their own mode."""
+    safe_io.harness_dir(jobdir / LOGS, 0o700)
+    for name in RECORDS:
+        path = jobdir / name
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, 0o600)
 
 
 def private_cache(cache_dir: str | None) -> None:
@@ -169,8 +187,7 @@ def _fetch(repo: str, jobdir: Path) -> Path | None:
     A failed fetch leaves the job's repository as it was: the sandboxed checkout then fails and
     the harness reports a checkout failure, which is infrastructure's."""
     mirror = jobdir / "repo.git"
-    log = jobdir / "logs" / "fetch.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = jobdir / LOGS / "fetch.log"
     with open(log, "wb") as sink:
         done = subprocess.run(["git", "clone", "--quiet", "--mirror", "--no-hardlinks", repo,
                                str(mirror)], stdin=subprocess.DEVNULL, stdout=sink,
