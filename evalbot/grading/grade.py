@@ -273,8 +273,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                        + ", ".join(spoofed))
         return "spoofed", None
     unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
-    reasons.extend(f"{c['key']}: the printed speed-up is not believed: not confirmed by the "
-                   f"harness's clock ({c['confirmation']})" for c in unconfirmed)
+    reasons.extend(_unbelieved(c) for c in unconfirmed)
     regressed = [c for c in cells if c["decision"] == "regressed"]
     if regressed and policy.regression_rejects:
         reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
@@ -302,6 +301,14 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                        + ", ".join(c["key"] for c in cells if c["decision"] == "inconclusive"))
         return "inconclusive", None
     return "neutral", None
+
+
+def _unbelieved(cell: dict[str, Any]) -> str:
+    """Why an unconfirmed cell's printed speed-up earns nothing."""
+    if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
+        return f"{cell['key']}: {confirmation.WALL_REASON}"
+    return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "
+            f"harness's clock ({cell['confirmation']})")
 
 
 def _headline(kind: str, tier: str | None) -> str:
