@@ -195,3 +195,17 @@ def test_stub_with_a_real_speedup_keeps_its_tier(stub, tmp_path):
     assert (decode["decision"], decode["confirmation"]) == ("improved", "confirmed"), \
         verdict["witnesses"]
     assert verdict["headline"] in TIERS
+
+
+def test_a_liar_with_no_witness_is_not_believed_and_no_run_fails_on_wall_times(stub, tmp_path):
+    # Issue 46: the harness's wall-time check REJECTed about 1 honest gain in 600 by noise, so
+    # it fails no run now; it records its reason on the run's samples witness, and wall times
+    # alone make a cell not believed. With no harness-owned witness to contradict it, the 10x
+    # liar ends inconclusive (no tier), where it was REJECTed by the samples' wall times before.
+    repo, main, shas = stub
+    doc = job_doc(repo, main, shas["lie10"], witnesses=[])
+    results = validate(run_job(parse_job(doc), tmp_path))
+    assert results["failures"] == []
+    verdict = grade(results, DEFAULT)
+    assert verdict["kind"] == "inconclusive" and verdict["tier"] is None
+    assert not any(c["decision"] == "improved" for c in verdict["cells"])
