@@ -11,6 +11,7 @@ A liar contradicted by a real witness is still REJECTed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from evalbot.engine.measure import spoof
@@ -77,6 +78,9 @@ def test_an_honest_gain_contradicted_by_wall_times_alone_is_inconclusive_not_rej
     assert verdict["kind"] == "inconclusive" and verdict["headline"] == "eval:inconclusive"
     assert f"{KEY}: {WALL_REASON}" in verdict["reasons"]
     assert f"faster, not confirmed: {WALL_REASON}" in render_comment(verdict)
+    # the harness's reason quotes figures from the PR's printed rates: kept in the results only,
+    # as no figure of a cell the bot does not believe is published (issue 31)
+    assert "claims to save" not in json.dumps(verdict)
 
 
 def test_a_liar_contradicted_by_a_real_witness_is_still_rejected() -> None:
