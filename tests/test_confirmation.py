@@ -61,7 +61,9 @@ def _status(cell: dict[str, Any], witness: dict[str, Any]) -> str:
         (105.0, 12.0, 11.52, 0.5, True, "witness", "unconfirmed"),  # real, but inside the noise
         (200.0, 12.0, 7.0, 0.01, False, "witness", "unconfirmed"),  # output not main's: no proof
         (200.0, 12.0, 7.0, 0.01, True, "samples", "unconfirmed"),  # samples can't confirm ...
-        (200.0, 12.0, 12.0, 0.01, True, "samples", "spoofed"),  # ... but can contradict
+        # ... but can contradict: no longer REJECT-grade (issue 46: wall times alone REJECTed
+        # about 1 honest gain in 600), the cell is not believed (inconclusive), not spoofed
+        (200.0, 12.0, 12.0, 0.01, True, "samples", "unconfirmed"),
     ],
 )
 def test_confirmation_table(head_rate, base_s, head_s, jitter, verified, source, expected):
@@ -193,3 +195,17 @@ def test_stub_with_a_real_speedup_keeps_its_tier(stub, tmp_path):
     assert (decode["decision"], decode["confirmation"]) == ("improved", "confirmed"), \
         verdict["witnesses"]
     assert verdict["headline"] in TIERS
+
+
+def test_a_liar_with_no_witness_is_not_believed_and_no_run_fails_on_wall_times(stub, tmp_path):
+    # Issue 46: the harness's wall-time check REJECTed about 1 honest gain in 600 by noise, so
+    # it fails no run now; it records its reason on the run's samples witness, and wall times
+    # alone make a cell not believed. With no harness-owned witness to contradict it, the 10x
+    # liar ends inconclusive (no tier), where it was REJECTed by the samples' wall times before.
+    repo, main, shas = stub
+    doc = job_doc(repo, main, shas["lie10"], witnesses=[])
+    results = validate(run_job(parse_job(doc), tmp_path))
+    assert results["failures"] == []
+    verdict = grade(results, DEFAULT)
+    assert verdict["kind"] == "inconclusive" and verdict["tier"] is None
+    assert not any(c["decision"] == "improved" for c in verdict["cells"])

@@ -64,8 +64,9 @@ def test_head_failures_are_the_prs(stub, tmp_path, head, stage, kind):
 
 def test_head_claiming_speed_it_does_not_show_is_spoofed(tmp_path):
     # A slow main (200 tok/s) makes each witness's real work large against process noise. The
-    # harness's own check (the samples' wall time) may already fail the head; the grading's
-    # witness check must in any case (evalbot/grading/confirmation.py).
+    # harness's own check of the samples' wall time fails no head any more (issue 46: wall times
+    # alone are no REJECT); the grading's harness-owned witness must contradict the liar
+    # (evalbot/grading/confirmation.py).
     from evalbot.grading.grade import grade
     from evalbot.grading.policy import load_labels
     from tests.stub_engine import decode_witness

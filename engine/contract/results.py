@@ -98,6 +98,8 @@ def _witness(w: dict[str, Any], where: str) -> None:
         raise ContractError(f"{where}.sd_floor_s, floor_df: a floor and its df are >= 0")
     # why the harness stopped it (engine/measure/witness.py; optional: added in v1)
     one_of(field(w, where, "stopped", str, optional=True) or "", WITNESS_STOPS, f"{where}.stopped")
+    # the harness's reason a run's wall times do not show its printed saving (samples only)
+    field(w, where, "wall_reason", str, optional=True)
     if (field(w, where, "allowance_s", float, optional=True) or 0) < 0:
         raise ContractError(f"{where}.allowance_s: seconds are >= 0")
     for j, s in enumerate(field(w, where, "samples", list)):

@@ -90,6 +90,8 @@ class Measurement:
         self.deadline = self.start + job.rule.budget_s
         self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
         self.witnesses: list[witness.WitnessRecord] = []  # every run's, in run order
+        # per run (its first cell's key): why its wall times do not show its printed saving
+        self.wall_reasons: dict[str, str] = {}
         # box seconds of every sample process (warm-ups included) and of every witness process:
         # the witnesses may take the rule's witness_share of the first, all runs so far together
         self.measured_s = 0.0
@@ -230,7 +232,9 @@ class Measurement:
                 "name": f"samples:{run.model}", "source": "samples", "clock": "wall",
                 "cells": {c.key: self._tokens(run, c) for c in run.cells},
                 "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
-                             "dropped": s["dropped"], "verified": False} for s in first]})
+                             "dropped": s["dropped"], "verified": False} for s in first],
+                **({"wall_reason": why} if (why := self.wall_reasons.get(run.cells[0].key))
+                   else {})})
         return out + [w.to_dict() for w in self.witnesses]
 
     def _witness_all(self) -> None:
@@ -313,13 +317,16 @@ class Measurement:
         )
 
     def _check_claims(self, run: SpeedRun) -> None:
-        """The head's claimed saving must be visible in the wall time we measured."""
+        """The head's claimed saving should be visible in the wall time we measured. Where it is
+        not, the run's samples witness carries the reason: wall times alone make its cells not
+        believed, never a REJECT (issue 46: a 99.9% test per run REJECTed about 1 honest gain in
+        600); a REJECT needs a harness-owned witness's contradiction."""
         samples = [spoof.Sample(s["pair"], s["side"], s["wall_s"],
                                 sum(self._tokens(run, c) / self.records[c.key].value(s["pair"], s["side"])
                                     for c in run.cells))
                    for s in self.records[run.cells[0].key].samples if not s["dropped"]]
         if reason := spoof.unexplained_saving(samples):
-            raise SampleFailure("head", "spoofed", reason)
+            self.wall_reasons[run.cells[0].key] = reason
 
     @staticmethod
     def _tokens(run: SpeedRun, cell: Cell) -> int:

@@ -2,8 +2,12 @@
 
 An engine reports rates; the harness times each process. If the head claims to save work
 (sum over its cells of tokens / rate) that its processes do not save in wall time, its numbers
-are not its own: the verdict is `spoofed`. Base and head of one pair share everything else
-(model load, start-up), so the difference of their wall times carries the real saving.
+are not believed: the run's samples witness carries the reason, and the bot makes its improved
+cells `unconfirmed` (inconclusive), never `spoofed`: wall times alone are no REJECT (issue 46:
+this 99.9% test per run REJECTed about 1 honest gain in 600). A REJECT needs a harness-owned
+witness's contradiction (evalbot/grading/confirmation.py). Base and head of one pair share
+everything else (model load, start-up), so the difference of their wall times carries the real
+saving.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 
 SHOWN_FRACTION = 0.5  # at least half of a claimed saving must be visible in the wall time
 # ... unless the shortfall against the whole claim is within the noise: a one-sided t test at
-# 99.9% (a spoof is REJECT-grade). A flat 3 sigma at 3-5 pairs is a t test at 95-98%: honest
+# 99.9%. A flat 3 sigma at 3-5 pairs is a t test at 95-98%: honest
 # heads whose small saving sat inside a busy box's noise were rejected. Tested against half the
 # claim instead, the demo's 2x liar got past it on a busy CI machine and its witness confirmed
 # it. t quantiles at 0.999 by degrees of freedom:

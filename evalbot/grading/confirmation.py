@@ -25,9 +25,13 @@ makes confirmation (or contradiction) easier than one fixed look; the harness st
 look where this judgement is decided (engine/measure/witness.py `settled`, on the same bounds).
 
 An improved cell stays improved only when some verified witness confirms it; it becomes `spoofed`
-when any witness contradicts it (the run's own samples count as a witness that can contradict,
-never confirm: nobody checked their output), `unconfirmed` otherwise. Other decisions are never
-touched: a regression needs no confirmation.
+when a harness-owned witness (source `witness`) contradicts it, `unconfirmed` otherwise. The run's
+own samples count as a witness that can contradict, never confirm (nobody checked their output),
+and their contradiction alone is not REJECT-grade: their wall times include everything a process
+does besides the claimed work, and at 99.9% per run about 1 honest gain in 600 was REJECTed by
+them (issue 46). It makes the cell `unconfirmed` with confirmation WALL_ONLY (the comment says the
+harness's clock does not show the saving), and it never undoes a real witness's confirmation.
+Other decisions are never touched: a regression needs no confirmation.
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmati
 # tiers (89.5% right at the XS and S centres, issue 33); the upper bound still stops a printed
 # rate from earning more than the harness's clock allows.
 TIER_CAP_ALPHA = 0.05
+# A cell contradicted by its run's wall times alone (the samples witness): not believed, no REJECT
+WALL_ONLY = "contradicted by wall times"
+WALL_REASON = "the harness's clock does not show the saving the engine printed; not believed"
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
@@ -138,11 +145,14 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     total = sum(max(v[0], 0.0) for v in claims.values())
     skipped = unverified_work_s(samples) if confirming else 0.0
     out["unverified_s"] = skipped
+    # the harness's own wall-time check of the run (engine/measure/spoof.py), samples only; its
+    # text stays in the results: its figures come from the PR's printed rates (issue 31)
+    wall_reason = not confirming and bool(witness.get("wall_reason"))
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
-        if total > 0 and hi_strict < SHOWN_FRACTION * total:
-            status = "contradicted"
+        if total > 0 and hi_strict < SHOWN_FRACTION * total or (wall_reason and claim > 0):
+            status = "contradicted"  # a samples witness's: not believed, never REJECT (_apply)
         elif confirming and not unverified and claim > 0 and own_lo > 0:
             status = "confirmed"
         else:
@@ -175,31 +185,43 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
                   if s is not None}
         judged.append(judge(w, claims, alpha))
     for cell in cells:
-        statuses = [j["cells"][cell["key"]]["status"] for j in judged
-                    if cell["key"] in j["cells"]]
-        cell["confirmation"] = _summary(statuses)
-        if cell["decision"] != "improved":
-            continue
-        measured = [j["cells"][cell["key"]]["gain_lo"] for j in judged
-                    if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
-        if "contradicted" in statuses:
-            cell["decision"], cell["tier"] = "spoofed", None
-        elif not measured:
-            cell["decision"], cell["tier"] = "unconfirmed", None
-        else:  # the tier is judged on no more than the harness measured
-            # None: a witness saved more than main's printed time for the cell's work, so it
-            # bounds no gain (JSON has no infinity: a verdict is signed, evalbot/audit/signing.py)
-            cell["witness_lo"] = _most(measured)
-            if cell["witness_lo"] is not None:
-                cell["lo"] = min(cell["lo"], cell["witness_lo"])
-            gains = [j["cells"][cell["key"]].get("gain") for j in judged
-                     if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
-            cell["witness_gain"] = _most(gains)
-            highs = [j["cells"][cell["key"]].get("gain_hi") for j in judged
-                     if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
-            if None not in highs:  # else no cap: some witness allows any gain
-                cell["witness_gain_hi"] = max(highs)
+        _apply(cell, judged)
     return judged
+
+
+def _apply(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
+    """One cell: its confirmation summary and, if improved, what the witnesses make of it."""
+    statuses = [j["cells"][cell["key"]]["status"] for j in judged if cell["key"] in j["cells"]]
+    real = [j["cells"][cell["key"]]["status"] for j in judged
+            if cell["key"] in j["cells"] and j["source"] == "witness"]
+    measured = [j["cells"][cell["key"]]["gain_lo"] for j in judged
+                if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
+    # wall times alone: neither a REJECT nor a veto of a real witness's confirmation
+    wall_only = "contradicted" in statuses and "contradicted" not in real and not measured
+    cell["confirmation"] = WALL_ONLY if wall_only else _summary(real if measured else statuses)
+    if cell["decision"] != "improved":
+        return
+    if "contradicted" in real:
+        cell["decision"], cell["tier"] = "spoofed", None
+    elif not measured:
+        cell["decision"], cell["tier"] = "unconfirmed", None
+    else:
+        _cap(cell, judged)
+
+
+def _cap(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
+    """A confirmed cell: the tier is judged on no more than the harness measured."""
+    mine = [j["cells"][cell["key"]] for j in judged
+            if j["cells"].get(cell["key"], {}).get("status") == "confirmed"]
+    # None: a witness saved more than main's printed time for the cell's work, so it
+    # bounds no gain (JSON has no infinity: a verdict is signed, evalbot/audit/signing.py)
+    cell["witness_lo"] = _most([c["gain_lo"] for c in mine])
+    if cell["witness_lo"] is not None:
+        cell["lo"] = min(cell["lo"], cell["witness_lo"])
+    cell["witness_gain"] = _most([c.get("gain") for c in mine])
+    highs = [c.get("gain_hi") for c in mine]
+    if None not in highs:  # else no cap: some witness allows any gain
+        cell["witness_gain_hi"] = max(highs)
 
 
 def _most(gains: list[float | None]) -> float | None:

@@ -33,7 +33,8 @@ def combined(corr: dict[str, Any], guards: list[dict[str, Any]]) -> dict[str, An
 
 def model_labels(corr: dict[str, Any], guards: list[dict[str, Any]]) -> dict[str, str]:
     """Model name -> the label its own correctness outcome forces (reject, infra-error,
-    inconclusive); models whose correctness passed are absent (their cells decide)."""
+    inconclusive) under every headline: a model's label says its own outcome (issue 46).
+    Models whose correctness passed are absent (their cells decide, capped by the headline)."""
     out = {}
     for section in (corr, *guards):
         label = MODEL_LABEL.get(section.get("decision", ""))

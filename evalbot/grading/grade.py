@@ -62,14 +62,14 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     }
     kind, best = _kind(results, cells, correctness_headline.combined(corr, guards), policy,
                        verdict["reasons"])
-    forced = correctness_headline.model_labels(corr, guards) \
-        if kind in ("inconclusive", "infra-error") else {}
+    # a model's own correctness outcome is its label under every headline (issue 46)
+    forced = correctness_headline.model_labels(corr, guards)
     tier = best["tier"] if best else None
     headline = _headline(kind, tier)
     regressions = sorted({_regression_label(c) for c in cells if c["decision"] == "regressed"})
     models = [
         {"name": name, "role": roles[name], "namespace": spaces[name],
-         "label": f"{spaces[name]}:{forced.get(name) or _model_label(name, cells, kind)}"}
+         "label": f"{spaces[name]}:{forced.get(name) or _agreeing(name, cells, kind, headline)}"}
         for name in roles
     ]
     verdict.update(
@@ -273,8 +273,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                        + ", ".join(spoofed))
         return "spoofed", None
     unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
-    reasons.extend(f"{c['key']}: the printed speed-up is not believed: not confirmed by the "
-                   f"harness's clock ({c['confirmation']})" for c in unconfirmed)
+    reasons.extend(_unbelieved(c) for c in unconfirmed)
     regressed = [c for c in cells if c["decision"] == "regressed"]
     if regressed and policy.regression_rejects:
         reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
@@ -304,6 +303,14 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     return "neutral", None
 
 
+def _unbelieved(cell: dict[str, Any]) -> str:
+    """Why an unconfirmed cell's printed speed-up earns nothing."""
+    if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
+        return f"{cell['key']}: {confirmation.WALL_REASON}"
+    return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "
+            f"harness's clock ({cell['confirmation']})")
+
+
 def _headline(kind: str, tier: str | None) -> str:
     if kind == "improved":
         return f"eval:{tier}"
@@ -312,6 +319,15 @@ def _headline(kind: str, tier: str | None) -> str:
     if kind in ("inconclusive", "infra-error"):
         return f"eval:{kind}"
     return "eval:REJECT"
+
+
+def _agreeing(name: str, cells: list[dict[str, Any]], kind: str, headline: str) -> str:
+    """The model's label from its cells, where a tier shows only under a tiered headline: under
+    eval:inconclusive, eval:REJECT or eval:none a tier label beside it claimed a speed-up the
+    verdict did not grant (issue 46); the model then says the headline's word."""
+    label = _model_label(name, cells, kind)
+    return headline.removeprefix("eval:") if label in TIER_ORDER and kind != "improved" \
+        else label
 
 
 def _model_label(name: str, cells: list[dict[str, Any]], kind: str) -> str:

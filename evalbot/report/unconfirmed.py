@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalbot.grading.confirmation import WALL_ONLY, WALL_REASON
 from evalbot.grading.grade import ctx_name
 from evalbot.report.numbers import signed
 from evalbot.report.witness_view import WitnessView, witness_views
@@ -54,7 +55,8 @@ def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None)
     by_why: dict[Why, list[dict[str, Any]]] = {}
     uncovered = []
     for cell in cells:
-        why = _why(cell["key"], views, rule)
+        why = Why(WALL_REASON, maintainer=RERUN) \
+            if cell.get("confirmation") == WALL_ONLY else _why(cell["key"], views, rule)
         if why is None:
             uncovered.append(cell)
         else:
