@@ -90,8 +90,7 @@ class Measurement:
         self.deadline = self.start + job.rule.budget_s
         self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
         self.witnesses: list[witness.WitnessRecord] = []  # every run's, in run order
-        # per run (its first cell's key): why its wall times do not show its printed saving
-        self.wall_reasons: dict[str, str] = {}
+        self.wall_reasons: dict[str, str] = {}  # per run's first cell: its unexplained saving
         # box seconds of every sample process (warm-ups included) and of every witness process:
         # the witnesses may take the rule's witness_share of the first, all runs so far together
         self.measured_s = 0.0
@@ -306,21 +305,14 @@ class Measurement:
                              done.wall_s)
 
     def _fill(self, arg: str, run: SpeedRun, built: Built) -> str:
-        return arg.format(
-            python=sys.executable,
-            harness=str(self.harness),
-            build=str(built.artifact_dir),
-            model=self.models[run.model],
-            ctxs=",".join(str(c) for c in sorted({c.ctx for c in run.cells})),
-            ctx=str(run.cells[0].ctx),
-            tokens=str(self.tokens or ""),
-        )
+        return arg.format(python=sys.executable, harness=str(self.harness),
+                          build=str(built.artifact_dir), model=self.models[run.model],
+                          ctxs=",".join(str(c) for c in sorted({c.ctx for c in run.cells})),
+                          ctx=str(run.cells[0].ctx), tokens=str(self.tokens or ""))
 
     def _check_claims(self, run: SpeedRun) -> None:
-        """The head's claimed saving should be visible in the wall time we measured. Where it is
-        not, the run's samples witness carries the reason: wall times alone make its cells not
-        believed, never a REJECT (issue 46: a 99.9% test per run REJECTed about 1 honest gain in
-        600); a REJECT needs a harness-owned witness's contradiction."""
+        """The head's claimed saving should show in our wall times; where not, the run's samples
+        witness carries the reason: not believed, never a REJECT (docs/trust.md section 5)."""
         samples = [spoof.Sample(s["pair"], s["side"], s["wall_s"],
                                 sum(self._tokens(run, c) / self.records[c.key].value(s["pair"], s["side"])
                                     for c in run.cells))
