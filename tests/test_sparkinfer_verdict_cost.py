@@ -33,8 +33,10 @@ EXPECTED = {
 
 
 def _load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    return (json.loads((DATA / f"{name}.results.json").read_text()),
-            json.loads((DATA / f"{name}.verdict.json").read_text()))
+    """The run's results file and the verdict it published."""
+    results, verdict = (json.loads((DATA / f"{name}.{kind}.json").read_text())
+                        for kind in ("results", "verdict"))
+    return results, verdict
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
