@@ -69,7 +69,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     regressions = sorted({_regression_label(c) for c in cells if c["decision"] == "regressed"})
     models = [
         {"name": name, "role": roles[name], "namespace": spaces[name],
-         "label": f"{spaces[name]}:{forced.get(name) or _agreeing(name, cells, kind, headline)}"}
+         "label": f"{spaces[name]}:{forced.get(name) or _model_label(name, cells, kind, headline)}"}
         for name in roles
     ]
     verdict.update(
@@ -321,16 +321,10 @@ def _headline(kind: str, tier: str | None) -> str:
     return "eval:REJECT"
 
 
-def _agreeing(name: str, cells: list[dict[str, Any]], kind: str, headline: str) -> str:
-    """The model's label from its cells, where a tier shows only under a tiered headline: under
-    eval:inconclusive, eval:REJECT or eval:none a tier label beside it claimed a speed-up the
-    verdict did not grant (issue 46); the model then says the headline's word."""
-    label = _model_label(name, cells, kind)
-    return headline.removeprefix("eval:") if label in TIER_ORDER and kind != "improved" \
-        else label
-
-
-def _model_label(name: str, cells: list[dict[str, Any]], kind: str) -> str:
+def _model_label(name: str, cells: list[dict[str, Any]], kind: str, headline: str) -> str:
+    """The model's label from its cells. A tier shows only under a tiered headline: beside
+    eval:none, eval:inconclusive or eval:REJECT it would claim a speed-up the verdict did not
+    grant (issue 46), so the model says the headline's word."""
     if kind not in ("improved", "neutral", "inconclusive", "regressed"):
         return "infra-error" if kind == "infra-error" else "REJECT"
     mine = [c for c in cells if c["model"] == name]
@@ -338,7 +332,7 @@ def _model_label(name: str, cells: list[dict[str, Any]], kind: str) -> str:
         return "REJECT"
     best = _best(mine)
     if best:
-        return str(best["tier"])
+        return str(best["tier"]) if kind == "improved" else headline.removeprefix("eval:")
     return "inconclusive" if any(c["decision"] in ("inconclusive", "unconfirmed")
                                  for c in mine) else "none"
 
