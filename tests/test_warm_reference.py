@@ -44,7 +44,7 @@ GRID = 818  # short windows of 128 bytes in the demo corpus
 # A reference that predicts every next id with certainty, logs each call's window count, and
 # does what CONTROL says on its n-th call: fail, or hang (after saying so, with its pid, on a
 # FIFO the test reads).
-STUB = r'''import json, os, sys, time
+STUB = r'''import json, os, signal, sys
 tokens, out, topk, log, control = sys.argv[1:6]
 doc = json.load(open(tokens))
 windows, froms = (doc["windows"], doc["score_from"]) if isinstance(doc, dict) else \
@@ -59,8 +59,8 @@ if how.get("fail_at") == calls:
 if how.get("hang_at") == calls:
     with open(how["fifo"], "w") as f:
         f.write(f"hung {os.getpid()}")
-    while True:
-        time.sleep(60)
+    while True:  # hung until a signal kills it
+        signal.pause()
 rows = [{"top": [[[(w[i + 1] + j) % 256, -0.1 - 4 * j] for j in range(int(topk))]
                  for i in range(f, len(w) - 1)],
          "argmax": [w[i + 1] for i in range(f, len(w) - 1)]} for w, f in zip(windows, froms)]
