@@ -135,6 +135,24 @@ def test_budget_evicts_oldest_use_first_and_reports_what_is_in_use(tmp_path, liv
     assert report.over_budget == report.bytes_after - 1000 > 0
 
 
+def test_mains_scores_last_as_long_as_builds_and_stay_while_a_job_runs(tmp_path, live_pid):
+    work = tmp_path / "work"
+    folder = work / "cache" / "main-scores"
+    old, recent = _reference(work, "x.json", 10), _reference(work, "y.json", 10)
+    for path, age in ((old, 31 * DAY), (recent, 29 * DAY)):  # builds: 30 days
+        (folder / path.stem).mkdir(parents=True, exist_ok=True)
+        path.rename(folder / path.stem / "e.json")
+        _age(folder / path.stem, age)
+    running = _job(work, "running", step="speed", pid=live_pid, base="a" * 40, head="c" * 40)
+    report = housekeep(work, Retention())
+    assert (folder / "x").exists() and "main-scores x: a job is running" in "\n".join(report.in_use)
+    (running / "status.json").write_text(json.dumps({"step": "done", "pid": live_pid}))
+    _age(running, OLD)
+    report = housekeep(work, Retention(grace_s=5.0))
+    assert ("main-scores", "x") in {(e["kind"], e["name"]) for e in report.evicted}
+    assert not (folder / "x").exists() and (folder / "y").exists()
+
+
 def test_dry_run_and_command_line(tmp_path, live_pid, capsys):
     work = tmp_path / "work"
     p = _layout(work, live_pid)

@@ -143,6 +143,7 @@ def _correctness(corr: dict[str, Any]) -> None:
             one_of(field(lk, f"{w}.looks[{i}]", "decision", str), ("undecided", "pass", "reject"),
                    f"{w}.looks[{i}].decision")
     _reference(field(corr, w, "reference", dict, optional=True))
+    _main_scores(field(corr, w, "main_scores", dict, optional=True))
     consistency = field(corr, w, "consistency", dict, optional=True) or {}
     for i, cell in enumerate(consistency.get("cells", [])):
         one_of(field(cell, f"{w}.consistency.cells[{i}]", "side", str), ("base", "head"), "side")
@@ -160,6 +161,14 @@ def _reference(ref: dict[str, Any] | None) -> None:
     if any(field(ref, w, key, int) < 0 for key in ("cached", "scored")):
         raise ContractError(f"{w}: window counts are >= 0")
     field(ref, w, "device", str, optional=True)
+
+
+def _main_scores(got: dict[str, Any] | None) -> None:
+    """How main's windows were obtained (optional: harnesses before main's cache did not
+    say): read from the box's cache of main's build, or scored by this evaluation."""
+    if got is not None and any(field(got, "correctness.main_scores", key, int) < 0
+                               for key in ("cached", "scored")):
+        raise ContractError("correctness.main_scores: window counts are >= 0")
 
 
 def upgrade(doc: Any) -> dict[str, Any]:

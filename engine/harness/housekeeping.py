@@ -4,9 +4,11 @@
         [--reference-days 90] [--budget-gb G] [--grace-s 3600] [--dry-run] [--json]
 
 Under W live jobs/<id> (one per evaluation, earlier attempts as <id>.attempt-<t>),
-cache/builds/<key> (engine.sides.build's build cache) and cache/reference/<recipe>.json (engine
-.correctness's reference logits). An entry goes when it is older than its kind's retention, and
-then, oldest use first, while the total is over the disk budget. Never evicted:
+cache/builds/<key> (engine.sides.build's build cache), cache/reference/<key>/ (the reference's
+rows: engine/scoring/reference_cache.py) and cache/main-scores/<key>/ (main's rows per build of
+main, kept as long as builds: engine/scoring/main_scores.py). An entry goes when it is older
+than its kind's retention, and then, oldest use first, while the total is over the disk budget.
+Never evicted:
 - a running job: its status.json step is not "done" and its harness (the pid in status.json or
   harness.pid) is alive; a job directory holding a `keep.lock` file; a job younger than the
   grace period (it may be between preparation and start, before it has a pid);
@@ -47,7 +49,7 @@ class Retention:
 
 @dataclass
 class Entry:
-    kind: str  # job | build | reference
+    kind: str  # job | build | reference | main-scores
     path: str
     size: int
     last_used: float
@@ -161,18 +163,19 @@ def scan(workdir: Path, retention: Retention, now: float) -> list[Entry]:
         why = ("used by a running job" if entry.name in busy_keys else
                "being written while a job runs" if tmp and busy else "")
         entries.append(Entry("build", str(entry), size_of(entry), last, why))
-    reference = workdir / "cache" / "reference"
-    for entry in sorted(reference.iterdir()) if reference.is_dir() else []:
-        why = "a job is running (its reference is not known from outside)" if busy else ""
-        entries.append(Entry("reference", str(entry), size_of(entry), entry.lstat().st_mtime,
-                             why))
+    for kind in ("reference", "main-scores"):  # folders of score rows, used when read
+        folder = workdir / "cache" / kind
+        for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+            why = f"a job is running (its {kind} are not known from outside)" if busy else ""
+            entries.append(Entry(kind, str(entry), size_of(entry), entry.lstat().st_mtime, why))
     return entries
 
 
 def plan(entries: list[Entry], retention: Retention, now: float) -> list[tuple[Entry, str]]:
     """What to evict and why: age first, then oldest use first while over the budget."""
     keep_s = {"job": retention.jobs_days, "build": retention.builds_days,
-              "reference": retention.reference_days}
+              "reference": retention.reference_days,
+              "main-scores": retention.builds_days}  # main's rows live as long as its build
     free = [e for e in entries if not e.protected]
     out = [(e, f"older than {keep_s[e.kind]:g} days") for e in free
            if now - e.last_used > keep_s[e.kind] * DAY_S]

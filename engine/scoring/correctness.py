@@ -20,6 +20,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..sandbox import safe_io
 from ..sides.build import Built, verify
 from .correctness_stats import TAIL, chunk, consistency_positions, look
 from .failure import ScoreFailure
+from .main_scores import MainScores
 from .reference_cache import ReferenceCache
 from .score_run import run_score
 from .segments import chunk_looks, long_pieces, long_scored, scored_from
@@ -106,11 +108,13 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     identical, stopped, consistency = True, "cap", {}
     cache = ReferenceCache(job, stream, device, jobdir, harness)
     obtained = {"cached": 0, "scored": 0}  # reference windows read from the cache, scored now
+    vocab = vocab_size(model.path)
+    mains = MainScores.on_box(job, built["base"], model, device, vocab)
+    main_obtained = {"cached": 0, "scored": 0}  # main's windows, likewise
     # box seconds per side, every round (the reference's: only cache reads when its windows
     # were cached, by an earlier evaluation or `python -m engine warm-reference`)
     seconds = {"reference": 0.0, "base": 0.0, "head": 0.0}
     counts, used = chunk_looks(spec, spec.looks), 0
-    vocab = vocab_size(model.path)
     for j, count in enumerate(spec.looks):
         batch, used = windows[used:count], count
         extra = [c["tokens"] for c in checks if c["tokens"]] if j == 0 else []
@@ -119,11 +123,17 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         with _timed(seconds, "reference", stage):
             refs, got = cache.references(batch)
         obtained = {k: obtained[k] + got[k] for k in obtained}
-        outs = {}
+        outs: dict[str, list[Any]] = {}
         for side in ("base", "head"):
+            # the windows of this round at the places given, scored now by the side's command
+            run = partial(_score_side, spec, side, j, asked, froms, model.path, jobdir, harness,
+                          built[side], job.env, vocab)
             with _timed(seconds, side, stage):
-                outs[side] = _score_side(spec, side, j, asked, froms, model.path, jobdir,
-                                         harness, built[side], job.env, vocab)
+                if side == "base" and mains is not None:  # main's rows depend on no PR
+                    outs[side], got = mains.scores(asked, froms, run)
+                    main_obtained = {k: main_obtained[k] + got[k] for k in main_obtained}
+                else:
+                    outs[side] = run(list(range(len(asked))))
         identical = identical and outs["base"][: len(batch)] == outs["head"][: len(batch)]
         chunks += [row for k, w in enumerate(batch)
                    for row in _chunks(spec, w, refs[w.kind, w.index], outs["base"][k],
@@ -162,6 +172,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "consistency": consistency,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "reference": {**obtained, "device": device},
+        "main_scores": main_obtained,
     }
 
 
@@ -248,10 +259,12 @@ def _consistency(spec: Correctness, checks: list[dict[str, Any]], outs: dict[str
     return result
 
 
-def _score_side(spec: Correctness, side: str, round_: int, windows: list[list[int]],
-                froms: list[int], model: str, jobdir: Path, harness: Path, built: Built,
-                env: dict[str, str], vocab: int | None) -> list[Any]:
+def _score_side(spec: Correctness, side: str, round_: int, asked: list[list[int]],
+                asked_froms: list[int], model: str, jobdir: Path, harness: Path, built: Built,
+                env: dict[str, str], vocab: int | None, which: list[int]) -> list[Any]:
+    """The rows of the asked windows at the places `which`, in that order."""
     verify(built)
+    windows, froms = [asked[i] for i in which], [asked_froms[i] for i in which]
     # a plain list of windows, or with the first scored position of each when one is not 0
     # (engine/llamacpp/score.py read_tokens: {"windows", "score_from"})
     doc = tokens_doc(windows, froms)

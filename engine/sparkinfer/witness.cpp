@@ -142,11 +142,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -527,14 +530,95 @@ void print_position(const std::vector<float>& lg, std::vector<int>& idx, int pos
     printf("\n");
 }
 
+// The score mode's stdout, written by a thread of its own: the host's reduction of a position's
+// vocabulary (log-sum-exp and top-k of Qwythos's 248k logits, about 2 ms) runs while the GPU
+// computes the next position, instead of between the two (it was a third of a side's scoring).
+// Lines keep their order: one queue, one writer. A few logits buffers circulate, so the steps
+// wait for the writer only when it falls that many positions behind.
+class ScorePrinter {
+public:
+    ScorePrinter(size_t vocab, int topk) : topk_(topk), idx_(vocab) {
+        for (int k = 0; k < BUFFERS; k++) free_.emplace_back(vocab);
+        writer_ = std::thread([this] { write_all(); });
+    }
+    ~ScorePrinter() { finish(); }
+    ScorePrinter(const ScorePrinter&) = delete;
+    ScorePrinter& operator=(const ScorePrinter&) = delete;
+
+    // A logits buffer to fill (copy_logits), handed back through position().
+    std::vector<float> buffer() {
+        std::unique_lock<std::mutex> lock(mu_);
+        returned_.wait(lock, [this] { return !free_.empty(); });
+        std::vector<float> lg = std::move(free_.back());
+        free_.pop_back();
+        return lg;
+    }
+    void position(std::vector<float>&& lg, int pos, int target) {
+        push(Item{std::move(lg), pos, target, std::string(), false});
+    }
+    void line(std::string text, bool flush = false) {
+        push(Item{std::vector<float>(), 0, 0, std::move(text), flush});
+    }
+    // Every queued line written, the writer gone (idempotent).
+    void finish() {
+        if (!writer_.joinable()) return;
+        push(Item{std::vector<float>(), -1, 0, std::string(), true});
+        writer_.join();
+    }
+
+private:
+    static const int BUFFERS = 4;
+    struct Item {
+        std::vector<float> lg;
+        int pos, target;  // pos -1: the end
+        std::string text;
+        bool flush;
+    };
+    void push(Item item) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            queue_.push_back(std::move(item));
+        }
+        queued_.notify_one();
+    }
+    void write_all() {
+        for (;;) {
+            Item item;
+            {
+                std::unique_lock<std::mutex> lock(mu_);
+                queued_.wait(lock, [this] { return !queue_.empty(); });
+                item = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            if (item.pos < 0) { fflush(stdout); return; }
+            if (!item.lg.empty()) {
+                print_position(item.lg, idx_, item.pos, item.target, topk_);
+                std::lock_guard<std::mutex> lock(mu_);
+                free_.push_back(std::move(item.lg));
+                returned_.notify_one();
+            } else {
+                fputs(item.text.c_str(), stdout);
+            }
+            if (item.flush) fflush(stdout);
+        }
+    }
+    const int topk_;
+    std::vector<int> idx_;  // the writer's scratch for the top-k
+    std::mutex mu_;
+    std::condition_variable queued_, returned_;
+    std::deque<Item> queue_;
+    std::vector<std::vector<float>> free_;
+    std::thread writer_;
+};
+
 // Positions [first, last) of a window, each one forward_token step on the state before it,
 // its logits read by copy_logits (qwen3_gguf_score's and qwen3_gguf_prefill_check's reading).
-bool score_steps(Session& s, const ScoreWindow& w, int first, int last, int topk,
-                 std::vector<float>& lg, std::vector<int>& idx) {
+bool score_steps(Session& s, const ScoreWindow& w, int first, int last, ScorePrinter& out) {
     for (int i = first; i < last; i++) {
         if (!valid(s, s.model->forward_token(w.ids[(size_t)i], i, true), "a scored step")) return false;
+        std::vector<float> lg = out.buffer();
         s.model->copy_logits(lg.data());
-        print_position(lg, idx, i, w.ids[(size_t)i + 1], topk);
+        out.position(std::move(lg), i, w.ids[(size_t)i + 1]);
     }
     return true;
 }
@@ -546,16 +630,13 @@ bool score_fill(Session& s, const ScoreWindow& w, int n) {
 }
 
 // One window: its `W` header, its positions in order, `END`. Returns the positions after a fill.
-int score_window(Session& s, const ScoreWindow& w, long split, int topk, std::vector<float>& lg,
-                 std::vector<int>& idx) {
+int score_window(Session& s, const ScoreWindow& w, long split, ScorePrinter& out) {
     const int n = (int)w.ids.size();
     const int fill = w.from > 0 ? (int)w.from : (split > 0 && split < n - 1 ? (int)split : 0);
-    if (w.from > 0) printf("W %d %ld\n", n, w.from);
-    else printf("W %d\n", n);
-    if (w.from == 0 && !score_steps(s, w, 0, fill > 0 ? fill : n - 1, topk, lg, idx)) return -1;
-    if (fill > 0 && !(score_fill(s, w, fill) && score_steps(s, w, fill, n - 1, topk, lg, idx))) return -1;
-    printf("END\n");
-    fflush(stdout);
+    out.line("W " + std::to_string(n) + (w.from > 0 ? " " + std::to_string(w.from) : "") + "\n");
+    if (w.from == 0 && !score_steps(s, w, 0, fill > 0 ? fill : n - 1, out)) return -1;
+    if (fill > 0 && !(score_fill(s, w, fill) && score_steps(s, w, fill, n - 1, out))) return -1;
+    out.line("END\n", true);
     return fill > 0 ? n - 1 - fill : 0;
 }
 
@@ -586,16 +667,16 @@ int score_main(int argc, char** argv) {
                 return 2;
             }
     if (topk > vocab) { fprintf(stderr, "[FAIL] score: TOPK %ld > vocabulary %d\n", topk, vocab); return 64; }
-    std::vector<float> lg((size_t)vocab);
-    std::vector<int> idx((size_t)vocab);
+    ScorePrinter out((size_t)vocab, (int)topk);
     for (size_t k = 0; k < windows.size(); k++) {
         auto t0 = Clock::now();
-        const int after = score_window(s, windows[k], split, (int)topk, lg, idx);
+        const int after = score_window(s, windows[k], split, out);
         if (after < 0) return 3;
         fprintf(stderr, "witness-score: window %zu ids=%zu from=%ld fill=%s after_fill=%d s=%.3f\n", k,
                 windows[k].ids.size(), windows[k].from,
                 after == 0 ? "none" : (s.batched ? "batched" : "token-fill"), after, seconds_since(t0));
     }
+    out.finish();
     return 0;
 }
 
