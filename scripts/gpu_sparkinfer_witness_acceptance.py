@@ -211,7 +211,13 @@ def agreement(corr: dict, verdict: dict) -> str:
             parts.append(f"{kind} {n} positions: main {sum(c['base_top1'] for c in rows) / n:.1%}, "
                          f"PR {sum(c['head_top1'] for c in rows) / n:.1%}")
     decision = (verdict.get("correctness") or {}).get("decision")
-    return f"top-1 against the reference: {'; '.join(parts)} (correctness {decision})"
+    seconds = corr.get("seconds") or {}
+    came = "; ".join(f"{who} {got.get('cached', 0)} cached, {got.get('scored', 0)} scored"
+                     for who, got in (("reference", corr.get("reference") or {}),
+                                      ("main", corr.get("main_scores") or {})))
+    return (f"top-1 against the reference: {'; '.join(parts)} (correctness {decision})\n"
+            f"{'':18s} windows: {came}; seconds: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
 
 
 def main() -> int:

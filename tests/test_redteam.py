@@ -377,6 +377,13 @@ def test_a_poisoned_reference_is_impossible(box: Path) -> None:
         if entry.name != "manifest.json":
             assert hashlib.sha256(entry.read_bytes()).hexdigest() == sums[entry.name]
             assert entry.stat().st_uid == os.getuid() and entry.stat().st_mode & 0o077 == 0
+    # main's rows, cached for later evaluations against this build of main: main's own (no
+    # planted code reached its run), and as unreadable by runs as the reference's
+    mains = [p for p in (box / "cache" / "main-scores").rglob("*.json") if p.name != "manifest.json"]
+    assert mains and corr["main_scores"] == {"cached": 0, "scored": len(mains)}
+    for entry in mains:
+        assert entry.stat().st_uid == os.getuid() and entry.stat().st_mode & 0o077 == 0
+        assert any(row["argmax"] != 0 for row in json.loads(entry.read_text()))
 
 
 @pytest.mark.parametrize("output", ["link_out", "fifo_out"])
