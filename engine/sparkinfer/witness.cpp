@@ -148,6 +148,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -516,7 +517,8 @@ bool above(const std::vector<float>& lg, int a, int b) {
 }
 
 // One `S` line: qwen3_gguf_score's and evalbot-topk's format, log-probs against the log-sum-exp.
-void print_position(const std::vector<float>& lg, std::vector<int>& idx, int pos, int target, int topk) {
+std::string position_line(const std::vector<float>& lg, std::vector<int>& idx, int pos, int target,
+                          int topk) {
     const float mx = *std::max_element(lg.begin(), lg.end());
     double se = 0.0;
     for (float v : lg) se += std::exp((double)v - mx);
@@ -524,22 +526,32 @@ void print_position(const std::vector<float>& lg, std::vector<int>& idx, int pos
     for (size_t v = 0; v < idx.size(); v++) idx[v] = (int)v;
     std::partial_sort(idx.begin(), idx.begin() + topk, idx.end(),
                       [&](int a, int b) { return above(lg, a, b); });
-    printf("S i=%d tgt=%d am=%d lp=%.6f top=", pos, target, idx[0], (double)lg[(size_t)target] - lse);
-    for (int k = 0; k < topk; k++)
-        printf("%s%d:%.6f", k ? "," : "", idx[(size_t)k], (double)lg[(size_t)idx[(size_t)k]] - lse);
-    printf("\n");
+    char buf[64];
+    snprintf(buf, sizeof buf, "S i=%d tgt=%d am=%d lp=%.6f top=", pos, target, idx[0],
+             (double)lg[(size_t)target] - lse);
+    std::string line(buf);
+    for (int k = 0; k < topk; k++) {
+        snprintf(buf, sizeof buf, "%s%d:%.6f", k ? "," : "", idx[(size_t)k],
+                 (double)lg[(size_t)idx[(size_t)k]] - lse);
+        line += buf;
+    }
+    return line + "\n";
 }
 
-// The score mode's stdout, written by a thread of its own: the host's reduction of a position's
-// vocabulary (log-sum-exp and top-k of Qwythos's 248k logits, about 2 ms) runs while the GPU
-// computes the next position, instead of between the two (it was a third of a side's scoring).
-// Lines keep their order: one queue, one writer. A few logits buffers circulate, so the steps
-// wait for the writer only when it falls that many positions behind.
+// The score mode's stdout. The host's reduction of a position's vocabulary (log-sum-exp and
+// top-k over Qwythos's 248k logits: about 4 ms on the H100's host, more than the GPU's step)
+// ran between two steps and was most of a side's scoring; here a few threads reduce positions
+// while the GPU computes the next ones, and one writer prints the lines in their order. Each
+// line's arithmetic is the same whichever thread makes it, so the output is what one thread
+// would print. A few logits buffers circulate: the steps wait only when the reducers fall
+// that many positions behind.
 class ScorePrinter {
 public:
-    ScorePrinter(size_t vocab, int topk) : topk_(topk), idx_(vocab) {
+    ScorePrinter(size_t vocab, int topk) : topk_(topk) {
         for (int k = 0; k < BUFFERS; k++) free_.emplace_back(vocab);
-        writer_ = std::thread([this] { write_all(); });
+        for (int k = 0; k < REDUCERS; k++)
+            threads_.emplace_back([this, vocab] { reduce_all(vocab); });
+        threads_.emplace_back([this] { write_all(); });
     }
     ~ScorePrinter() { finish(); }
     ScorePrinter(const ScorePrinter&) = delete;
@@ -548,67 +560,95 @@ public:
     // A logits buffer to fill (copy_logits), handed back through position().
     std::vector<float> buffer() {
         std::unique_lock<std::mutex> lock(mu_);
-        returned_.wait(lock, [this] { return !free_.empty(); });
+        changed_.wait(lock, [this] { return !free_.empty(); });
         std::vector<float> lg = std::move(free_.back());
         free_.pop_back();
         return lg;
     }
     void position(std::vector<float>&& lg, int pos, int target) {
-        push(Item{std::move(lg), pos, target, std::string(), false});
+        push(Line{std::move(lg), pos, target, std::string(), false, false});
     }
     void line(std::string text, bool flush = false) {
-        push(Item{std::vector<float>(), 0, 0, std::move(text), flush});
+        push(Line{std::vector<float>(), 0, 0, std::move(text), flush, true});
     }
-    // Every queued line written, the writer gone (idempotent).
+    // Every queued line written, the threads gone (idempotent).
     void finish() {
-        if (!writer_.joinable()) return;
-        push(Item{std::vector<float>(), -1, 0, std::string(), true});
-        writer_.join();
+        if (threads_.empty()) return;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            closing_ = true;
+        }
+        changed_.notify_all();
+        for (std::thread& t : threads_) t.join();
+        threads_.clear();
+        fflush(stdout);
     }
 
 private:
-    static const int BUFFERS = 4;
-    struct Item {
-        std::vector<float> lg;
-        int pos, target;  // pos -1: the end
+    static const int BUFFERS = 16;
+    static const int REDUCERS = 4;
+    struct Line {
+        std::vector<float> lg;  // a position's logits until reduced
+        int pos, target;
         std::string text;
-        bool flush;
+        bool flush, done;
     };
-    void push(Item item) {
+    void push(Line line) {
         {
             std::lock_guard<std::mutex> lock(mu_);
-            queue_.push_back(std::move(item));
+            lines_.push_back(std::move(line));
         }
-        queued_.notify_one();
+        changed_.notify_all();
     }
-    void write_all() {
+    // A reducer: takes the oldest position no one has taken, makes its line outside the lock.
+    void reduce_all(size_t vocab) {
+        std::vector<int> idx(vocab);
+        std::unique_lock<std::mutex> lock(mu_);
         for (;;) {
-            Item item;
-            {
-                std::unique_lock<std::mutex> lock(mu_);
-                queued_.wait(lock, [this] { return !queue_.empty(); });
-                item = std::move(queue_.front());
-                queue_.pop_front();
-            }
-            if (item.pos < 0) { fflush(stdout); return; }
-            if (!item.lg.empty()) {
-                print_position(item.lg, idx_, item.pos, item.target, topk_);
-                std::lock_guard<std::mutex> lock(mu_);
-                free_.push_back(std::move(item.lg));
-                returned_.notify_one();
-            } else {
-                fputs(item.text.c_str(), stdout);
-            }
-            if (item.flush) fflush(stdout);
+            changed_.wait(lock, [this] { return next_unclaimed() || closing_; });
+            Line* line = next_unclaimed();
+            if (line == nullptr) return;  // closing, and nothing left to reduce
+            line->done = true;  // taken: ready to write once it leaves claimed_
+            std::vector<float> lg = std::move(line->lg);
+            const int pos = line->pos, target = line->target;
+            claimed_.insert(line);
+            lock.unlock();
+            std::string text = position_line(lg, idx, pos, target, topk_);
+            lock.lock();
+            line->text = std::move(text);
+            claimed_.erase(line);
+            free_.push_back(std::move(lg));
+            changed_.notify_all();
+        }
+    }
+    Line* next_unclaimed() {
+        for (Line& line : lines_)
+            if (!line.done) return &line;
+        return nullptr;
+    }
+    bool ready(const Line& line) const { return line.done && claimed_.count(&line) == 0; }
+    void write_all() {
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+            changed_.wait(lock, [this] { return (!lines_.empty() && ready(lines_.front())) ||
+                                                (closing_ && lines_.empty()); });
+            if (lines_.empty()) return;
+            Line line = std::move(lines_.front());
+            lines_.pop_front();
+            lock.unlock();
+            fputs(line.text.c_str(), stdout);
+            if (line.flush) fflush(stdout);
+            lock.lock();
         }
     }
     const int topk_;
-    std::vector<int> idx_;  // the writer's scratch for the top-k
     std::mutex mu_;
-    std::condition_variable queued_, returned_;
-    std::deque<Item> queue_;
+    std::condition_variable changed_;
+    std::deque<Line> lines_;  // in output order; a deque keeps addresses on push_back/pop_front
+    std::set<const Line*> claimed_;  // being reduced now
     std::vector<std::vector<float>> free_;
-    std::thread writer_;
+    std::vector<std::thread> threads_;
+    bool closing_ = false;
 };
 
 // Positions [first, last) of a window, each one forward_token step on the state before it,
