@@ -148,6 +148,9 @@ collect() {
   mkdir -p "$out"
   cat "$S/timeline.txt" "$S"/spk/log/timeline.txt > "$out/timeline.txt" 2>/dev/null
   cp "$S/summary.txt" "$S/warm.txt" "$out/" 2>/dev/null
+  # the score tool's own per-window seconds (stderr, in each job's score logs, which stay on the
+  # box): where a side's correctness time goes
+  grep -H "witness-score:" "$S"/spk/box/jobs/*/logs/score-*.log > "$S/score-timings.txt" 2>/dev/null
   tar czf "$out/acceptance.tgz" -C "$S" --exclude=src --exclude=spk/repo --exclude=spk/box \
     --exclude=spk/models --exclude='*.gguf' --exclude='eval/eval-*/artifacts' . 2>/dev/null
   ls -la "$out"
