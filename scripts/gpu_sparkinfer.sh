@@ -34,7 +34,7 @@ STABLE_SYNTH="--embd-scale 1 --branch-scale 0.001 --output-norm 3"  # docs/gpu-e
 export PATH="$PATH:/usr/local/cuda/bin" PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 mkdir -p "$W/done" "$W/models" "$W/log" "$OUT"
 echo "$REF_KEY" > "$W/ref-key.txt"  # the key the e2e profiles name (the acceptance reads it)
-export ROOT W OUT BUDGET START PY SANDBOX REF_SHA REF_KEY
+export ROOT W OUT BUDGET START PY SANDBOX REF_SHA REF_KEY STABLE_SYNTH
 log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$W/log/timeline.txt"; }
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 pack() { cp "$W/log/timeline.txt" "$OUT/"; tar czf "$OUT/all.tgz" -C "$W/log" . ; }

@@ -2,8 +2,9 @@
 the score tool reducing positions on threads of its own and main's rows cached per build of main,
 the reference's grid warmed first, then a broken head, an A/A and an honest head with the
 correctness section, back to back. The run passed ACCEPT_STABLE=1 but the Qwythos file written was
-the random-weight one, so main sat below the policy's floors and every correctness section ended
-as drift (`infra-error`): these fixtures are the run's box time, not its verdicts. Each regrades
+the random-weight one (a setting the stage did not see: tests/test_gpu_scripts.py), so main sat
+below the policy's floors and every correctness section ended as drift (`infra-error`): these
+fixtures are the run's box time, not its verdicts. Each regrades
 to what the run published, its stages add up, no evaluation ran the reference, and main's rows
 came from the cache exactly where an earlier evaluation against the same main had scored the
 same window."""
