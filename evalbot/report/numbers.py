@@ -38,8 +38,8 @@ def round_text(text: str) -> str:
     """Every decimal number in a text to 3 significant digits (integers are left as they are)."""
     def one(m: re.Match[str]) -> str:
         value = float(m.group(1))
-        if value == 0:
-            return m.group(0)
+        if value == 0 or len(m.group(1).replace(".", "").lstrip("0")) <= SIGNIFICANT:
+            return m.group(0)  # nothing past the third digit to take away
         places = max(0, SIGNIFICANT - 1 - int(math.floor(math.log10(value))))
         return f"{round(value, places):.{places}f}{m.group(2) or ''}"
     return _DECIMAL.sub(one, text)
