@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -178,6 +178,3 @@ def keep_raw(out: Path, name: str, doc: Mapping[str, Any]) -> Path:
     path = private_dir(out) / name
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return path
-
-
-Writer = Callable[[Path, Mapping[str, Any], str, Mapping[str, Any] | None], None]
