@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import tempfile
@@ -31,19 +32,14 @@ from typing import Any
 
 import pytest
 
-from evalbot.config.redact import for_boxes
-from evalbot.config.settings import REPO_ROOT
 from evalbot.engine.demo import DemoRepo, generate
-from evalbot.evaluation.evaluate import Outcome, evaluate
-from evalbot.evaluation.profile import load_profile
-from evalbot.grading.policy import load_labels
-from evalbot.remote.ssh import SSHBox, SSHTarget
+from evalbot.evaluation.evaluate import Outcome
 from evalbot.report.dashboard import build_site
 from evalbot.report.publication import PUBLISHED
 from evalbot.store.jobs import Store
-from tests.demo_box import box_config, box_python
-from tests.demo_profile import cut_demo_profile
+from tests.demo_box import box_python, ssh_evaluator
 from tests.sshd import Sshd
+from tests.stub_engine import GIT_ENV
 
 __all__ = ["box_python"]  # fixtures
 
@@ -80,24 +76,25 @@ def _first_thing(source: str, code: str) -> str:
     return head + found + code + rest if found else code + source
 
 
+def _git(repo: DemoRepo, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo.path, env={**os.environ, **GIT_ENV},
+                          check=True, capture_output=True, text=True).stdout
+
+
 def _head(repo: DemoRepo, name: str, engine_top: str, bench: str) -> str:
     """A PR commit on top of main: its build and engine shout CANARY, its bench line replaced."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-c", "user.name=attacker", "-c",
-                               "user.email=attacker@evalbot.invalid", *args], cwd=repo.path,
-                              check=True, capture_output=True, text=True).stdout.strip()
-
-    git("checkout", "-q", "-b", f"pr/{name}", repo.main_sha)
-    engine = repo.path / "demo_engine.py"
-    source = engine.read_text()
-    assert source.count(BENCH_LINE) == 1, "main's demo_engine.py changed its BENCH_JSON line"
-    engine.write_text(_first_thing(source.replace(BENCH_LINE, bench), engine_top))
-    build = repo.path / "build.py"
-    build.write_text(_first_thing(build.read_text(), SHOUT))
-    git("commit", "-q", "--no-gpg-sign", "-am", f"{name}: prints {CANARY} everywhere")
-    sha = git("rev-parse", "HEAD")
-    git("checkout", "-q", "main")
-    return sha
+    engine = _git(repo, "show", f"{repo.main_sha}:demo_engine.py")
+    assert engine.count(BENCH_LINE) == 1, "main's demo_engine.py changed its BENCH_JSON line"
+    sources = {"demo_engine.py": _first_thing(engine.replace(BENCH_LINE, bench), engine_top),
+               "build.py": _first_thing(_git(repo, "show", f"{repo.main_sha}:build.py"), SHOUT)}
+    _git(repo, "checkout", "-q", "-b", f"pr/{name}", repo.main_sha)
+    try:
+        for path, text in sources.items():
+            (repo.path / path).write_text(text)
+        _git(repo, "commit", "-q", "--no-gpg-sign", "-am", f"{name}: prints {CANARY} everywhere")
+        return _git(repo, "rev-parse", "HEAD").strip()
+    finally:
+        _git(repo, "checkout", "-q", "main")
 
 
 @pytest.fixture(scope="module")
@@ -113,19 +110,13 @@ def runs(sshd: Sshd, box_python: str,
         heads = {"believed": _head(repo, "believed", SHOUT, ENCODED),
                  "witness": _head(repo, "witness", SHOUT + WITNESS_FAILS, DOUBLED),
                  "crash": _head(repo, "crash", SHOUT, CRASH)}
-        config = box_config(sshd, root, repo, box_python)
-        box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
-        policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
-        profile = load_profile(str(cut_demo_profile(out / "profile")))
+        with ssh_evaluator(sshd, box_python, (root, repo), out) as (run, _config):
+            outcomes = {name: run(sha, pr, name)
+                        for pr, (name, sha) in enumerate(heads.items(), start=45)}
         store = Store(out / "evalbot.sqlite3")
         try:
-            outcomes = {name: evaluate(box, config, profile, policy, repo="demo/engine", pr=pr,
-                                       base_sha=repo.main_sha, head_sha=sha, out=out / name,
-                                       store=store, redact=for_boxes([config]))
-                        for pr, (name, sha) in enumerate(heads.items(), start=45)}
             build_site(store, out / "dashboard")
         finally:
-            box.close()
             store.close()
         yield out, outcomes
     finally:
