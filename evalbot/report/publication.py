@@ -39,7 +39,6 @@ from evalbot.report.public_results import public_results
 # The files of a run's out folder that may be published, and where the raw ones are kept.
 PUBLISHED = ("comment.md", "verdict.json", "labels.txt", "results.json")
 PRIVATE = "private"  # out/private/: the harness's raw results.json (and a pooled one)
-RAW_RESULTS = f"{PRIVATE}/results.json"
 # A cell's figures that come from the head's samples: nothing of them for a cell not believed.
 CHANGE = ("speedup", "lo", "hi", "sim_lo", "sim_hi", "eq_lo", "eq_hi", "tier_gain",
           "witness_lo", "witness_gain", "witness_gain_hi")
