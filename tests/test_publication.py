@@ -159,7 +159,8 @@ FAILURES = [
     ("harness", "harness", "infra", "infra-error",
      "grading failed (SignatureError): cannot encode 1.2345e+308",
      "grading failed (SignatureError)"),
-    ("nonsense", "elsewhere", "pr", "weird", "whatever 57", "the PR's run failed"),
+    ("Speed 57", "elsewhere?", "pr", "exhausted", "whatever 57", "the PR's run failed"),
+    ("build", "head", "pr", "disk-cap", "wrote 57 GB", "the PR's build failed"),
 ]
 
 

@@ -44,12 +44,16 @@ INFRA = (
     ("grading failed", "grading failed"),
     ("lost its worker", "the evaluation lost its worker"),
 )
+_WORD = re.compile(r"[a-z][a-z-]{0,23}")
 _GAVE_UP = re.compile(r"\(gave up after (\d+) attempts\)")
 _GRADING = re.compile(r"grading failed \(([A-Z][A-Za-z]*Error)\)")  # the bot's exception type
 
 
-def _word(value: Any, allowed: tuple[str, ...], default: str) -> str:
-    return value if isinstance(value, str) and value in allowed else default
+def _word(value: Any, known: tuple[str, ...], default: str) -> str:
+    """One of the harness's fixed words (a later harness may add some: the results contract
+    checks them on fetch), else the default; never free text."""
+    ok = isinstance(value, str) and (value in known or _WORD.fullmatch(value) is not None)
+    return value if ok else default
 
 
 def failure_text(failure: Mapping[str, Any]) -> str:
@@ -60,7 +64,7 @@ def failure_text(failure: Mapping[str, Any]) -> str:
     message = str(failure.get("message", ""))
     if failure.get("attribution") == "pr":
         outcome = PR_OUTCOMES.get(kind, "failed")
-        return f"the PR's {STEPS[stage]} {outcome}"
+        return f"the PR's {STEPS.get(stage, stage)} {outcome}"
     said = next((text for needle, text in INFRA if needle in message or text in message), "")
     if (graded := _GRADING.search(message)) is not None:
         said = graded.group(0)
@@ -70,7 +74,8 @@ def failure_text(failure: Mapping[str, Any]) -> str:
         timed_out = kind == "timeout" or message.endswith("timeout") or any(
             word in message for word in ("timed out", "exceeded"))
         what = "timed out" if timed_out else "failed"
-        text = f"{WHOSE[side]} {STEPS[stage]} {what}" + (f" ({said})" if said else "")
+        text = f"{WHOSE.get(side, 'the')} {STEPS.get(stage, stage)} {what}" + (
+            f" ({said})" if said else "")
     gave_up = _GAVE_UP.search(message)
     return f"{text} (gave up after {gave_up.group(1)} attempts)" if gave_up else text
 
