@@ -188,18 +188,19 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
 @click.argument("results_file", type=click.Path(path_type=Path))
 @click.option("--policy", "policy_name", default="default", show_default=True)
 def grade_(results_file: Path, policy_name: str) -> None:
-    """Print the verdict JSON for a results file (pure: reads the file, nothing else)."""
+    """Print the verdict JSON for a results file (pure: reads the file, nothing else), as
+    evalbot publishes it: a run's private/results.json gives its verdict.json again."""
     from evalbot.config.resources import LABELS_FILE
     from evalbot.engine.contract.checks import ContractError
     from evalbot.engine.contract.results import load as load_results
-    from evalbot.grading.grade import grade
     from evalbot.grading.policy import load_labels
+    from evalbot.report.publication import graded
 
     try:
         results = load_results(results_file)
     except ContractError as exc:
         raise EvalbotError(str(exc)) from exc
-    verdict = grade(results, load_labels(LABELS_FILE).policy(policy_name))
+    verdict = graded(results, load_labels(LABELS_FILE).policy(policy_name))
     click.echo(json.dumps(verdict, indent=2, sort_keys=True))
 
 

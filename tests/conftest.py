@@ -22,6 +22,7 @@ SLOWEST_FIRST = [
     "test_confirmation_demo.py",  # ~85: the demo engine printing twice its rates
     "test_service.py", "test_worker.py", "test_dashboard.py", "test_pipeline_faults.py",  # 60-75
     "test_queue_faults.py", "test_health.py", "test_github_demo_e2e.py",  # 50-55
+    "test_publication_canary.py",  # ~60 alone: three demo heads over SSH, then the dashboard
     "test_drain.py", "test_shadow.py", "test_github_cli.py", "test_demo_engine.py",
     "test_speed_harness.py", "test_speed_pooled.py", "test_operations_guide.py",
     "test_setup_guide.py", "test_tokenize.py", "test_redteam.py", "test_demo_over_ssh.py",  # 18-33

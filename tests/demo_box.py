@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,11 +84,15 @@ def box_config(sshd: Sshd, root: Path, demo: DemoRepo, python: str) -> BoxConfig
                      python=python, sandbox_user=SANDBOX_USER)  # root harness: no sudo
 
 
-def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
-                      head_sha: str, pr: int) -> tuple[Outcome, BoxConfig]:
-    """One demo PR evaluated in the production shape: `evaluate()` over the SSH box with its
-    sandbox user, the demo profile cut to its witnessed cell, a store at out/evalbot.sqlite3 and
-    the published files under out/out."""
+Evaluator = Callable[[str, int, str], Outcome]  # (head SHA, PR number, out folder's name)
+
+
+@contextmanager
+def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo],
+                  out: Path) -> Iterator[tuple[Evaluator, BoxConfig]]:
+    """Demo PRs evaluated in the production shape: `evaluate()` over the SSH box with its
+    sandbox user, the demo profile cut to its witnessed cell, one store at out/evalbot.sqlite3,
+    each run's published files under out/<name>."""
     from evalbot.config.redact import for_boxes
     from evalbot.config.settings import REPO_ROOT
     from evalbot.evaluation.evaluate import evaluate
@@ -103,11 +108,21 @@ def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out:
     policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     profile = load_profile(str(cut_demo_profile(out / "profile")))
     store = Store(out / "evalbot.sqlite3")
+
+    def run(head_sha: str, pr: int, name: str) -> Outcome:
+        return evaluate(box, config, profile, policy, repo="demo/engine", pr=pr,
+                        base_sha=repo.main_sha, head_sha=head_sha, out=out / name,
+                        store=store, redact=for_boxes([config]))
+
     try:
-        outcome = evaluate(box, config, profile, policy, repo="demo/engine", pr=pr,
-                           base_sha=repo.main_sha, head_sha=head_sha, out=out / "out",
-                           store=store, redact=for_boxes([config]))
+        yield run, config
     finally:
         box.close()
         store.close()
-    return outcome, config
+
+
+def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
+                      head_sha: str, pr: int) -> tuple[Outcome, BoxConfig]:
+    """One demo PR evaluated by `ssh_evaluator`, its published files under out/out."""
+    with ssh_evaluator(sshd, python, demo, out) as (run, config):
+        return run(head_sha, pr, "out"), config

@@ -1,5 +1,6 @@
 """Real verdicts for the dashboard, signing and reproduce tests: the stub engine measured by the
-real harness (engine.harness.steps.run_job), graded by evalbot.grading.grade, recorded through the Store."""
+real harness (engine.harness.steps.run_job), graded as evalbot publishes verdicts
+(evalbot.report.publication.graded), recorded through the Store."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 from evalbot.config.settings import REPO_ROOT
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.harness.steps import run_job
-from evalbot.grading.grade import grade
 from evalbot.grading.policy import Policy, load_labels
+from evalbot.report.publication import graded
 from evalbot.store.jobs import Store
 from tests.stub_engine import job_doc
 
@@ -34,7 +35,7 @@ def measure(repo: Path, base: str, head: str, jobdir: Path, model: str = "m",
     for witness in doc["runs"][0]["witnesses"]:
         witness["cells"] = {f"{model}/{k.split('/', 1)[1]}": v for k, v in witness["cells"].items()}
     results = run_job(parse_job(doc), jobdir)
-    return results, grade(results, policy())
+    return results, graded(results, policy())
 
 
 def record(store: Store, repo_name: str, pr: int | None, base: str, head: str,

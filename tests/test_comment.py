@@ -320,7 +320,8 @@ def test_the_details_say_the_box_time_and_its_largest_stage() -> None:
     # no stages, no `timing` in the provenance: re-grading stored results changes no verdict
     assert "timing" not in demo_verdict("broken")["provenance"]
     text = render_comment(demo_verdict("broken"), results=old)
-    assert "\n- Box time 1 min 17 s.\n" in text  # timing.total_s 76.51
+    # timing.total_s 76.51, published as 76.5 (3 significant digits: the PR steers box time)
+    assert "\n- Box time 1 min 16 s.\n" in text
     assert not any("Box time" in line for line in folded(text))  # folded away
     stages = {"builds": 0.2, "warmups": 3.1, "measuring": 40.2, "witnesses": 0.0,
               "correctness_reference": 8.0, "correctness_base": 9.5, "correctness_head": 9.6,

@@ -19,6 +19,7 @@ from evalbot.engine.measure import speed
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.grading.sequential import schedule
+from evalbot.report.publication import public_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = load_labels(ROOT / "labels.yaml")
@@ -188,8 +189,10 @@ def test_verdict_shows_each_cells_interval() -> None:
     assert prefill["decision"] == "neutral" and prefill["interval"] == "equivalence"
     assert -0.02 < prefill["lo"] == prefill["eq_lo"] and prefill["hi"] == prefill["eq_hi"] < 0.02
     assert decode["decision"] == "improved" and decode["speedup"] == pytest.approx(0.05)
-    # the PR's figure is published to 3 significant digits (evalbot/grading/published.py)
-    assert decode["head_gmean"] / decode["base_gmean"] == pytest.approx(1.05, rel=5e-3)
+    # the PR's figure is published to 3 significant digits (evalbot/report/publication.py)
+    shown = public_verdict(verdict)["cells"][0]
+    assert shown["head_gmean"] == float(f"{decode['head_gmean']:.3g}")
+    assert shown["head_gmean"] / shown["base_gmean"] == pytest.approx(1.05, rel=5e-3)
 
 
 def test_regression_does_not_reject_when_the_policy_says_so() -> None:

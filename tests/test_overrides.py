@@ -23,6 +23,7 @@ from evalbot.github.handlers import Handlers
 from evalbot.github.service import publish_finished
 from evalbot.grading.grade import grade
 from evalbot.grading.overrides import Overrides, decorate, pool, scale_job, status_of, with_note
+from evalbot.report.publication import public_verdict
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER, OUTSIDER
 from tests.github.fake_github import REPO, FakeGitHub, Pull
@@ -257,7 +258,8 @@ def test_measure_more_on_an_inconclusive_pr_pools_a_second_run_with_the_first(fa
     assert pooled["rule"]["looks"][:2] == [3, 5] and later_looks == [6, 10]  # twice the pairs
     for before, after in zip(first["results"]["cells"], pooled["cells"], strict=True):
         assert len(after["samples"]) == 3 * len(before["samples"])  # 5 pairs + 10 pairs
-    assert second["verdict"] == grade(pooled, policy())  # graded on the pooled samples
+    # graded on the pooled samples, stored as published (evalbot/report/publication.py)
+    assert second["verdict"] == public_verdict(grade(pooled, policy()))
     [comment] = [c for c in fake.comments_on(21) if c["author"] == BOT]
     assert second["job_id"] in comment["body"] and "measure-more ×2" in comment["body"]
     for job_id in (first["job_id"], second["job_id"]):

@@ -29,6 +29,7 @@ from evalbot.engine.harness.steps import run_job
 from evalbot.engine.sandbox import session as sandbox
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
+from evalbot.report.publication import graded
 from evalbot.report.render import render_comment
 from tests.sshd import per_worker, pin_model, system_python
 from tests.stub_engine import ENGINE, GIT_ENV, job_doc
@@ -425,7 +426,7 @@ def test_a_leaking_build_log_is_never_published(box: Path) -> None:
     results = _run(doc, jobdir)
     assert results["failures"][0]["kind"] == "build-failed"
     assert CANARY_TOKEN in results["failures"][0]["log_tail"]  # the operator keeps the tail
-    verdict = grade(results, POLICY)
+    verdict = graded(results, POLICY)  # as verdict.json and the store have it
     config = BoxConfig(name="gpu1", kind="ssh", workdir=workdir, repo="/srv/r",
                        host="gpu1.internal", port=BOX_PORT, user="evalbot")
     comment = render_comment(verdict, for_boxes([config], secrets=[CANARY_TOKEN, CANARY_HOOK]))

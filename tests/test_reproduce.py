@@ -59,7 +59,7 @@ def test_prints_the_measurement_and_its_commands_run(measured, tmp_path):
     assert (f"evalbot eval --repo \"$ENGINE_REPO\" --base {base} --head {head} --profile stub "
             f"--policy default --models-dir \"$MODELS_DIR\" --out reproduce-{head[:10]} --dry-run"
             in script)
-    assert f"evalbot grade reproduce-{head[:10]}/results.json --policy default" in script
+    assert f"evalbot grade reproduce-{head[:10]}/private/results.json --policy default" in script
     assert f"measured by harness {HARNESS_VERSION}" in script and "# not signed" in script
     assert "correctness seed none (not scored)" in script and "looks [3, 5]" in script
     assert _bash(script, tmp_path, ENGINE_REPO=str(repo), MODELS_DIR="").returncode != 0

@@ -128,7 +128,7 @@ def test_a_head_reads_no_harness_file_and_its_copied_tokens_fail(sshd, box_pytho
                                                                   tmp_path):
     _root, repo = demo
     outcome, config = evaluate_over_ssh(sshd, box_python, demo, tmp_path, _head(repo), pr=45)
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    results = json.loads((tmp_path / "out" / "private" / "results.json").read_text())
     witnessed = _head_witness_samples(results)
     assert witnessed and not any(s["error"] for s in witnessed), witnessed  # none knew itself
     reads = _reads(Path(config.workdir) / "jobs")

@@ -163,7 +163,7 @@ def _evaluate(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], tmp_path: Pa
     finally:
         store.close()
     assert (tmp_path / "out" / "comment.md").read_text() == outcome.comment
-    return outcome, json.loads((tmp_path / "out" / "results.json").read_text())
+    return outcome, json.loads((tmp_path / "out" / "private" / "results.json").read_text())
 
 
 def _cell(verdict: dict[str, Any]) -> dict[str, Any]:

@@ -72,7 +72,8 @@ def reproduction(verdict: Any, repo: str | None = None, signature_note: str = ""
             "--profile", q(profile), "--policy", q(policy_name), "--models-dir", '"$MODELS_DIR"',
             *(["--seed", str(seed)] if seed is not None else []), "--out", out, "--dry-run",
         ]),
-        f"evalbot grade {out}/results.json --policy {q(policy_name)}",
+        # the raw results (every sample): report/publication.py keeps them under private/
+        f"evalbot grade {out}/private/results.json --policy {q(policy_name)}",
         "",
         f"# original stopping rule: {_rule_text(prov.get('rule'))}",
         "# the other box's own calibrated noise sets its sd floor, so its pair counts may differ;",

@@ -2,8 +2,9 @@
 
 Each configured literal (secret, host, path) is masked in the encodings a hostile build can
 produce from what it reads on the box: any case, reversed, hex, base64 (every alignment, standard
-and URL-safe), and letter-spaced (up to three separators between characters). Raw log tails are
-never published at all (`public_failure`; docs/box.md says why).
+and URL-safe), and letter-spaced (up to three separators between characters). What may be
+published at all (no log tail, no PR output, no figure the bot does not believe) is
+evalbot/report/publication.py's rule; this is the last pass over the text.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterable
-from typing import Any
 
 _PATTERNS = [
     re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),
@@ -65,18 +65,6 @@ class Redactor:
         return text
 
 
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
-
-
-def public_failure(failure: dict[str, Any]) -> dict[str, Any]:
-    """A failure as it may be published: no log tail (the operator reads it in the job's
-    results.json and logs), and in a PR-side message no quoted excerpt of the PR's output."""
-    message = str(failure.get("message", ""))
-    if failure.get("side") == "head":
-        message = _QUOTED.sub("'…'", message)
-    return {**failure, "message": message, "log_tail": ""}
-
-
 def for_boxes(boxes: Iterable[object], secrets: Iterable[str] = ()) -> Redactor:
     """A redactor that knows each box's host, paths and non-default port.
 
@@ -99,3 +87,19 @@ def for_boxes(boxes: Iterable[object], secrets: Iterable[str] = ()) -> Redactor:
             literals.append(f"port {port}")
             literals.append(f"port={port}")
     return Redactor(literals)
+
+
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^@/]*)@")
+
+
+def without_credentials(url: str) -> str:
+    """A repository URL without the credentials it may carry (`https://TOKEN@host/…`,
+    `https://user:password@host/…`): what job.json holds on the box. An ssh URL keeps its login
+    name (`ssh://git@host/…`, `git@host:…`: a name, not a secret) and loses a password. Git
+    on the box gets credentials from the harness user's credential helper (docs/box.md)."""
+    found = _USERINFO.match(url)
+    if found is None:
+        return url
+    scheme, user = found["scheme"], found["user"]
+    kept = f"{user.split(':', 1)[0]}@" if scheme.lower().startswith("ssh") and user else ""
+    return scheme + kept + url[found.end():]

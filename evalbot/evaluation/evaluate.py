@@ -20,11 +20,12 @@ from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
 from evalbot.evaluation.jobspec import CALIBRATION_DF, make_job
 from evalbot.evaluation.profile import Profile
-from evalbot.grading.grade import VERDICT_SCHEMA, grade
+from evalbot.grading.grade import VERDICT_SCHEMA
 from evalbot.grading.policy import Policy
 from evalbot.remote.box import Box
 from evalbot.report.comment import CommentContext, context_for
-from evalbot.report.render import render_comment, render_labels
+from evalbot.report.publication import graded, private_dir, public_verdict, write_run
+from evalbot.report.render import render_comment
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
 
@@ -42,7 +43,7 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
              progress: pipeline.Progress | None = None,
              signer: SigningKey | None = None, reports_url: str = "",
              links: CommentContext | None = None) -> Outcome:
-    """Queue, lease, run on the box, grade, record and write comment.md / verdict.json.
+    """Queue, lease, run on the box, grade, record and write the run's published files.
 
     The comment links under `reports_url` (config `service.reports_url`), or where `links`
     says (the demo: relative paths); main's recent levels come from the store either way."""
@@ -61,11 +62,12 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
                    sd_floors=floors, floor_df=floor_df or CALIBRATION_DF)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        results = pipeline.evaluate(box, box_config, job, out, progress=progress)
+        # the raw results are the operator's: under private/, never published
+        results = pipeline.evaluate(box, box_config, job, private_dir(out), progress=progress)
     except Exception as exc:
         store.fail(row.id, worker, str(exc), retry=False)
         raise
-    verdict = grade(results, policy)
+    verdict = graded(results, policy)  # as it is signed, stored and published
     if signer is not None:
         verdict = sign_verdict(verdict, signer)
     store.finish(row.id, worker, verdict, results)
@@ -73,38 +75,33 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     if links is not None:
         context = replace(links, main_history=context.main_history)
     comment = record_outputs(out, verdict, lambda v: render_comment(v, redact, context=context,
-                                                                  results=results))
+                                                                  results=results), results)
     return Outcome(verdict, comment, out)
 
 
 def record_outputs(out: Path, verdict: dict[str, Any],
-                   render: Callable[[dict[str, Any]], str] | None = None) -> str:
-    """comment.md, verdict.json and labels.txt next to the results; returns the comment."""
+                   render: Callable[[dict[str, Any]], str] | None = None,
+                   results: dict[str, Any] | None = None) -> str:
+    """The run's published files (evalbot/report/publication.py); returns the comment."""
     comment = (render or render_comment)(verdict)
-    out.mkdir(parents=True, exist_ok=True)
-    write_outputs(out, verdict, comment)
+    write_run(out, verdict, comment, results)
     return comment
-
-
-def write_outputs(out: Path, verdict: dict[str, Any], comment: str) -> None:
-    (out / "verdict.json").write_text(json.dumps(verdict, indent=2, sort_keys=True) + "\n")
-    (out / "comment.md").write_text(comment)
-    (out / "labels.txt").write_text(render_labels(verdict))
 
 
 def failure_verdict(job: JobRow, policy: Policy, profile: str, reason: str) -> dict[str, Any]:
     """The verdict of an evaluation that never produced results (box, connection, harness):
-    an infra-error, rendered by templates/failure.md.j2 like the harness's own failures."""
+    an infra-error, rendered by templates/failure.md.j2 like the harness's own failures, and
+    published as they are: its reason as a fixed sentence (the operator's log has the rest)."""
     failure = {"stage": "harness", "side": "harness", "attribution": "infra",
                "kind": "infra-error", "message": reason, "log_tail": ""}
-    return {
+    return public_verdict({
         "schema": VERDICT_SCHEMA, "kind": "infra-error", "headline": "eval:infra-error",
         "labels": ["eval:infra-error"], "tier": None, "best_cell": None, "context_label": None,
         "regression_labels": [], "models": [], "cells": [], "failures": [failure],
         "correctness": {"decision": "not-scored"}, "reasons": [reason],
         "provenance": {"job_id": job.id, "profile": profile, "base_sha": job.base_sha,
                        "head_sha": job.head_sha, "policy": policy.ident},
-    }
+    })
 
 
 def regrade(store: Store, policy: Policy, *, repo: str | None = None,
@@ -118,7 +115,7 @@ def regrade(store: Store, policy: Policy, *, repo: str | None = None,
     for row in store.history(repo=repo, pr=pr):
         if not row["results"]:  # a failure that never produced results: nothing to re-grade
             continue
-        verdict = grade(row["results"], policy)
+        verdict = graded(row["results"], policy)
         unsigned = {k: v for k, v in row["verdict"].items() if k != "signature"}
         if json.loads(json.dumps(verdict, sort_keys=True)) == unsigned:
             continue  # unchanged: a signed verdict keeps its signature

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from evalbot.config.errors import ConfigError
+from evalbot.config.redact import without_credentials
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.checks import sha as check_sha
 from evalbot.engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
@@ -67,7 +68,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         job_id=job_id or uuid.uuid4().hex[:12],
         profile=profile.name,
         profile_version=profile.version,
-        repo=box.repo,
+        repo=without_credentials(box.repo),  # job.json is on the box: no secret in it
         base_sha=base_sha,
         head_sha=head_sha,
         merge_base=merge_base,

@@ -16,7 +16,6 @@ from statistics import median
 from typing import Any
 
 from evalbot.config.errors import ResultsError
-from evalbot.config.redact import public_failure
 from evalbot.engine.measure import speed, stats
 from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy, published
 from evalbot.grading.policy import TIER_ORDER, Policy
@@ -46,7 +45,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
         if cell["decision"] == "improved" and "witness_lo" in cell:
             _tier_cell(cell, policy, version)
-    published.publish(cells, witnesses)  # from here on, only the figures the bot believes
+    published.mark(cells)  # what is published of them: evalbot/report/publication.py
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     guards = [correctness_policy.decide(s, policy.correctness)
               for s in results.get("correctness_guards") or []]
@@ -55,7 +54,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "cells": cells,
         "correctness": corr,
         "correctness_guards": guards,
-        "failures": [public_failure(f) for f in results["failures"]],  # no raw PR output
+        "failures": [dict(f) for f in results["failures"]],  # published as report says
         "provenance": _provenance(results, policy),
         "reasons": [],
         "witnesses": witnesses,

@@ -27,7 +27,7 @@ DECISIONS: dict[str, tuple[str, str, int]] = {
 }
 UNKNOWN_ORDER = 5  # a decision this module does not know sorts after the undecided ones
 NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
-NOT_BELIEVED = "not believed"  # a figure the harness's clock did not back (grading/published.py)
+NOT_BELIEVED = "not believed"  # a figure the harness's clock did not back (report/publication.py)
 # Verdicts where an unconfirmed cell is why a tier is missing (or lower): their first lines say
 # why. A rejected PR's answer is its rejection; its ❓ rows stay in the table.
 TIER_KINDS = ("improved", "neutral", "inconclusive", "unconfirmed")

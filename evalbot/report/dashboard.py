@@ -5,8 +5,10 @@ repo, model, metric and context with each merged PR's step marked (the frontier 
 recent verdicts with links to their PRs and the state of their signatures; each box's noise
 floor over time. cells/ holds a page per cell and regressions.html every slower cell
 (evalbot.report.dashboard_pages).
-Every text from the history is autoescaped (jinja2 autoescape=True); the charts are SVG written by
-matplotlib (evalbot.report.charts), which escapes its own text.
+Every row of the history is read as it may be published (evalbot.report.publication.public_row):
+no page and no copy shows more of a PR than its comment does. Every text from the history is
+autoescaped (jinja2 autoescape=True); the charts are SVG written by matplotlib
+(evalbot.report.charts), which escapes its own text.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from evalbot.report.history import (
     merges,
     noise_points,
 )
+from evalbot.report.publication import public_row
 from evalbot.store.jobs import Store
 
 TEMPLATES = TEMPLATES_DIR
@@ -59,7 +62,7 @@ class Chart:
 def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
                calibrations: list[NoisePoint] | None = None) -> Path:
     """Render the dashboard into out/ (index.html, regressions.html, cells/); returns index."""
-    rows = store.history()
+    rows = [public_row(row) for row in store.history()]
     counter = iter(range(1, 1_000_000))  # chart ids: unique and deterministic within the page
 
     def next_id() -> str:
@@ -85,18 +88,12 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
 
 
 def _write_runs(rows: list[dict[str, Any]], out: Path) -> None:
-    """Each listed verdict's verdict.json and results.json, from the store, under runs/<job>/:
-    a reader checks the table's figures against what the bot measured and graded. The
-    results lose their log tails as every published failure does (config.redact)."""
-    from evalbot.config.redact import public_failure
-
+    """Each listed verdict's verdict.json and results.json under runs/<job>/, as published
+    (the rows are public_row's): a reader checks the table's figures against them."""
     for row in rows:
         run = out / RUNS / _job_dir(row["job_id"])
         run.mkdir(parents=True, exist_ok=True)
-        results = dict(row["results"])
-        if isinstance(results.get("failures"), list):
-            results["failures"] = [public_failure(f) for f in results["failures"]]
-        for name, doc in (("verdict.json", row["verdict"]), ("results.json", results)):
+        for name, doc in (("verdict.json", row["verdict"]), ("results.json", row["results"])):
             (run / name).write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
 
 

@@ -30,19 +30,15 @@ def _cell_name(cell: dict[str, Any]) -> str:
 
 
 def _samples(results: dict[str, Any]) -> str:
-    lines = ["Samples in measured order (main / PR per pair; ~ marks a dropped, throttled pair):",
-             ""]
+    """Main's samples in measured order: the PR's are never shown (its believed level is the
+    table's; evalbot/report/publication.py)."""
+    lines = ["Main's samples in measured order, one per pair (~ marks a dropped, throttled pair); "
+             "the PR's samples are not published:", ""]
     for cell in results["cells"]:
-        pairs: dict[int, dict[str, float]] = {}
-        dropped = set()
-        for s in cell["samples"]:
-            pairs.setdefault(s["pair"], {})[s["side"]] = s["value"]
-            if s["dropped"]:
-                dropped.add(s["pair"])
-        text = ", ".join(
-            f"{'~' if p in dropped else ''}{_num(v.get('base'))}/{_num(v.get('head'))}"
-            for p, v in sorted(pairs.items()))
-        lines.append(f"- {_cell_name(cell)} ({cell.get('unit', 'tok/s')}): {text}")
+        text = ", ".join(f"{'~' if s['dropped'] else ''}{_num(s['value'])}"
+                         for s in sorted(cell["samples"], key=lambda s: s["pair"])
+                         if s.get("side", "base") == "base")
+        lines.append(f"- {_cell_name(cell)} ({cell.get('unit', 'tok/s')}): {text or '-'}")
     return "\n".join(lines)
 
 

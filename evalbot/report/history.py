@@ -4,8 +4,8 @@
   `base_median` is one observation of main at that time, on that box.
 - Steps: main's level changes when its SHA changes; the step is credited to the PR merged into
   that SHA (the merges table below, else a PR whose evaluated head is that very SHA).
-- Noise: the sd of the per-pair log-ratio ln(head/base) of each cell, recomputed from the
-  recorded samples. A/A calibrations (`evalbot calibrate`) are the better source where present;
+- Noise: the sd of the per-pair log-ratio ln(head/base) of each cell, as its last look
+  recorded it. A/A calibrations (`evalbot calibrate`) are the better source where present;
   they enter as NoisePoint rows with source "calibration" (see `noise_points`).
 """
 
@@ -17,7 +17,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from statistics import median, stdev
+from statistics import median
 from typing import Any
 
 _MERGES_DDL = """
@@ -163,24 +163,18 @@ def calibration_points(db: sqlite3.Connection) -> list[NoisePoint]:
 
 def noise_points(rows: list[dict[str, Any]],
                  calibrations: list[NoisePoint] | None = None) -> list[NoisePoint]:
-    """Per box and cell, the noise over time: A/A calibrations first, else derived from verdicts."""
+    """Per box and cell, the noise over time: A/A calibrations first, else from verdicts: the sd
+    each cell's last look recorded (published to 3 significant digits, report/publication.py)."""
     points = list(calibrations or [])
     for row in sorted(rows, key=lambda r: r["created"]):
         box = box_label(row["verdict"].get("provenance", {}))
         for cell in row["results"].get("cells", []):
-            ratios = _pair_log_ratios(cell["samples"])
-            if len(ratios) >= 2:
+            last = (cell.get("looks") or [{}])[-1]
+            sd, pairs = last.get("sd"), int(last.get("pairs") or 0)
+            if isinstance(sd, (int, float)) and math.isfinite(sd) and pairs >= 2:
                 points.append(NoisePoint(box, f"{cell['model']}/{cell['metric']}@{cell['ctx']}",
-                                         row["created"], stdev(ratios), len(ratios), "verdict"))
+                                         row["created"], float(sd), pairs, "verdict"))
     return points
-
-
-def _pair_log_ratios(samples: list[dict[str, Any]]) -> list[float]:
-    pairs: dict[int, dict[str, float]] = defaultdict(dict)
-    for s in samples:
-        if not s.get("dropped") and s.get("value", 0) > 0:
-            pairs[s["pair"]][s["side"]] = s["value"]
-    return [math.log(p["head"] / p["base"]) for p in pairs.values() if len(p) == 2]
 
 
 def cell_page(repo: str, model: str, metric: str, ctx: int) -> str:

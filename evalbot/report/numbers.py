@@ -10,8 +10,39 @@ proportions gets Newcombe's square-and-add interval of the two Wilson intervals 
 from __future__ import annotations
 
 import math
+import re
 
 Z_DEGENERATE = 2.576  # where every token agreed (no spread to size n_eff): 99% on the token count
+
+
+SIGNIFICANT = 3  # what a published number the PR's runs can steer keeps (report/publication.py)
+_DECIMAL = re.compile(r"(?<![\w.])(\d+\.\d+)(e[-+]?\d+)?(?![\w.])")
+
+
+def sig(x: float, digits: int = SIGNIFICANT) -> float:
+    """x to `digits` significant digits (0 and non-finite values as they are)."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+
+
+def steerable(x: object) -> float | None:
+    """A number the head's runs can steer, as it may be published: 3 significant digits, None
+    where it is not a finite number (JSON has no infinity)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return sig(float(x))
+
+
+def round_text(text: str) -> str:
+    """Every decimal number in a text to 3 significant digits (integers are left as they are)."""
+    def one(m: re.Match[str]) -> str:
+        value = float(m.group(1))
+        if value == 0 or len(m.group(1).replace(".", "").lstrip("0")) <= SIGNIFICANT:
+            return m.group(0)  # nothing past the third digit to take away
+        places = max(0, SIGNIFICANT - 1 - int(math.floor(math.log10(value))))
+        return f"{round(value, places):.{places}f}{m.group(2) or ''}"
+    return _DECIMAL.sub(one, text)
 
 
 def pct(x: float | None, digits: int = 1) -> str:

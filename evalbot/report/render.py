@@ -1,4 +1,5 @@
-"""Render verdicts to markdown with jinja2 (strict undefined); everything passes the redactor."""
+"""Render verdicts to markdown with jinja2 (strict undefined): from the verdict and results as
+they may be published (evalbot/report/publication.py) alone; everything passes the redactor."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from typing import Any
 
 import jinja2
 
-from evalbot.config.redact import Redactor, public_failure
+from evalbot.config.redact import Redactor
 from evalbot.config.resources import TEMPLATES_DIR
 from evalbot.report import box_time_view, comment, comment_correctness
 from evalbot.report.comment import CommentContext
 from evalbot.report.details import DROP_ORDER, details
 from evalbot.report.neutral import neutral
+from evalbot.report.public_results import public_results
+from evalbot.report.publication import labels_text, public_verdict
 
 TEMPLATES = TEMPLATES_DIR
 MARKER_PREFIX = "<!-- evalbot:v1 "
@@ -53,8 +56,11 @@ def _redact_body(text: str, redact: Redactor) -> str:
 def render_comment(verdict: dict[str, Any], redact: Redactor | None = None,
                    results: dict[str, Any] | None = None,
                    context: CommentContext | None = None) -> str:
-    """The PR comment; details are folded, and dropped (bulkiest first) to fit GitHub's limit."""
+    """The PR comment; details are folded, and dropped (bulkiest first) to fit GitHub's limit.
+    Whatever it is given, it renders only what the publication rule lets through."""
     redact = redact or Redactor()
+    verdict = public_verdict(verdict)
+    results = public_results(results) if results else None
     ctx = context or CommentContext()
     env = environment()
     if verdict["failures"]:
@@ -136,8 +142,8 @@ def _fit(text: str) -> str:
 
 
 def _failure(f: dict[str, Any], redact: Redactor) -> dict[str, Any]:
-    shown = public_failure(f)  # a stored verdict of an older version may still carry a tail
-    return {**shown, "message": _neutral(redact(shown["message"])), "log_tail": ""}
+    """A failure of the published verdict: its fixed sentence (report/failure_text.py)."""
+    return {**f, "message": _neutral(redact(f["message"])), "log_tail": ""}
 
 
 def _neutral(text: str) -> str:
@@ -155,4 +161,4 @@ def _guard_text(g: dict[str, Any]) -> str:
 
 
 def render_labels(verdict: dict[str, Any]) -> str:
-    return "\n".join(verdict["labels"]) + "\n"
+    return labels_text(verdict)

@@ -48,7 +48,7 @@ def _view(judged: Mapping[str, Any], record: Mapping[str, Any] | None) -> Witnes
         name=judged["name"], covers=_covers(judged, record),
         looks=tuple((record or judged).get("looks") or ()), pairs=int(judged.get("pairs") or 0),
         stopped=judged.get("stopped") or "",
-        ran=bool(record["samples"]) if record else int(judged.get("pairs") or 0) > 0,
+        ran=_ran(record) if record else int(judged.get("pairs") or 0) > 0,
         head_failed="unverified" in statuses or _head_failed(record),
         saving_s=judged.get("saving_s"),
         claimed_s=sum(max(c.get("claimed_s") or 0.0, 0.0)
@@ -63,6 +63,14 @@ def _covers(judged: Mapping[str, Any], record: Mapping[str, Any] | None) -> froz
     return None
 
 
+def _ran(record: Mapping[str, Any]) -> bool:
+    """Whether any process was timed: a published record says so (it keeps main's samples
+    only, report/public_results.py), a raw one shows it."""
+    return bool(record["ran"]) if "ran" in record else bool(record["samples"])
+
+
 def _head_failed(record: Mapping[str, Any] | None) -> bool:
+    if record is not None and "head_failed" in record:  # a published record
+        return bool(record["head_failed"])
     return any(s["side"] == "head" and not s["dropped"] and not s.get("verified")
                for s in (record or {}).get("samples") or [])

@@ -20,7 +20,6 @@ Nothing is lost and nothing runs twice:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -40,6 +39,7 @@ from evalbot.grading.grade import grade
 from evalbot.grading.overrides import Overrides, pool, scale_job
 from evalbot.grading.policy import Policy
 from evalbot.remote.box import Box, BoxError
+from evalbot.report.publication import keep_raw, private_dir, public_verdict
 from evalbot.service.calibrate import calibration_job
 from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
@@ -191,7 +191,7 @@ class Worker:
             spec = scale_job(spec, factor)
         out = self.out_root / job.id
         out.mkdir(parents=True, exist_ok=True)
-        results = pipeline.evaluate(box, self.box_config, spec, out,
+        results = pipeline.evaluate(box, self.box_config, spec, private_dir(out),
                                     poll_s=self.settings.follow_poll_s,
                                     timeout_s=self.settings.job_timeout_s)
         if renewal.lost.is_set():
@@ -199,19 +199,20 @@ class Worker:
         if earlier is not None:
             results = _pooled(earlier, results, out)
         try:
-            verdict = self._sign(grade(results, self.policy))
+            judged = grade(results, self.policy)  # its reasons in full: the operator's
+            verdict = self._sign(public_verdict(judged))  # as it is stored and published
         except Exception as exc:  # a results file grading refuses, or a verdict signing refuses
             log.exception("%s: job %s could not be graded", self.name, job.id)
             raise PipelineError(f"grading failed ({type(exc).__name__}): {exc}") from exc
+        reason = "; ".join(judged["reasons"]) or "infra-error"
         if verdict["kind"] == "infra-error" and job.tries < self.settings.max_tries:
-            self._retry(store, job, "; ".join(verdict["reasons"]) or "infra-error")
+            self._retry(store, job, reason)
             return
         done = store.finish(job.id, self.name, verdict, results) if verdict["kind"] != \
-            "infra-error" else store.fail(job.id, self.name, "; ".join(verdict["reasons"]),
-                                          retry=False, verdict=verdict, results=results) \
-            == "failed"
+            "infra-error" else store.fail(job.id, self.name, reason, retry=False,
+                                          verdict=verdict, results=results) == "failed"
         if done:
-            record_outputs(out, verdict, self._render)
+            record_outputs(out, verdict, self._render, results)
 
     def _infra(self, store: Store, job: JobRow, reason: str, renewal: Renewal) -> None:
         """A failure that is not the PR's: retry later, or give up and say so after the last."""
@@ -338,14 +339,14 @@ class Worker:
 
 
 def _pooled(earlier: dict[str, Any], later: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Both runs' samples in one results document (written next to the run's own), or the
+    """Both runs' samples in one results document (kept next to the run's own), or the
     later run alone when they cannot be pooled (e.g. the earlier run failed)."""
     try:
         doc = pool(earlier, later)
     except ResultsError as exc:
         log.warning("%s; grading the new run alone", exc)
         return later
-    (out / "results.pooled.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    keep_raw(out, "results.pooled.json", doc)  # raw, as the run's own: never published
     return doc
 
 
