@@ -123,7 +123,8 @@ print("verdict:", v.get("kind"), v.get("headline"), "correctness:", (v.get("corr
 for c in v.get("cells", []):
     print(f"  {c['key']:28s} {c['decision']:12s} " + (f"{100*c['speedup']:+6.2f}% [{100*c['lo']:+.2f}, {100*c['hi']:+.2f}] pairs={c['pairs']}" if c.get("speedup") is not None else "not measured"))
 PY
-  cp "$OUT/eval-$1/results.json" "$OUT/eval-$1.results.json" 2>/dev/null
+  cp "$OUT/eval-$1/private/results.json" "$OUT/eval-$1.results.json" 2>/dev/null ||
+    cp "$OUT/eval-$1/results.json" "$OUT/eval-$1.results.json" 2>/dev/null
   pack
   return $rc
 }

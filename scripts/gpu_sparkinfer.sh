@@ -169,7 +169,8 @@ evaluation() {  # name, base branch, head branch
     --out "$W/eval-$1" --sandbox-user "$SANDBOX" > "$W/log/eval-$1.verdict.json" 2> "$W/log/eval-$1.stderr"
   local rc=$?
   cp "$W/eval-$1/comment.md" "$W/log/eval-$1.comment.md" 2>/dev/null
-  cp "$W/eval-$1/results.json" "$W/log/eval-$1.results.json" 2>/dev/null
+  cp "$W/eval-$1/private/results.json" "$W/log/eval-$1.results.json" 2>/dev/null ||
+    cp "$W/eval-$1/results.json" "$W/log/eval-$1.results.json" 2>/dev/null
   "$PY" - "$W/log/eval-$1.verdict.json" <<'PY'
 import json, sys
 try:

@@ -167,7 +167,8 @@ def profile(shipped: Path, sums: Path, key: str, flags: list[str]) -> dict:
 def summary(folder: Path) -> int:
     rows, aa_measuring, bad = [], None, 0
     for name, _, _, expected, _ in EVALUATIONS:
-        res, ver = folder / f"eval-{name}" / "results.json", folder / f"eval-{name}.verdict.json"
+        # the raw results the out folder keeps private (the published copy has no samples)
+        res, ver = raw_results(folder / f"eval-{name}"), folder / f"eval-{name}.verdict.json"
         if not res.is_file() or not ver.is_file():
             rows.append(f"{name:18s} not run")
             continue
@@ -198,6 +199,13 @@ def summary(folder: Path) -> int:
                         f"({'OK' if ratio <= 1.5 else 'over 1.5'})")
     print("\n".join(rows))
     return 1 if bad else 0
+
+
+def raw_results(out: Path) -> Path:
+    """The evaluation's raw results: out/private/results.json (docs/trust.md), or, from a
+    harness before the publication rule, out/results.json."""
+    private = out / "private" / "results.json"
+    return private if private.is_file() else out / "results.json"
 
 
 def agreement(corr: dict, verdict: dict) -> str:
