@@ -3,9 +3,11 @@ build, the harness's rest between stages, and (older harnesses timed neither) th
 score processes. Read by bench/_box_stages.py and bench/_score_cost.py.
 
 Fixtures (GPU_RESULTS): sparkinfer's tests/data/sparkinfer/accept-h100 and accept-h200 (H100 and
-H200: 101.7 and 101.3 s for the same 4 Qwythos sweeps; older harnesses, stages derived) and
+H200: 101.7 and 101.3 s for the same 4 Qwythos sweeps; older harnesses, stages derived),
 verdict-cost-h100 (H100, the shipped correctness section: an A/A and prefill-4k, every stage
-recorded in `timing.stages`); llamacpp's tests/data/llamacpp (H200, stages derived).
+recorded in `timing.stages`) and score-threads-h100 (H100, the same, the score tool reducing on
+threads: a broken head, an A/A and prefill-4k); llamacpp's tests/data/llamacpp (H200, stages
+derived).
 
 What each figure comes from (a recorded stage wherever a result has one, else derived):
   a build     per freshly built side, pooled over the fixtures of the profile: a result's
@@ -34,8 +36,11 @@ from evalbot.engine.measure.speed import SIDES
 from evalbot.grading.box_time import STAGES, box_time, recorded
 
 GPU_RESULTS = {"sparkinfer": ("sparkinfer/accept-h100", "sparkinfer/accept-h200",
-                              "sparkinfer/verdict-cost-h100"),
+                              "sparkinfer/verdict-cost-h100", "sparkinfer/score-threads-h100"),
                "llamacpp": ("llamacpp",)}
+# the results of the sides' score tool as it is now (bench/_score_cost.py fits a side's cost on
+# these alone): sparkinfer's since its positions are reduced on threads of their own
+SCORE_TOOL_RESULTS = {"sparkinfer": ("sparkinfer/score-threads-h100",)}
 
 
 def warmups_s(warmup: int, pace_s: float) -> float:
@@ -44,9 +49,14 @@ def warmups_s(warmup: int, pace_s: float) -> float:
 
 
 @cache
-def results(fixtures: str) -> tuple[dict[str, Any], ...]:
-    return tuple(json.loads(p.read_text()) for folder in GPU_RESULTS[fixtures]
+def results(fixtures: str, folders: tuple[str, ...] | None = None) -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(p.read_text()) for folder in folders or GPU_RESULTS[fixtures]
                  for p in sorted((_paces.DATA / folder).glob("*.results.json")))
+
+
+def score_tool_results(fixtures: str) -> tuple[dict[str, Any], ...]:
+    """The results that time the sides' score tool as it is now (all, where it never changed)."""
+    return results(fixtures, SCORE_TOOL_RESULTS.get(fixtures))
 
 
 def _recorded(doc: dict[str, Any]) -> dict[str, float] | None:

@@ -8,10 +8,10 @@ window kind) costs
   fill      a window's unscored ids (a long window of `long_scored: deep` before its deep
             positions) at the model's sweep prefill rate at that size (bench/_paces.py)
   per-position cost   fitted so that the model gives what the fixtures' processes took, pooled:
-            sparkinfer's sides from `correctness.seconds` of accept-h100 (base and head 69.9-72.9
-            s for 48 short windows of 128 ids and 2 long of 33,024 scored at their last 256
-            positions) and of verdict-cost-h100 (42.8-45.7 s for 26 short and the same 2 long:
-            the shipped section's round one), the reference from accept-h100's (313-320 s, every
+            sparkinfer's sides from `correctness.seconds` of score-threads-h100, the tool as it
+            is (32.1-32.3 s for 26 short windows of 128 ids and 2 long of 33,024 scored at their
+            last 256 positions: the shipped section's round one; a main that read windows from
+            its cache left out), the reference from accept-h100's (313-320 s, every
             position of those windows scored; verdict-cost-h100's reference read the cache, so
             its 0.1-0.2 s are left out); llamacpp, whose results record no such seconds, from
             each fixture's rest less its warm-ups and the older harnesses' rest
@@ -161,7 +161,9 @@ def _fit(fixtures: str) -> tuple[str, float, float]:
     load, pace = _load_s(fixtures, profile, model), _model_pace(fixtures, profile, model)
     timed = [d for d in docs if d["correctness"].get("seconds")]
     if timed:
-        sides, refs = _timed(timed)
+        _, refs = _timed(timed)
+        sides, _ = _timed([d for d in _gpu_fixtures.score_tool_results(fixtures)
+                           if (d.get("correctness") or {}).get("seconds")])
         return model, _fitted(sides, load, pace), _fitted(refs, load, pace)
     both = _fitted(_untimed(docs), load, pace)
     return model, both, both
@@ -173,7 +175,8 @@ def _timed(docs: list[dict[str, Any]]) -> tuple[list[Observed], list[Observed]]:
     reference the cache served (`correctness.reference.cached`) is left out: its seconds are
     the cache's reads."""
     sides = [Observed(d["correctness"]["seconds"][s], _rounds(d), _as_scored(d))
-             for d in docs for s in SIDES]
+             for d in docs for s in SIDES
+             if s == "head" or not (d["correctness"].get("main_scores") or {}).get("cached")]
     refs = [Observed(d["correctness"]["seconds"]["reference"], REFERENCE_KINDS + _rounds(d) - 1,
                      _every_position(d)) for d in docs
             if not (d["correctness"].get("reference") or {}).get("cached")]
