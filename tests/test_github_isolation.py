@@ -10,9 +10,6 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from evalbot.config.settings import Config
 from evalbot.github.port import GitHubPort
@@ -33,17 +30,6 @@ pytest_plugins = ["tests.github.fixtures"]
 
 # a state of the dispatcher, never a fixed sleep; the deadline is for a stuck service only
 wait_for = functools.partial(wait_on, "the dispatcher's state", timeout_s=90.0)
-
-
-@pytest.fixture
-def quick(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
-    """The service with a short first back-off for deliveries (the cap stays five minutes)."""
-    secret = secrets.token_bytes(32)
-    running = start(config, secret, port, backoff=fast_backoff(), retry_s=0.2)
-    store = Store(config.store)
-    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
-    store.close()
-    running.stop()
 
 
 def pending_published(fake: FakeGitHub, number: int, sha: str) -> bool:
