@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +97,18 @@ def published(fake: FakeGitHub, number: int, head: str, verdict: dict[str, Any])
     return shown(bodies) == [(head, verdict["kind"])] and len(bodies) == 1 \
         and fake.labels_on(number) == set(verdict["labels"]) \
         and bool(statuses) and statuses[-1]["state"] == status_state(verdict["kind"])
+
+
+@contextmanager
+def small_disk(size: str = "4m") -> Iterator[Path]:
+    """A tmpfs of `size` to put a store on and fill (CI runs as root: `mount` is permitted)."""
+    with tempfile.TemporaryDirectory(prefix="evalbot-storedisk-") as tmp:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", tmp],
+                       check=True)
+        try:
+            yield Path(tmp)
+        finally:
+            subprocess.run(["umount", "--lazy", tmp], check=True)
 
 
 def fill(disk: Path) -> Path:

@@ -10,8 +10,6 @@ disk is freed, the PR is admitted, measured and its verdict published, once.
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub, Hook, Pull
-from tests.publication_env import Measured, fill, measured, published, service_config
+from tests.publication_env import Measured, fill, measured, published, service_config, small_disk
 from tests.service_env import Service, wait_for
 
 pytest_plugins = ["tests.github.fixtures"]
@@ -36,15 +34,10 @@ def m(tmp_path_factory: pytest.TempPathFactory) -> Measured:
     return measured(tmp_path_factory.mktemp("stub"))
 
 
-@pytest.fixture
-def small_disk() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="evalbot-storedisk-") as tmp:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", tmp],
-                       check=True)
-        try:
-            yield Path(tmp)
-        finally:
-            subprocess.run(["umount", "--lazy", tmp], check=True)
+@pytest.fixture(name="small_disk")
+def small_disk_fixture() -> Iterator[Path]:
+    with small_disk() as disk:
+        yield disk
 
 
 @pytest.fixture

@@ -77,12 +77,12 @@ class Dispatcher:
         store.inbox_restart()  # `due` is on this process's clock
         handlers = self._handlers(store)
         while handlers is not None and not self.stopping.is_set():
-            if not self._turn(store, handlers):
+            if not self.turn(store, handlers):
                 self.wake.wait(self._idle_wait(store))
                 self.wake.clear()
         store.close()
 
-    def _turn(self, store: Store, handlers: Handlers) -> bool:
+    def turn(self, store: Store, handlers: Handlers) -> bool:
         """A reconcile when due and one delivery; False when there was nothing to do (or the
         dispatcher is held). The store failing holds it back, never ends it."""
         if not self.hold.open():
@@ -102,9 +102,10 @@ class Dispatcher:
             self._held(f"the inbox failed ({type(exc).__name__}: {exc})")
             return False
 
-    def _held(self, why: str) -> None:
+    def _held(self, why: str, level: int = logging.WARNING) -> None:
         wait = self.hold.fault()
-        log.warning("dispatcher: %s; every delivery waits %.1f s (kept in the inbox)", why, wait)
+        log.log(level, "dispatcher: %s; every delivery waits %.1f s (kept in the inbox)", why,
+                wait)
 
     def _handlers(self, store: Store) -> Handlers | None:
         """Handlers need GitHub (the bot's login, when not pinned): wait for it, deliveries
@@ -165,8 +166,8 @@ class Dispatcher:
                         exc.retry_after, exc)
             self.pause(exc.retry_after)
             return True
-        except Unauthorized as exc:  # the token's: every delivery would meet it
-            self._held(f"delivery {delivery}: {exc}")
+        except Unauthorized as exc:  # the token's: every delivery would meet it; a person may
+            self._held(f"delivery {delivery}: {exc}", logging.ERROR)  # have to renew a key
             return True
         except Transient as exc:
             return self._defer(store, delivery, name, str(exc))
