@@ -17,7 +17,7 @@ from evalbot.github.commands import Command, ParseError, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
 from evalbot.github.publish import PublisherProtocol, is_ours
-from evalbot.github.writing import DISPATCHER, Busy, writing
+from evalbot.github.writing import Busy, dispatcher, writing
 from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
 from evalbot.store.jobs import ACTIVE, Store
 
@@ -64,7 +64,7 @@ class Handlers:
 
     # ---- pull_request ----------------------------------------------------------------------
     def _pull_request(self, ev: PullRequestEvent, current: PullInfo | None = None) -> str:
-        with writing(self.store, ev.repo, ev.number, DISPATCHER):  # Busy: the delivery waits
+        with writing(self.store, ev.repo, ev.number, dispatcher()):  # Busy: the delivery waits
             return self._pr_event(ev, current)
 
     def _pr_event(self, ev: PullRequestEvent, current: PullInfo | None) -> str:
@@ -208,7 +208,7 @@ class Handlers:
         parsed = parse(ev.body)
         if parsed is None:
             return "no command"
-        with writing(self.store, ev.repo, ev.number, DISPATCHER):  # Busy: the delivery waits
+        with writing(self.store, ev.repo, ev.number, dispatcher()):  # Busy: the delivery waits
             return self._command(ev, parsed)
 
     def _command(self, ev: CommentEvent, parsed: Command | ParseError) -> str:

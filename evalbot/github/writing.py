@@ -15,12 +15,15 @@ from contextlib import contextmanager
 from evalbot.github.port import Transient
 from evalbot.store.jobs import Store
 
-DISPATCHER = f"dispatcher-{os.getpid()}"
-
 
 class Busy(Transient):
     """Another writer holds the PR right now (a worker publishing a verdict): try again later,
     as after a 5xx."""
+
+
+def dispatcher() -> str:
+    """The dispatcher's name as a claim's owner (asked each time: a forked child is not it)."""
+    return f"dispatcher-{os.getpid()}"
 
 
 def subject(repo: str, number: int) -> str:

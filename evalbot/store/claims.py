@@ -12,7 +12,8 @@ after SIGKILL publishes without waiting for anything to expire; one left by this
 release the store refused: disk full) is free once its holder is out of the block that took it.
 `holder_gone` is the one place that judges a claim; a claim from another host cannot be judged by
 its process, and stands until this process has seen it unchanged for CROSS_HOST_S by its own
-monotonic clock (no clock is compared between hosts).
+monotonic clock (no clock is compared between hosts). A claim left from before this host's last
+reboot (another boot id) is judged as another host's.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from evalbot.store.leasing import HOST
@@ -85,9 +86,22 @@ class ClaimTables:
     def claim_tables(self) -> None:
         self.db.execute(_DDL)
 
+    @contextmanager
+    def _unsynced(self) -> Iterator[sqlite3.Connection]:
+        """A claim's transaction, not synced to disk: a claim need not outlive a power loss (its
+        holder dies with the machine), and the dispatcher takes one per delivery (about 0.4 ms
+        a commit here instead of 7 with the store's fsync)."""
+        level = self.db.execute("PRAGMA synchronous").fetchone()[0]
+        self.db.execute("PRAGMA synchronous=OFF")
+        try:
+            with self._tx() as db:
+                yield db
+        finally:
+            self.db.execute(f"PRAGMA synchronous={int(level)}")
+
     def claim(self, subject: str, owner: str) -> bool:
         """Take the subject for `owner` (again, if it holds it); False while someone else does."""
-        with self._tx() as db:
+        with self._unsynced() as db:
             row = db.execute("SELECT * FROM claims WHERE subject=?", (subject,)).fetchone()
             if row is not None and row["owner"] != owner and \
                     not holder_gone(str(self.path.resolve()), row, self.host):
@@ -101,7 +115,7 @@ class ClaimTables:
     def unclaim(self, subject: str, owner: str) -> None:
         with _lock:  # first: should the store refuse the delete, the claim is still let go
             _holding.discard((str(self.path.resolve()), subject, owner))
-        with self._tx() as db:
+        with self._unsynced() as db:
             db.execute("DELETE FROM claims WHERE subject=? AND owner=?", (subject, owner))
 
     def claimant(self, subject: str) -> str | None:
