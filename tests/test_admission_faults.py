@@ -24,7 +24,7 @@ from evalbot.store.jobs import Store
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub, Hook, Pull
-from tests.github.sender import Sender
+from tests.github.sender import Sender, jobs
 from tests.publication_env import Measured, finished, measured, published, queued, service_config, shown
 from tests.service_env import Service
 from tests.service_env import wait_for as wait_on
@@ -41,10 +41,6 @@ def handled(running: Running, delivery: str) -> str:
 
 def refused(fake: FakeGitHub) -> bool:
     return any(status == 401 for *_, status in fake.log)
-
-
-def jobs(store: Store) -> list[tuple[int | None, str, str]]:
-    return [(j.pr, j.head_sha, j.state) for j in store.jobs()]
 
 
 # ---- 401: the token's condition, never the delivery's ----------------------------------------

@@ -19,7 +19,7 @@ from tests.github import payloads
 from tests.github.accounts import MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import REPO as REPO_NAME
 from tests.github.fake_github import FakeGitHub, Fault, Pull
-from tests.github.sender import Sender
+from tests.github.sender import Sender, jobs
 from tests.service_env import wait_for as wait_on
 
 A, B, C = "a" * 40, "b1" * 20, "c" * 40
@@ -40,10 +40,6 @@ def pending_published(fake: FakeGitHub, number: int, sha: str) -> bool:
 
 def handled(running: Running, delivery: str) -> bool:
     return any(line.startswith(f"{delivery}: ") for line in running.dispatcher.done)
-
-
-def jobs(store: Store) -> list[tuple[int | None, str, str]]:
-    return [(j.pr, j.head_sha, j.state) for j in store.jobs()]
 
 
 # ---- 1. the inbox: a PR whose comments answer 5xx holds no other PR ---------------------------

@@ -56,25 +56,13 @@ def holder_gone(store: str, row: sqlite3.Row, host: str = HOST) -> bool:
     if (row["host"], row["pid"], row["started"]) == (host, os.getpid(), MY_START):
         with _lock:
             return (store, row["subject"], row["owner"]) not in _holding
-    if row["host"] == host:
-        if not row["started"]:  # no /proc where it ran: ask the kernel about the pid alone
-            return not _pid_exists(int(row["pid"]))
+    if row["host"] == host:  # one boot of this host: /proc is there (leasing.HOST read it)
         return process_start(int(row["pid"])) != row["started"]
     key = (store, row["subject"], f"{row['host']}:{row['pid']}:{row['at']}")
     now = time.monotonic()
     with _lock:
         since = _seen.setdefault(key, now)
     return now - since >= CROSS_HOST_S
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ClaimTables:
