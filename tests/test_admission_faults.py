@@ -18,11 +18,14 @@ from typing import Any
 
 import pytest
 
+from evalbot.config.redact import Redactor
 from evalbot.config.settings import Config
-from evalbot.github.service import Running
+from evalbot.github.port import GitHubPort
+from evalbot.github.service import Running, make_publisher, publish_finished
+from evalbot.service.publishing import publish_pending
 from evalbot.store.jobs import Store
 from tests.github import payloads
-from tests.github.accounts import MAINTAINER
+from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import FakeGitHub, Hook, Pull
 from tests.github.sender import Sender, jobs
 from tests.publication_env import Measured, finished, measured, published, queued, service_config, shown
@@ -171,3 +174,32 @@ def test_a_force_push_during_publication_never_shows_the_old_verdict(
                  shown(bodies))
     assert labelled < until  # and eval:pending, once on, stays until the new head's verdict
     assert all("eval:pending" in labels for _, labels in later[labelled:until])
+
+
+def test_a_comment_flood_does_not_keep_the_verdict_from_its_pr(
+        quick: tuple[Running, Sender, Store], fake: FakeGitHub, config: Config,
+        port: GitHubPort, m: Measured) -> None:
+    """A hostile commenter cannot starve the verdict by keeping the dispatcher on its PR: each
+    delivery holds the PR's claim only while it is handled."""
+    running, send, store = quick
+    head = m.shas["faster"]
+    queued(fake, PR, head, m.main)
+    job = finished(config, PR, m)
+    publisher = make_publisher(config, port, fast_backoff())
+
+    def publish(s: Store, job_id: str) -> None:
+        publish_finished(s, publisher, job_id, Redactor())
+
+    for i in range(60):
+        send.post("issue_comment", payloads.pr_comment(number=PR, body="/evalbot help",
+                                                       author=OUTSIDER, comment_id=9400 + i))
+    def swept() -> bool:  # a worker's sweeps, while the flood is handled
+        publish_pending(store, publish, "worker")
+        return store.get(job).published is not None
+
+    wait_for(swept)
+    wait_for(lambda: len(running.dispatcher.done) == 60)
+    bots = [str(c["body"]) for c in fake.comments_on(PR) if c["author"] == BOT]
+    assert shown(bots) == [(head, m.verdict["kind"])] and len(bots) == 2  # and one help reply
+    assert fake.labels_on(PR) == set(m.verdict["labels"])
+    assert fake.state.statuses[head][-1]["state"] == "success"
