@@ -99,7 +99,7 @@ class Dispatcher:
         except Exception as exc:  # the store itself failed (disk, lock, I/O): keep the thread
             if passing_fault(exc) is None:
                 log.exception("dispatcher: the inbox could not be read")
-            self._held(f"the inbox failed ({type(exc).__name__}: {exc})")
+            self._held(f"the store failed ({type(exc).__name__}: {exc})")
             return False
 
     def _held(self, why: str, level: int = logging.WARNING) -> None:

@@ -88,8 +88,7 @@ def _one(store: Store, publish: Publish, job_id: str, first_retry_s: float) -> t
         return "rate-limited", True
     except Unauthorized as exc:
         wait = store.publish_later(job_id, first_retry_s, CAP_S)
-        log.error("job %s: GitHub refused the credentials (%s); again in %.0f s", job_id, exc,
-                  wait)
+        log.error("job %s: %s; again in %.0f s", job_id, exc, wait)
         return f"credentials refused; again in {wait:.1f} s", True
     except Transient as exc:
         wait = store.publish_later(job_id, first_retry_s, CAP_S)
