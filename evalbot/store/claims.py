@@ -48,12 +48,19 @@ def process_start(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-MY_START = process_start(os.getpid()) or ""
+_starts: dict[int, str] = {}  # this process's start, by pid (a forked child is another)
+
+
+def my_start() -> str:
+    pid = os.getpid()
+    if pid not in _starts:
+        _starts[pid] = process_start(pid) or ""
+    return _starts[pid]
 
 
 def holder_gone(store: str, row: sqlite3.Row, host: str = HOST) -> bool:
     """Whether a claim's holder no longer holds it, as seen from this process."""
-    if (row["host"], row["pid"], row["started"]) == (host, os.getpid(), MY_START):
+    if (row["host"], row["pid"], row["started"]) == (host, os.getpid(), my_start()):
         with _lock:
             return (store, row["subject"], row["owner"]) not in _holding
     if row["host"] == host:  # one boot of this host: /proc is there (leasing.HOST read it)
@@ -95,7 +102,7 @@ class ClaimTables:
                     not holder_gone(str(self.path.resolve()), row, self.host):
                 return False
             db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",
-                       (subject, owner, self.host, os.getpid(), MY_START, time.time()))
+                       (subject, owner, self.host, os.getpid(), my_start(), time.time()))
         with _lock:
             _holding.add((str(self.path.resolve()), subject, owner))
         return True
