@@ -22,7 +22,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,83 +57,74 @@ def verdict_write(body: Any) -> bool:  # the verdict's own requests, not the pen
         and body.get("state") != "pending"
 
 
-def scene(root: Path, m: Measured) -> tuple[FakeGitHub, Service]:
+@contextmanager
+def scene(root: Path, m: Measured) -> Iterator[tuple[FakeGitHub, Service]]:
+    """The PR showing its pending state, its verdict finished in the worker's store."""
     fake = FakeGitHub()
     token = "ghs_" + secrets.token_hex(18)
     fake.add_user(BOT, "write", token)
     config = service_config(root, fake, m)
     queued(fake, PR, m.shas["faster"], m.main)
     finished(config, PR, m)
-    return fake, Service(config, token, root, command="worker")
+    svc = Service(config, token, root, command="worker")
+    try:
+        yield fake, svc
+    finally:
+        svc.stop()
+        fake.close()
 
 
-def on_the_pr(fake: FakeGitHub, svc: Service, m: Measured) -> Callable[[], bool]:
-    def check() -> bool:
+def seconds_to_verdict(fake: FakeGitHub, svc: Service, m: Measured, since: float) -> float:
+    """Wait for the verdict on the PR (and published in the store); seconds since `since`."""
+    def there() -> bool:
         store = Store(svc.config.store)
         try:
             return published(fake, PR, m.shas["faster"], m.verdict) and \
                 store.jobs()[0].published is not None
         finally:
             store.close()
-    return check
+    wait_for("the verdict", there, timeout_s=600, proc=svc.proc, log=svc.log)
+    return time.monotonic() - since
 
 
 def restart(root: Path, m: Measured, op: str, sig: int) -> float:
-    fake, svc = scene(root, m)
-    gone = threading.Event()
+    with scene(root, m) as (fake, svc):
+        gone = threading.Event()
 
-    def end_it(_body: Any) -> int:
-        svc.kill(sig)
-        gone.set()
-        return 502
-    try:
+        def end_it(_body: Any) -> int:
+            svc.kill(sig)
+            gone.set()
+            return 502
         fake.before(Hook(op, end_it, match=verdict_write))
         svc.start()
         wait_for("the worker to end", gone.is_set, timeout_s=120, log=svc.log)
         began = time.monotonic()
         svc.start()
-        wait_for("the verdict", on_the_pr(fake, svc, m), timeout_s=600, proc=svc.proc,
-                 log=svc.log)
-        return time.monotonic() - began
-    finally:
-        svc.stop()
-        fake.close()
+        return seconds_to_verdict(fake, svc, m, began)
 
 
 def token_restored(root: Path, m: Measured) -> float:
-    fake, svc = scene(root, m)
-    try:
+    with scene(root, m) as (fake, svc):
         fake.revoke()
         svc.start()
         wait_for("a 401", lambda: any(s == 401 for *_, s in fake.log), proc=svc.proc,
                  log=svc.log)
         fake.restore()
-        began = time.monotonic()
-        wait_for("the verdict", on_the_pr(fake, svc, m), timeout_s=600, proc=svc.proc,
-                 log=svc.log)
-        return time.monotonic() - began
-    finally:
-        svc.stop()
-        fake.close()
+        return seconds_to_verdict(fake, svc, m, time.monotonic())
 
 
 def comment_deleted(root: Path, m: Measured) -> float:
-    fake, svc = scene(root, m)
-    deleted: list[float] = []
+    with scene(root, m) as (fake, svc):
+        deleted: list[float] = []
 
-    def delete(_body: Any) -> None:
-        for cid in [c for c, v in fake.state.comments.items() if v["issue"] == PR]:
-            del fake.state.comments[cid]
-        deleted.append(time.monotonic())
-    try:
+        def delete(_body: Any) -> None:
+            for cid in [c for c, v in fake.state.comments.items() if v["issue"] == PR]:
+                del fake.state.comments[cid]
+            deleted.append(time.monotonic())
         fake.before(Hook("issues/update-comment", delete, match=verdict_write))
         svc.start()
-        wait_for("the verdict", on_the_pr(fake, svc, m), timeout_s=600, proc=svc.proc,
-                 log=svc.log)
-        return time.monotonic() - deleted[0]
-    finally:
-        svc.stop()
-        fake.close()
+        end = seconds_to_verdict(fake, svc, m, 0.0)
+        return end - deleted[0]
 
 
 def claim_ms(root: Path, n: int = 500) -> float:
