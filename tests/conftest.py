@@ -20,6 +20,8 @@ SLOWEST_FIRST = [
     "test_confirmation.py",  # ~170: four stub heads with their witnesses
     "test_harness.py",  # ~100
     "test_confirmation_demo.py",  # ~85: the demo engine printing twice its rates
+    "test_admission_faults.py", "test_store_full.py",  # 80-100: `evalbot serve` measuring
+    "test_publication_faults.py", "test_error_classes.py",  # ~70
     "test_service.py", "test_worker.py", "test_dashboard.py", "test_pipeline_faults.py",  # 60-75
     "test_queue_faults.py", "test_health.py", "test_github_demo_e2e.py",  # 50-55
     "test_publication_canary.py",  # ~60 alone: three demo heads over SSH, then the dashboard

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +17,7 @@ from typing import TypeVar
 
 from evalbot.config.settings import Config, load_config
 from evalbot.store.jobs import Store
+from tests.github.sender import Sender
 
 T = TypeVar("T")
 
@@ -116,3 +120,44 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class Service:
+    """`evalbot serve` (or `evalbot worker`) as a process that can be killed and started again
+    on the same store, with the token `token` for the fake GitHub and quick test settings."""
+
+    MARK = "evalbot serve: webhook on 127.0.0.1:"
+
+    def __init__(self, config: Config, token: str, root: Path, command: str = "serve",
+                 args: tuple[str, ...] = ()) -> None:
+        self.config, self.root, self.command, self.args = config, root, command, args
+        self.secret = secrets.token_hex(16)
+        self.env = {"EVALBOT_GITHUB_TOKEN": token, "EVALBOT_WEBHOOK_SECRET": self.secret}
+        self.log = root / f"{command}.log"
+        self.log.touch()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> Sender:
+        """Started; for `serve`, once its webhook listens (the Sender posts to it)."""
+        self.starts += 1
+        extra = ("--port", "0") if self.command == "serve" else ()
+        self.proc = evalbot(self.command, "--config", str(self.config.source), *extra,
+                            "--lease-ttl", "2", "--retry-backoff", "0.5", "--poll", "0.1",
+                            "--no-throttle", *self.args, env=self.env, log=self.log)
+        if self.command != "serve":
+            return Sender("http://127.0.0.1:9/", self.secret.encode())  # a worker has no webhook
+        wait_for("the service to listen", lambda: self.log.read_text().count(self.MARK)
+                 >= self.starts, proc=self.proc, log=self.log)
+        port = re.findall(rf"{re.escape(self.MARK)}(\d+)", self.log.read_text())[-1]
+        return Sender(f"http://127.0.0.1:{port}/", self.secret.encode())
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the process and wait for it to end (SIGKILL: it gets no chance to clean up)."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+        self.proc.wait(timeout=60)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)

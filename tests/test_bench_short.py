@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench -> (short arguments, a line its table must print)
 SHORT = {
     "intake.py": (["--short"], "deliveries"),
+    "publication_restart.py": (["--short"], "-> published (s)"),
     "slow_clients.py": (["8", "10"], "p99"),
     "sparkinfer_noise.py": ([], "decode"),
     "guard_quality.py": (["--inert", "20", "--sims", "10", "--profile", "demo"], "|"),

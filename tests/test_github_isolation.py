@@ -10,9 +10,6 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from evalbot.config.settings import Config
 from evalbot.github.port import GitHubPort
@@ -22,7 +19,7 @@ from tests.github import payloads
 from tests.github.accounts import MAINTAINER, OUTSIDER, fast_backoff
 from tests.github.fake_github import REPO as REPO_NAME
 from tests.github.fake_github import FakeGitHub, Fault, Pull
-from tests.github.sender import Sender
+from tests.github.sender import Sender, jobs
 from tests.service_env import wait_for as wait_on
 
 A, B, C = "a" * 40, "b1" * 20, "c" * 40
@@ -35,17 +32,6 @@ pytest_plugins = ["tests.github.fixtures"]
 wait_for = functools.partial(wait_on, "the dispatcher's state", timeout_s=90.0)
 
 
-@pytest.fixture
-def quick(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
-    """The service with a short first back-off for deliveries (the cap stays five minutes)."""
-    secret = secrets.token_bytes(32)
-    running = start(config, secret, port, backoff=fast_backoff(), retry_s=0.2)
-    store = Store(config.store)
-    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
-    store.close()
-    running.stop()
-
-
 def pending_published(fake: FakeGitHub, number: int, sha: str) -> bool:
     statuses = fake.state.statuses.get(sha, [])
     return bool(statuses) and statuses[-1]["state"] == "pending" \
@@ -54,10 +40,6 @@ def pending_published(fake: FakeGitHub, number: int, sha: str) -> bool:
 
 def handled(running: Running, delivery: str) -> bool:
     return any(line.startswith(f"{delivery}: ") for line in running.dispatcher.done)
-
-
-def jobs(store: Store) -> list[tuple[int | None, str, str]]:
-    return [(j.pr, j.head_sha, j.state) for j in store.jobs()]
 
 
 # ---- 1. the inbox: a PR whose comments answer 5xx holds no other PR ---------------------------

@@ -5,10 +5,6 @@ restarted. The assertions are on final state: one verdict, one comment, nothing 
 from __future__ import annotations
 
 import json
-import os
-import re
-import secrets
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,45 +16,11 @@ from tests.github import payloads
 from tests.github.accounts import BOT, MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub
 from tests.github.sender import Sender
-from tests.service_env import evalbot, stop, wait_for, write_config
+from tests.service_env import Service, wait_for, write_config
 from tests.stub_engine import make_repo
 
 pytest_plugins = ["tests.github.fixtures"]
 SLOW = {"work_s": 0.15}  # per sample: a job takes a few seconds, long enough to kill it mid-way
-
-
-class Service:
-    """`evalbot serve` as a process that can be SIGKILLed and started again on the same store."""
-
-    def __init__(self, config: Config, fake: FakeGitHub, root: Path) -> None:
-        self.config, self.root = config, root
-        self.secret = secrets.token_hex(16)
-        self.env = {"EVALBOT_GITHUB_TOKEN": fake.token,  # type: ignore[attr-defined]
-                    "EVALBOT_WEBHOOK_SECRET": self.secret}
-        self.log = root / "serve.log"
-        self.proc = None
-        self.starts = 0
-
-    def start(self) -> Sender:
-        self.starts += 1
-        mark = "evalbot serve: webhook on 127.0.0.1:"
-        self.proc = evalbot("serve", "--config", str(self.config.source), "--port", "0",
-                            "--lease-ttl", "2", "--retry-backoff", "0.5", "--poll", "0.1",
-                            "--no-throttle",
-                            env=self.env, log=self.log)
-        wait_for("the service to listen", lambda: self.log.read_text().count(mark)
-                 >= self.starts, proc=self.proc, log=self.log)
-        port = re.findall(rf"{re.escape(mark)}(\d+)", self.log.read_text())[-1]
-        return Sender(f"http://127.0.0.1:{port}/", self.secret.encode())
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)  # the worker gets no chance to clean up
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop(self.proc)
 
 
 @pytest.fixture
@@ -72,7 +34,8 @@ def stub(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
 def service(tmp_path: Path, fake: FakeGitHub, stub: tuple[Path, str, dict[str, str]]
             ) -> Iterator[Service]:
     github = (f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n")
-    svc = Service(write_config(tmp_path, stub[0], github=github), fake, tmp_path)
+    svc = Service(write_config(tmp_path, stub[0], github=github), fake.token,  # type: ignore[attr-defined]
+                  tmp_path)
     yield svc
     svc.stop()
 

@@ -86,15 +86,18 @@ def test_a_locked_pr_is_given_up_at_once_and_the_next_pr_is_published(
     store.close()
 
 
-def test_a_publication_claimed_by_one_worker_is_not_written_by_another(
+def test_a_pr_claimed_by_one_writer_is_not_written_by_another(
         config: Config, port: GitHubPort, fake: FakeGitHub,
         measured: tuple[str, str, dict[str, Any], dict[str, Any]]) -> None:
     store, other = Store(config.store), Store(config.store)
     job = finished(store, fake, 9, measured)
-    assert store.claim_publication(job, "serve-worker")
+    assert store.claim(f"{REPO}#9", "serve-worker")
     assert publish_pending(other, publisher_for(config, port), "second-worker") == []
     assert stickies(fake, 9) == []
-    assert not other.claim_publication(job, "second-worker")
+    assert not other.claim(f"{REPO}#9", "second-worker")
+    store.unclaim(f"{REPO}#9", "serve-worker")  # let go: the next sweep publishes
+    assert publish_pending(other, publisher_for(config, port), "second-worker") == [
+        f"{job}: published"]
     store.close()
     other.close()
 

@@ -1,11 +1,15 @@
 """The dispatcher: drains the webhook inbox on one thread, and reconciles with GitHub.
 
 One PR's fault delays only that PR. A delivery whose handling meets a GitHub error that may pass
-(5xx, a dropped connection) is put back with an exponential back-off (jittered, capped at five
-minutes) and the next due delivery is handled at once; the store keeps one PR's deliveries in
-order behind its first (evalbot.store.intake). A rate limit is the token's, not the PR's: the
-dispatcher pauses as GitHub asks. A delivery that cannot be handled (a payload the edge should
-have refused, a bug) or that kept failing for hours is set aside with its error.
+(5xx, a dropped connection, the PR being written by a worker) is put back with an exponential
+back-off (jittered, capped at five minutes) and the next due delivery is handled at once; the
+store keeps one PR's deliveries in order behind its first (evalbot.store.intake). What is not
+the PR's but every delivery's holds the whole dispatcher back instead, the delivery kept and no
+try counted: a rate limit (paused as GitHub asks), a 401 (the credentials refused) and the store
+failing (locked, full, I/O), both held with a back-off (evalbot.github.hold). A GitHub refusal that
+will not pass (403, 404, 409, 422) is logged and the delivery consumed; one that cannot be
+handled (a payload the edge should have refused, a bug) or that kept failing for hours is set
+aside with its error. docs/service.md, "Errors by class", has the whole table.
 
 GitHub does not redeliver webhooks that failed while the service was down, so at start and every
 `reconcile_s` the open PRs' heads are compared with the store and the missing ones admitted.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +30,9 @@ from typing import TYPE_CHECKING
 
 from evalbot.config.errors import EvalbotError
 from evalbot.github.events import parse_event
-from evalbot.github.port import RateLimited, Transient
+from evalbot.github.hold import Hold
+from evalbot.github.port import RateLimited, Transient, Unauthorized
+from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import Store
 
 if TYPE_CHECKING:
@@ -50,6 +57,7 @@ class Dispatcher:
         self.done: list[str] = []  # one line per handled delivery, newest last
         self.reconciled: list[str] = []  # one line per reconcile pass, newest last
         self.dead: BaseException | None = None
+        self.hold = Hold(retry_s, CAP_S, clock)  # after a 401 or a store fault
         self._next_reconcile = 0.0
 
     def alive(self) -> bool:
@@ -69,16 +77,35 @@ class Dispatcher:
         store.inbox_restart()  # `due` is on this process's clock
         handlers = self._handlers(store)
         while handlers is not None and not self.stopping.is_set():
-            self._maybe_reconcile(handlers)
-            try:
-                busy = self.drain_once(store, handlers)
-            except Exception:  # the store itself failed (disk, lock): keep the thread alive
-                log.exception("dispatcher: the inbox could not be read; trying again")
-                busy = False
-            if not busy:
+            if not self.turn(store, handlers):
                 self.wake.wait(self._idle_wait(store))
                 self.wake.clear()
         store.close()
+
+    def turn(self, store: Store, handlers: Handlers) -> bool:
+        """A reconcile when due and one delivery; False when there was nothing to do (or the
+        dispatcher is held). The store failing holds it back, never ends it."""
+        if not self.hold.open():
+            return False
+        try:
+            self._maybe_reconcile(handlers)
+        except sqlite3.Error as exc:  # the disk filled under the reconcile: again after the hold
+            if passing_fault(exc) is None:
+                raise
+            self._held(f"the store failed ({exc})")
+            return False
+        try:
+            return self.drain_once(store, handlers)
+        except Exception as exc:  # the store itself failed (disk, lock, I/O): keep the thread
+            if passing_fault(exc) is None:
+                log.exception("dispatcher: the inbox could not be read")
+            self._held(f"the store failed ({type(exc).__name__}: {exc})")
+            return False
+
+    def _held(self, why: str, level: int = logging.WARNING) -> None:
+        wait = self.hold.fault()
+        log.log(level, "dispatcher: %s; every delivery waits %.1f s (kept in the inbox)", why,
+                wait)
 
     def _handlers(self, store: Store) -> Handlers | None:
         """Handlers need GitHub (the bot's login, when not pinned): wait for it, deliveries
@@ -97,7 +124,12 @@ class Dispatcher:
         return None
 
     def _idle_wait(self, store: Store) -> float:
-        due = store.inbox_next_due()
+        if not self.hold.open():
+            return min(1.0, self.hold.left())
+        try:
+            due = store.inbox_next_due()
+        except sqlite3.Error:  # the store failing: the next turn says so
+            return 1.0
         return 1.0 if due is None else min(1.0, max(0.01, due - self.clock()))
 
     def _maybe_reconcile(self, handlers: Handlers) -> None:
@@ -134,17 +166,26 @@ class Dispatcher:
                         exc.retry_after, exc)
             self.pause(exc.retry_after)
             return True
+        except Unauthorized as exc:  # the token's: every delivery would meet it; a person may
+            self._held(f"delivery {delivery}: {exc}", logging.ERROR)  # have to renew a key
+            return True
         except Transient as exc:
             return self._defer(store, delivery, name, str(exc))
         except EvalbotError as exc:
             log.warning("delivery %s (%s): failed: %s", delivery, name, exc)
             line = f"failed: {exc}"
+        except sqlite3.Error as exc:
+            if passing_fault(exc) is None:  # not one that passes: damage or a bug
+                return self._set_aside(store, delivery, name, f"{type(exc).__name__}: {exc}")
+            self._held(f"delivery {delivery}: the store failed ({exc})")
+            return True
         except Exception as exc:  # a bug must not stop every later delivery
             log.exception("delivery %s (%s): handler failed", delivery, name)
             return self._set_aside(store, delivery, name, f"{type(exc).__name__}: {exc}")
         log.info("delivery %s (%s): %s", delivery, name, line)
         store.inbox_done(delivery)  # first: `done` lists only deliveries the store has let go
         self.done.append(f"{delivery}: {line}")
+        self.hold.clear()
         return True
 
     def _defer(self, store: Store, delivery: str, name: str, error: str) -> bool:

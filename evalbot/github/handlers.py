@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from evalbot.config.settings import GitHubConfig
 from evalbot.github import admission, texts
 from evalbot.github.approvals import Approvals
-from evalbot.github.commands import Command, Verb, parse
+from evalbot.github.commands import Command, ParseError, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
 from evalbot.github.publish import PublisherProtocol, is_ours
+from evalbot.github.writing import Busy, dispatcher, writing
 from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
 from evalbot.store.jobs import ACTIVE, Store
 
@@ -63,6 +64,10 @@ class Handlers:
 
     # ---- pull_request ----------------------------------------------------------------------
     def _pull_request(self, ev: PullRequestEvent, current: PullInfo | None = None) -> str:
+        with writing(self.store, ev.repo, ev.number, dispatcher()):  # Busy: the delivery waits
+            return self._pr_event(ev, current)
+
+    def _pr_event(self, ev: PullRequestEvent, current: PullInfo | None) -> str:
         if ev.action == "closed":
             return f"cancelled {self.store.cancel(ev.repo, ev.number, 'closed')} job(s)"
         target = Target(ev.number, ev.head_sha, ev.base_sha, ev.author, ev.draft, ev.labels)
@@ -143,8 +148,13 @@ class Handlers:
     def poll(self) -> list[str]:
         """The webhook's job creation from a listing of open PRs (every page)."""
         pulls = self.publisher.backoff.call(self.port.open_pulls)
-        return [f"#{p.number}: " + self._pull_request(_as_event(p, self.config.repo), p)
-                for p in pulls]
+        return [f"#{p.number}: " + self._polled(p) for p in pulls]
+
+    def _polled(self, p: PullInfo) -> str:
+        try:
+            return self._pull_request(_as_event(p, self.config.repo), p)
+        except Busy as exc:  # a worker publishing: its webhook, or the next look, admits it
+            return f"busy: {exc}"
 
     def rerun_sha(self, sha: str, who: str) -> str:
         """`evalbot rerun SHA`: the open PR whose head is SHA, rerun as a maintainer."""
@@ -198,6 +208,10 @@ class Handlers:
         parsed = parse(ev.body)
         if parsed is None:
             return "no command"
+        with writing(self.store, ev.repo, ev.number, dispatcher()):  # Busy: the delivery waits
+            return self._command(ev, parsed)
+
+    def _command(self, ev: CommentEvent, parsed: Command | ParseError) -> str:
         can_write = self.can_write(ev.author)
         if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
             note = f"refusal:{ev.repo}#{ev.number}:{ev.author}"

@@ -22,6 +22,12 @@ class Transient(GitHubError):
     """5xx or a dropped connection: the write may or may not have happened on GitHub's side."""
 
 
+class Unauthorized(GitHubError):
+    """401: GitHub refuses the credentials (a token expired or revoked, a rotated App key, a
+    clock skewed past the token's life). The token's condition, not the PR's: it passes when
+    the credentials work again, and every request meets it until then."""
+
+
 class RateLimited(GitHubError):
     """403/429 primary or secondary rate limit; retry_after is GitHub's advice in seconds."""
 
@@ -70,9 +76,9 @@ class GitHubPort(Protocol):
 
     def create_comment(self, number: int, body: str) -> Comment: ...
 
-    def edit_comment(self, comment_id: int, body: str) -> None: ...
+    def edit_comment(self, comment_id: int, body: str) -> None: ...  # gone: GitHubError 404
 
-    def delete_comment(self, comment_id: int) -> None: ...
+    def delete_comment(self, comment_id: int) -> None: ...  # already gone: no error
 
     def issue_labels(self, number: int) -> list[str]: ...
 

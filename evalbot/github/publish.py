@@ -23,6 +23,7 @@ from evalbot.report.render import MARKER_PREFIX
 
 T = TypeVar("T")
 FAILING_KINDS = {"regressed", "incorrect", "build-failed", "crashed", "timeout"}
+STICKY_TRIES = 3  # the sticky comment deleted under us this often in one write: try later
 
 
 @dataclass
@@ -135,7 +136,17 @@ class Publisher:
                      target)
 
     def sticky(self, number: int, body: str) -> None:
+        """The one comment says `body`. A person may delete it between our listing and our
+        edit (GitHub answers 404 on the comment): it is listed again and a new one made."""
         body = quiet_mentions(body)
+        for _ in range(STICKY_TRIES):
+            if self._sticky_once(number, body):
+                return
+        raise Transient(f"the evalbot comment on #{number} was deleted {STICKY_TRIES} times "
+                        "while it was written")
+
+    def _sticky_once(self, number: int, body: str) -> bool:
+        """False when the comment was deleted under us."""
         ours = self._ours(number)
         if not ours:
             made = self._create(number, body, lambda: next(iter(self._ours(number)), None))
@@ -144,9 +155,15 @@ class Publisher:
             ours = self._ours(number) or [made]
         keep, extra = ours[0], ours[1:]
         if keep.body != body:
-            self.backoff.call(lambda: self.port.edit_comment(keep.id, body))
+            try:
+                self.backoff.call(lambda: self.port.edit_comment(keep.id, body))
+            except GitHubError as exc:
+                if exc.status != 404:  # a 404 here is the comment's; the PR's fails the listing
+                    raise
+                return False
         for dup in extra:  # heal duplicates left by an earlier race: keep the oldest
             self.backoff.call(lambda d=dup: self.port.delete_comment(d.id))  # type: ignore[misc]
+        return True
 
     def reply(self, number: int, text: str, key: str) -> None:
         """A one-off comment (help, refusals), never the sticky marker; idempotent by `key` (the

@@ -15,7 +15,15 @@ from typing import Any, TypeVar
 import requests
 from github import Auth, Github, GithubException, UnknownObjectException
 
-from evalbot.github.port import Comment, GitHubError, LabelInfo, PullInfo, RateLimited, Transient
+from evalbot.github.port import (
+    Comment,
+    GitHubError,
+    LabelInfo,
+    PullInfo,
+    RateLimited,
+    Transient,
+    Unauthorized,
+)
 
 T = TypeVar("T")
 SECONDARY_WAIT_S = 60.0  # GitHub's advice when a secondary limit names no Retry-After
@@ -61,7 +69,13 @@ class PyGithubPort:
         _call(lambda: self._repo.get_issue(0).get_comment(comment_id).edit(body))
 
     def delete_comment(self, comment_id: int) -> None:
-        _call(lambda: self._repo.get_issue(0).get_comment(comment_id).delete())
+        def delete() -> None:
+            try:
+                self._repo.get_issue(0).get_comment(comment_id).delete()
+            except GithubException as exc:
+                if exc.status != 404:  # deleted already (a person, a racing writer): as wanted
+                    raise
+        _call(delete)
 
     def issue_labels(self, number: int) -> list[str]:
         return _call(lambda: [lb.name for lb in self._repo.get_issue(number).get_labels()])
@@ -133,7 +147,7 @@ def _call(fn: Callable[[], T]) -> T:
 
 @contextmanager
 def _translated() -> Iterator[None]:
-    """PyGithub and requests exceptions become the port's three kinds."""
+    """PyGithub and requests exceptions become the port's kinds (evalbot.github.port)."""
     try:
         yield
     except GithubException as exc:
@@ -151,6 +165,8 @@ def _from_github(exc: GithubException) -> GitHubError:
                                      or headers.get("x-ratelimit-remaining") == "0"):
         return RateLimited(f"GitHub rate limit ({exc.status}): {message}",
                            _retry_after(headers), exc.status)
+    if exc.status == 401:
+        return Unauthorized(f"GitHub refused the credentials (401): {message}", 401)
     if exc.status >= 500:
         return Transient(f"GitHub error {exc.status}: {message}", exc.status)
     return GitHubError(f"GitHub refused ({exc.status}): {message}", exc.status)

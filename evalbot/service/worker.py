@@ -21,6 +21,7 @@ Nothing is lost and nothing runs twice:
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from evalbot.evaluation import pipeline
 from evalbot.evaluation.evaluate import failure_verdict, record_outputs
 from evalbot.evaluation.jobspec import CALIBRATION_DF, WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
+from evalbot.github.hold import Hold
 from evalbot.grading.grade import grade
 from evalbot.grading.overrides import Overrides, pool, scale_job
 from evalbot.grading.policy import Policy
@@ -44,6 +46,7 @@ from evalbot.service.calibrate import calibration_job
 from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
 from evalbot.service.publishing import publish_pending
+from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
 
@@ -120,6 +123,7 @@ class Worker:
         # the PR's status to the run: evalbot.service.serve.ActionsRun).
         self.on_start: Callable[[JobRow, str], None] = lambda _job, _box: None
         self._box: Box | None = None
+        self.store_hold, self.publishing_hold = Hold(), Hold()  # after a store fault
         self.started = time.time()  # a box never checked gets its first A/A one period later
 
     # ---- the loop -------------------------------------------------------------------------
@@ -128,20 +132,43 @@ class Worker:
         store, handled = Store(self.store_path), 0
         try:
             while not self.stopping.is_set():
-                self.publish_pending(store)
-                if self.step(store):
-                    handled += 1
-                elif until_idle and not _waiting(store):
+                turn = self._guarded(store, until_idle)
+                if turn is None:
                     break
-                elif not until_idle and self.health_check_due():
-                    self.check_health()
-                else:
-                    self.stopping.wait(self.settings.poll_s)
+                handled += turn
         finally:
             store.close()
             if self._box is not None:
                 close_quietly(self._box)
         return handled
+
+    def _guarded(self, store: Store, until_idle: bool) -> int | None:
+        """One turn; a store that fails (locked, full, I/O) holds the worker back a while
+        instead of ending it (a lease held meanwhile expires and is taken again)."""
+        try:
+            turn = self._turn(store, until_idle)
+        except sqlite3.Error as exc:
+            if passing_fault(exc) is None:
+                raise
+            wait = self.store_hold.fault()
+            log.warning("%s: the store failed (%s); again in %.0f s", self.name, exc, wait)
+            self.stopping.wait(wait)
+            return 0
+        self.store_hold.clear()
+        return turn
+
+    def _turn(self, store: Store, until_idle: bool) -> int | None:
+        """Publish, then one job (1) or an idle wait (0); None: idle under until_idle."""
+        self.publish_pending(store)
+        if self.step(store):
+            return 1
+        if until_idle and not _waiting(store):
+            return None
+        if not until_idle and self.health_check_due():
+            self.check_health()
+        else:
+            self.stopping.wait(self.settings.poll_s)
+        return 0
 
     def step(self, store: Store) -> bool:
         """Lease and handle one job; False when there was none (or the box is unhealthy)."""
@@ -324,7 +351,7 @@ class Worker:
     # ---- publication ----------------------------------------------------------------------
     def publish_pending(self, store: Store) -> None:
         """Every finished job not yet on GitHub; one PR's failure holds back no other's."""
-        publish_pending(store, self._publish, self.name)
+        publish_pending(store, self._publish, self.name, hold=self.publishing_hold)
 
     # ---- the box --------------------------------------------------------------------------
     def _connected(self) -> Box:

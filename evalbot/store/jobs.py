@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalbot.store.claims import ClaimTables
 from evalbot.store.columns import add_missing
 from evalbot.store.intake import IntakeTables
 from evalbot.store.leasing import HOST, beat_columns, end_lease, fairest, first_expired
@@ -92,9 +93,9 @@ class JobRow:
     lease_ttl: float | None = None  # 0: handed back by a drain, expired at once (leasing.py)
 
 
-class Store(IntakeTables, PublicationTables):
-    """Jobs, leases, verdicts; the GitHub intake's tables come from IntakeTables, who publishes
-    what from PublicationTables."""
+class Store(IntakeTables, PublicationTables, ClaimTables):
+    """Jobs, leases, verdicts; the GitHub intake's tables come from IntakeTables, what is left to
+    publish from PublicationTables, who is writing a PR on GitHub from ClaimTables."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -108,6 +109,7 @@ class Store(IntakeTables, PublicationTables):
         self.github_tables()  # fairness reads authors from admissions, GitHub or not
         self._migrate()
         self.publication_columns()
+        self.claim_tables()
         self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
                         (str(SCHEMA_VERSION),))
 

@@ -1,13 +1,12 @@
-"""Which finished jobs still have to reach GitHub, who is publishing each, and why one never will.
+"""Which finished jobs still have to reach GitHub, and why one never will.
 
-A part of the job store (evalbot.store.jobs.Store inherits it). A worker *claims* a job's
-publication before it writes anything, so two workers on one store (serve plus `evalbot worker`)
-never write one PR's sticky comment at the same time. A failure that may pass puts the job back
-with a back-off; one that will not (a locked conversation, a PR gone) is given up with its
-reason, which `evalbot status --json` shows.
+A part of the job store (evalbot.store.jobs.Store inherits it). A failure that may pass puts the
+job back with a back-off; one that will not (a locked conversation, a PR gone) is given up with
+its reason, which `evalbot status --json` shows. Who may write a PR while it is published is the
+claims' concern (evalbot.store.claims).
 
-Times here are on `time.monotonic()`, which every process of one host shares and which no clock
-step moves; a reboot restarts it, so a store opened under another boot clears them.
+Back-off times here are on `time.monotonic()`, which every process of one host shares and which
+no clock step moves; a reboot restarts it, so a store opened under another boot clears them.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 ADDED = (  # (column, declaration) on jobs
     ("publish_tries", "INTEGER NOT NULL DEFAULT 0"),
     ("publish_due", "REAL NOT NULL DEFAULT 0"),  # monotonic: not tried again before
-    ("publish_owner", "TEXT"),
-    ("publish_until", "REAL NOT NULL DEFAULT 0"),  # monotonic: the claim's end
     ("unpublished", "TEXT NOT NULL DEFAULT ''"),  # why it was given up ('' : not given up)
 )
 _SELECT = ("SELECT * FROM jobs WHERE pr IS NOT NULL AND published IS NULL AND state IN "
@@ -50,28 +47,20 @@ class PublicationTables:
         row = self.db.execute("SELECT value FROM meta WHERE key='boot_id'").fetchone()
         if row is None or row[0] != boot:  # a new monotonic clock: old deadlines mean nothing
             with self._tx() as db:
-                db.execute("UPDATE jobs SET publish_due=0, publish_until=0")
+                db.execute("UPDATE jobs SET publish_due=0")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('boot_id', ?)", (boot,))
 
     def due_unpublished(self, now: float | None = None) -> list[str]:
-        """unpublished() whose back-off has passed and that nobody else is publishing."""
+        """unpublished() whose back-off has passed."""
         now = time.monotonic() if now is None else now
-        rows = self.db.execute(_SELECT + " AND unpublished='' AND publish_due<=? AND "
-                                         "publish_until<=? ORDER BY updated", (now, now))
+        rows = self.db.execute(_SELECT + " AND unpublished='' AND publish_due<=? ORDER BY updated",
+                               (now,))
         return [r["id"] for r in rows]
-
-    def claim_publication(self, job_id: str, owner: str, ttl_s: float = 300.0) -> bool:
-        """Take the job's publication for ttl_s; False when another owner holds it."""
-        now = time.monotonic()
-        with self._tx() as db:
-            return db.execute("UPDATE jobs SET publish_owner=?, publish_until=? WHERE id=? AND "
-                              "published IS NULL AND (publish_until<=? OR publish_owner=?)",
-                              (owner, now + ttl_s, job_id, now, owner)).rowcount == 1
 
     def mark_published(self, job_id: str) -> None:
         with self._tx() as db:
-            db.execute("UPDATE jobs SET published=?, publish_owner=NULL, publish_until=0, "
-                       "publish_tries=0, unpublished='' WHERE id=?", (time.time(), job_id))
+            db.execute("UPDATE jobs SET published=?, publish_tries=0, unpublished='' WHERE id=?",
+                       (time.time(), job_id))
 
     def mark_unpublished(self, job_id: str) -> None:
         """Publish the job's verdict again at the next sweep (its comment has news: stale)."""
@@ -88,15 +77,15 @@ class PublicationTables:
             tries = 1 + int(row[0])
             wait = max(at_least_s, min(cap_s, first_s * 2 ** (tries - 1))
                        * random.uniform(0.5, 1.0))
-            db.execute("UPDATE jobs SET publish_tries=?, publish_due=?, publish_owner=NULL, "
-                       "publish_until=0 WHERE id=?", (tries, time.monotonic() + wait, job_id))
+            db.execute("UPDATE jobs SET publish_tries=?, publish_due=? WHERE id=?",
+                       (tries, time.monotonic() + wait, job_id))
             return wait
 
     def give_up_publishing(self, job_id: str, reason: str) -> None:
-        """A failure that will not pass (401, 404, 410, 422, a 403 that is no rate limit)."""
+        """A failure that will not pass (404, 409, 410, 422, a 403 that is no rate limit)."""
         with self._tx() as db:
-            db.execute("UPDATE jobs SET unpublished=?, publish_owner=NULL, publish_until=0 "
-                       "WHERE id=?", (reason[:300] or "refused", job_id))
+            db.execute("UPDATE jobs SET unpublished=? WHERE id=?",
+                       (reason[:300] or "refused", job_id))
 
     def given_up(self) -> list[tuple[str, int, str]]:
         """(job, PR, reason) of every finished job whose publication was given up."""

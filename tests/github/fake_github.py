@@ -4,7 +4,10 @@ PyGithub talks to it over real HTTP under /api/v3 (the GHES layout). Its state (
 labels, statuses, pull requests, permissions) is what tests assert on. Every request must be a
 documented operation this fake implements; every request body and every response it sends is
 validated against the official description; anything else is recorded in `violations`.
-Faults can be injected per operation, including a 502 sent *after* the write was committed.
+Faults can be injected per operation, including a 502 sent *after* the write was committed; a
+hook can act before a request is handled (a person deleting the comment the bot is editing, a
+push arriving, the bot's process killed); a token can be revoked (401 on every request) and
+restored. `timeline` keeps what each PR showed after every write, for assertions on the order.
 """
 
 from __future__ import annotations
@@ -43,6 +46,23 @@ class Fault:
 
 
 @dataclass
+class Hook:
+    """Runs before a matching request is handled, outside the fake's lock, so the bot's other
+    requests go on while it waits (for a push to be admitted, for a process to die). Given the
+    request's JSON body; answers None to handle the request, or a status to answer instead
+    with nothing stored."""
+
+    op_id: str
+    run: Callable[[Any], int | None]
+    where: str = ""  # only requests whose path contains this
+    match: Callable[[Any], bool] = lambda _body: True
+    times: int = 1
+
+
+View = tuple[tuple[str, ...], tuple[str, ...]]  # a PR's comment bodies and labels
+
+
+@dataclass
 class Pull:
     number: int
     head_sha: str
@@ -75,6 +95,9 @@ class FakeGitHub:
         self.spec = spec or rest_spec()
         self.state = State()
         self.faults: list[Fault] = []
+        self.hooks: list[Hook] = []
+        self.revoked: set[str] = set()  # tokens GitHub no longer takes: 401
+        self.timeline: list[tuple[str, dict[int, View]]] = []  # after each write: every PR
         self.log: list[tuple[str, str, int]] = []  # (method, operationId, status)
         self.violations: list[str] = []
         # When each request arrived, on `clock` (a test may give it a virtual clock):
@@ -120,6 +143,21 @@ class FakeGitHub:
     def inject(self, fault: Fault) -> None:
         self.faults.append(fault)
 
+    def before(self, hook: Hook) -> None:
+        self.hooks.append(hook)
+
+    def revoke(self, token: str | None = None) -> None:
+        """GitHub stops taking the token (every token: an installation revoked, a key rotated):
+        every request with it answers 401 "Bad credentials" until restore()."""
+        self.revoked |= {token} if token else set(self.state.tokens)
+
+    def restore(self) -> None:
+        self.revoked.clear()
+
+    def view(self, number: int) -> View:
+        return (tuple(str(c["body"]) for c in self.comments_on(number)),
+                tuple(self.state.issue_labels.get(number, [])))
+
     def comments_on(self, number: int) -> list[dict[str, Any]]:
         return [c for c in self.state.comments.values() if c["issue"] == number]
 
@@ -132,12 +170,31 @@ class FakeGitHub:
     # ---- HTTP ----------------------------------------------------------------------------------
     def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
+        hooked = self._hook(request)  # outside the lock: a hook may wait on the bot's requests
         with self._lock:  # GitHub serialises writes per repository closely enough for tests
             at, logged = self.clock(), len(self.log)
-            response = self._handle(request)
+            response = self._handle(request) if hooked is None else self._hooked(request, hooked)
             what = self.log[logged][1] if len(self.log) > logged else request.path
             self.stamps.append((at, what, response.status_code))
+            if request.method != "GET" and response.status_code < 300:
+                self.timeline.append((what, {n: self.view(n) for n in self.state.pulls}))
         return response(environ, start_response)
+
+    def _hook(self, request: Request) -> int | None:
+        path = request.path[len(PREFIX):] if request.path.startswith(PREFIX) else ""
+        op = self.spec.operation(request.method, path)
+        body = request.get_json(silent=True) if request.data else None
+        with self._lock:
+            hook = next((h for h in self.hooks if op is not None and h.op_id == op.op_id
+                         and h.times > 0 and h.where in request.path and h.match(body)), None)
+            if hook is not None:
+                hook.times -= 1
+        return None if hook is None else hook.run(body)
+
+    def _hooked(self, request: Request, status: int) -> Response:
+        op = self.spec.operation(request.method, request.path[len(PREFIX):])
+        assert op is not None
+        return self._fault_response(op, Fault(op.op_id, status, message="answered by a hook"))
 
     def _handle(self, request: Request) -> Response:
         path = request.path
@@ -146,7 +203,8 @@ class FakeGitHub:
         if op is None:
             self.violations.append(f"undocumented request {request.method} {path}")
             return self._json(404, {"message": "Not Found"})
-        login = self.state.tokens.get(request.headers.get("Authorization", "").split(" ")[-1])
+        bearer = request.headers.get("Authorization", "").split(" ")[-1]
+        login = None if bearer in self.revoked else self.state.tokens.get(bearer)
         if login is None:
             return self._reply(op, 401, {"message": "Bad credentials",
                                          "documentation_url": "https://docs.github.com/rest"})
@@ -249,7 +307,9 @@ class FakeGitHub:
     def _op_issues_update_comment(self, login: str, p: dict[str, str], body: Any,
                                   args: Any) -> Any:
         comment = self.state.comments.get(int(p["comment_id"]))
-        if comment is None or comment["author"] != login:
+        if comment is None:  # deleted (by a person, say) since the bot listed it
+            return 404, _not_found(), None
+        if comment["author"] != login:
             # GitHub lets only the author (or a maintainer) edit; the bot must only edit its own.
             self.violations.append(f"edit of comment {p['comment_id']} not written by {login}")
             return 422, _validation("IssueComment"), None
@@ -259,7 +319,9 @@ class FakeGitHub:
     def _op_issues_delete_comment(self, login: str, p: dict[str, str], body: Any,
                                   args: Any) -> Any:
         comment = self.state.comments.get(int(p["comment_id"]))
-        if comment is None or comment["author"] != login:
+        if comment is None:
+            return 404, _not_found(), None
+        if comment["author"] != login:
             self.violations.append(f"delete of comment {p['comment_id']} not written by {login}")
         else:
             del self.state.comments[int(p["comment_id"])]

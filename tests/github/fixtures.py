@@ -70,3 +70,14 @@ def bot(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Sto
     yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
     store.close()
     running.stop()
+
+
+@pytest.fixture
+def quick(config: Config, port: GitHubPort) -> Iterator[tuple[Running, Sender, Store]]:
+    """The service with a short first back-off for deliveries (the cap stays five minutes)."""
+    secret = secrets.token_bytes(32)
+    running = start(config, secret, port, backoff=fast_backoff(), retry_s=0.2)
+    store = Store(config.store)
+    yield running, Sender(f"http://127.0.0.1:{running.port}/", secret), store
+    store.close()
+    running.stop()

@@ -11,6 +11,7 @@ import requests
 
 from evalbot.github.service import Running
 from evalbot.github.webhook import signature
+from evalbot.store.jobs import Store
 
 
 class Sender:
@@ -37,3 +38,8 @@ def settle(running: Running, count: int, timeout_s: float = 120.0) -> list[str]:
         time.sleep(0.02)
     assert len(running.dispatcher.done) >= count, running.dispatcher.done
     return running.dispatcher.done
+
+
+def jobs(store: Store) -> list[tuple[int | None, str, str]]:
+    """(PR, head, state) of every job, oldest first."""
+    return [(j.pr, j.head_sha, j.state) for j in store.jobs()]
