@@ -21,6 +21,10 @@ stage by stage: the verdict kind's row (A/A neutral, or honest tier for a run th
 and the head as measured (the cells the run found changed, at their measured gain), with the
 run's own builds (the sides the cache did not serve) and reference (warm: its cache's).
 
+--head KEY=GAIN (repeatable, e.g. qwythos-9b/decode@128=0.09) adds a row for an honest head
+that is faster by GAIN on those cells alone (the GPU fixtures' honest heads: decode +9% at 128,
+prefill at 64k), in the first variant that runs its models.
+
 Usage: python bench/box_time.py [--sims 50] [--seed 1] [--jobs N]   (35 s on 2 busy cores)
        python bench/box_time.py --profile tests/data/sparkinfer/verdict-cost-h100/profile.yaml \
            --measured tests/data/sparkinfer/verdict-cost-h100/{aa,prefill-4k}.results.json   (7 s)
@@ -190,6 +194,34 @@ def comparisons(files: list[Path], variant: Variant, table: list[Row], sims: int
     return out
 
 
+def named_head(spec: str) -> Head:
+    """A head from `KEY=GAIN[,KEY=GAIN...]`: honest, those cells faster by GAIN."""
+    try:
+        gains = {k: float(g) for k, g in (part.split("=") for part in spec.split(","))}
+    except ValueError:
+        raise SystemExit(f"--head {spec!r}: give KEY=GAIN, e.g. qwythos-9b/decode@128=0.09") from None
+    tiers = [_simbox.true_tier(k.rsplit("/", 1)[-1].split("@")[0], g) for k, g in gains.items()]
+    best = max(tiers, key=lambda t: _simbox.RANK.get(t or "none", 0))
+    return Head("honest: " + ", ".join(f"{k} {100 * g:+.0f}%" for k, g in gains.items()),
+                real={k: 1 + g for k, g in gains.items()}, true_tier=best)
+
+
+def head_rows(specs: list[str], chosen: list[Variant], sims: int, seed: int,
+              jobs: int) -> list[str]:
+    """The table's row for each named head, in the first variant that runs its models: its
+    stages, and how many got a tier."""
+    tasks = []
+    for head in (named_head(s) for s in specs):
+        models = {k.split("/")[0] for k in head.real}
+        variant = next((v for v in chosen if models <= {m.name for m in v.profile.models}), None)
+        if variant is None:
+            raise SystemExit(f"--head {head.name}: no variant runs {', '.join(sorted(models))}")
+        tasks.append((variant, None, head, sims))
+    return [f"| {v.label} | {h.name} | {t.tier}/{t.n} tiered | "
+            f"{_rows.stage_cells(_rows.box_model(v, None), t)} |"
+            for (v, _, h, _), t in zip(tasks, _rows.tally_rows(tasks, seed, jobs), strict=True)]
+
+
 def comparison_table(c: Comparison) -> str:
     """Stage by stage: the kind's row, the head as measured, the run; "<-" where the run and the
     head as measured differ by more than a quarter (and 5 s)."""
@@ -219,6 +251,8 @@ def main(argv: list[str] | None = None) -> None:
                     "--profile (default: the shipped profile running its models)")
     ap.add_argument("--measured", type=Path, nargs="+", default=[], metavar="RESULTS",
                     help="results files of a run of --profile: the model against each")
+    ap.add_argument("--head", action="append", default=[], metavar="KEY=GAIN",
+                    help="a row for an honest head faster on these cells (repeatable)")
     args = ap.parse_args(argv)
     if args.measured and not args.profile:
         ap.error("--measured needs the --profile that run used")
@@ -233,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in table:
         print(f"| {r.variant} | {r.kind.name} | {r.named}/{r.tally.n} | "
               f"{_rows.stage_cells(r.box, r.tally, r.rounds)} |")
+    for line in head_rows(args.head, chosen, args.sims, args.seed, args.jobs):
+        print(line)
     print(notes(sorted({v.fixtures for v in chosen}, key=FIXTURES.index)))
     for c in comparisons(args.measured, chosen[-1], table, args.sims, args.seed, args.jobs):
         print(comparison_table(c))

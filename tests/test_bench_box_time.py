@@ -164,3 +164,21 @@ def test_the_harness_rest_is_the_recorded_one() -> None:
              for f in sorted(run.glob("*.results.json"))]
     assert _gpu_fixtures.rest_s() == pytest.approx(sum(rests) / len(rests))
     assert _gpu_fixtures.derived_rest_s() > _gpu_fixtures.rest_s()
+
+
+def test_a_named_head_is_an_honest_head_of_those_cells() -> None:
+    head = box_time.named_head("qwythos-9b/decode@128=0.09,qwythos-9b/prefill@65536=0.307")
+    assert head.real == {"qwythos-9b/decode@128": pytest.approx(1.09),
+                         "qwythos-9b/prefill@65536": pytest.approx(1.307)}
+    assert head.honest and not head.printed and head.true_tier is not None
+    for bad in ("qwythos-9b/decode@128", "qwythos-9b/decode@128=fast"):
+        with pytest.raises(SystemExit, match="KEY=GAIN"):
+            box_time.named_head(bad)
+
+
+def test_a_named_head_gets_a_row_in_the_variant_that_runs_its_model() -> None:
+    chosen = box_time.variants()
+    [row] = box_time.head_rows(["qwythos-9b/decode@128=0.09"], chosen, 2, 1, 1)
+    assert row.startswith("| qwythos-9b | honest: qwythos-9b/decode@128 +9% |")
+    with pytest.raises(SystemExit, match="no variant runs"):
+        box_time.head_rows(["nosuch/decode@128=0.09"], chosen, 2, 1, 1)
