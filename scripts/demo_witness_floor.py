@@ -30,8 +30,8 @@ SPEC, ENV = PROFILE.runs[0].witnesses[0], PROFILE.env
 
 def timed(tree: Path, model: Path, ids: list[int]) -> tuple[float, float]:
     """(cpu clock, handoff clock) seconds of one witness process on `ids`."""
-    argv = [a.format(python=sys.executable, build=str(tree), model=str(model))
-            for a in SPEC.argv]
+    argv = [a.format(python=sys.executable, harness=str(ROOT), build=str(tree), model=str(model),
+                     ctxs="64", tokens="") for a in SPEC.argv]
     argv = [str(tree / "demo_engine.py") if a.endswith("build/demo_engine.py") else a
             for a in argv]
     with cpu_meter.run_cgroup(True) as group:
