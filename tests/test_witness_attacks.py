@@ -33,11 +33,11 @@ same two attacks moved into `bench` behind the witness's shape, failed both atta
   confirmed at 6 and 3 pairs: head 0.358 / 0.346 against main's 1.209 / 1.093, its ids main's
   at every position;
 - `faster`: `eval:XL` in 2 runs, `eval:inconclusive` (its witness unconfirmed) in a third.
-With the cpu clock by the run's cgroup and the PR's own `witness` subcommand: the forking
-head `eval:inconclusive` in 2 of 2 runs (head 0.836 / 0.856 against main's 0.803 / 0.734 over 5 / 6 pairs: saving -0.03 /
--0.12 s, 0.27 / 0.24 s claimed), the batching head `eval:inconclusive` in 2 of 2 (0.799 / 0.791
-against 0.765 / 0.730 over 3 / 6 pairs), `faster` `eval:XL` in 2 of 2, confirmed at 3 pairs
-(0.472 / 0.624 against 0.996 / 0.927).
+With the cpu clock by the run's cgroup and the PR's own `witness` subcommand: the forking head
+`eval:inconclusive` in 2 of 2 runs (head 0.836 / 0.856 against main's 0.803 / 0.734 over 5 / 6
+pairs: saving -0.03 / -0.12 s, 0.27 / 0.24 s claimed), the batching head `eval:inconclusive` in
+2 of 2 (0.799 / 0.791 against 0.765 / 0.730 over 3 / 6 pairs), `faster` `eval:XL` in 2 of 2,
+confirmed at 3 pairs (0.472 / 0.624 against 0.996 / 0.927).
 """
 
 from __future__ import annotations

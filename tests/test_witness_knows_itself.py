@@ -17,8 +17,9 @@ The witness is the harness's driver with the bench's argv: none of these says "w
 module runs main's forward there as in its bench, the witness sees no saving and the lie gets no
 tier. At 1802b14 (the profile's witness the PR's own `witness` subcommand, which this head's
 argv key turns fast without a subcommand of its own) the same head was `improved`, with a tier,
-in 2 of 2 runs on a 2-core box (printed +79.8% and +87.5%). Only the subcommand and the predicate's keys are the attack: what a module can still tell
-is in docs/trust.md, and tests/test_demo_driver.py shows what it sees on import.
+in 2 of 2 runs on a 2-core box (printed +79.8% and +87.5%). Only the subcommand and the
+predicate's keys are the attack: what a module can still tell is in docs/trust.md, and
+tests/test_demo_driver.py shows what it sees on import.
 """
 
 from __future__ import annotations

@@ -101,8 +101,8 @@ def witness(module: Any, model_path: Path) -> int:
     capacity, vocab = int(cfg["max_seq_len"]), int(cfg["vocab_size"])
     warm = model.new_cache(WARM_IDS + 2)
     warm_ids = np.arange(WARM_IDS, dtype=np.int64) * 7 % vocab
-    for ids in (warm_ids, warm_ids[:1], warm_ids[1:2]):
-        model.forward(ids, warm)
+    for warm_feed in (warm_ids, warm_ids[:1], warm_ids[1:2]):
+        model.forward(warm_feed, warm)
     cache = model.new_cache(capacity)  # made before READY: not timed, as the bench's
     print(READY, flush=True)
     used = 0
