@@ -45,15 +45,16 @@ def patched(source: str, blocks: list[tuple[str, str]]) -> str:
     return source
 
 
-def head(repo: DemoRepo, name: str, blocks: list[tuple[str, str]]) -> str:
-    """A PR commit on top of main whose demo_engine.py is main's with `blocks` applied."""
+def head(repo: DemoRepo, name: str, blocks: list[tuple[str, str]],
+         file: str = "demo_engine.py") -> str:
+    """A PR commit on top of main whose `file` is main's with `blocks` applied."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-c", "user.name=attacker", "-c",
                                "user.email=attacker@evalbot.invalid", *args], cwd=repo.path,
                               check=True, capture_output=True, text=True).stdout.strip()
 
     git("checkout", "-q", "-b", f"pr/{name}", repo.main_sha)
-    engine = repo.path / "demo_engine.py"
+    engine = repo.path / file
     engine.write_text(patched(engine.read_text(), blocks))
     git("commit", "-q", "--no-gpg-sign", "-am", f"{name}: decode twice as fast")
     sha = git("rev-parse", "HEAD")

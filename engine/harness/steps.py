@@ -63,6 +63,8 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
 def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any], watch: Stopwatch) -> None:
     failures: list[dict[str, Any]] = doc["failures"]
     job = sandbox.enter(job, jobdir)  # fetch with network, then every engine process sandboxed
+    if (caps := sandbox.applied()) is not None:
+        doc["box"]["caps"] = caps  # what a build or run of either side may use of the box
     built: dict[str, Built] = {}
     for side, sha in (("base", job.base_sha), ("head", job.head_sha)):
         status.set(f"build-{side}")

@@ -18,6 +18,7 @@ from pathlib import Path
 V2 = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))  # unified, or hybrid's v2 part
 V1 = Path("/sys/fs/cgroup/memory")
 PARENT = "evalbot-runs"  # engine/sandbox/cpu_meter.py's too: one subtree of the harness's
+CAPPED = "a memory cgroup per run"
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,12 @@ def _v2(group: Path | None) -> MemoryGroup | None:
 
 
 def _v1() -> MemoryGroup | None:
+    """Beneath the harness's own memory cgroup: whatever caps the harness caps its runs too."""
     if not (V1 / "memory.limit_in_bytes").exists():
         return None
-    path = V1 / PARENT / f"run-{os.getpid()}-{secrets.token_hex(4)}"
+    own = next((line.split(":", 2)[2].strip().lstrip("/") for line in _lines("/proc/self/cgroup")
+                if line.split(":")[1:2] == ["memory"]), "")
+    path = V1 / own / PARENT / f"run-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         path.mkdir(parents=True)
     except OSError:
@@ -92,11 +96,23 @@ def _v1() -> MemoryGroup | None:
     return MemoryGroup(path, 1)
 
 
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
 def _words(path: Path) -> list[str]:
     try:
         return path.read_text().split()
     except OSError:
         return []
+
+
+def available() -> bool:
+    """May this harness cap a run's memory by a cgroup? (made and removed at once)"""
+    return probe().startswith(CAPPED)
 
 
 def probe() -> str:
@@ -114,7 +130,7 @@ def probe() -> str:
             made.remove()
     if group is None:
         return "no memory cgroup (the harness may not make one): RLIMIT_DATA and sized tmpfs only"
-    return f"a memory cgroup per run (cgroup v{group.version}), RLIMIT_DATA and sized tmpfs"
+    return f"{CAPPED} (cgroup v{group.version}), RLIMIT_DATA and sized tmpfs"
 
 
 if __name__ == "__main__":

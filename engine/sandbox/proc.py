@@ -157,7 +157,7 @@ def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict
          cgroup: cpu_meter.RunCgroup | None = None, watch: DiskWatch | None = None) -> Finished:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with open(log, "wb") as sink:
+    with open(log, "wb", buffering=0) as sink:  # unbuffered: no flush left to fail at close
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -291,8 +291,11 @@ def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: 
                 break
             clock.see(chunk)
             if written < LOG_CAP:
-                sink.write(chunk[: LOG_CAP - written])  # type: ignore[attr-defined]
-                written += len(chunk)
+                try:
+                    sink.write(chunk[: LOG_CAP - written])  # type: ignore[attr-defined]
+                    written += len(chunk)
+                except OSError:  # a full disk (the run filled it?): the log ends, the run goes on
+                    written = LOG_CAP
     while True:  # its output closed; it may still be writing (the watch still looks)
         left = deadline - time.perf_counter()
         try:

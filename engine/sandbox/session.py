@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from ..contract.integrity import verify_files
 from ..contract.sandbox_spec import RLIMIT_KEYS, STAGES
 from . import caps as caps_of
-from . import safe_io, sandbox_exec
+from . import memory_cap, safe_io, sandbox_exec
 
 if TYPE_CHECKING:  # the type only: engine.contract.job imports sandbox_spec, never this module
     from ..contract.job import Job
@@ -241,6 +241,15 @@ def caps(argv: list[str], cwd: Path) -> caps_of.Caps | None:
     limits = act.limits[act.stage(cwd.resolve())]
     places = tuple(Path(p) for p in _writable(act, argv, cwd.resolve()))
     return caps_of.Caps(limits.get("memory_mb"), limits.get("disk_mb"), act.jobdir, places)
+
+
+def applied() -> dict[str, object] | None:
+    """The limits each stage's runs get on this box, and whether a memory cgroup caps them
+    (the results' box facts); None outside a sandbox."""
+    if _active is None:
+        return None
+    return {**{stage: dict(limits) for stage, limits in _active.limits.items()},
+            "memory_cgroup": memory_cap.available()}
 
 
 def purge_command(argv: list[str], cwd: Path) -> tuple[list[str], Path, Path] | None:
