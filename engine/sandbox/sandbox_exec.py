@@ -12,9 +12,10 @@ namespaces; `/` read-only; a private `/tmp`, `/var/tmp`, `/dev/shm`, `/run` (and
 `/var/lock`) per run, gone with its mount namespace, each a tmpfs of the spec's `tmpfs_mb` (its
 pages are RAM: unsized, each could take half of it); empty, read-only directories over the box's
 state (`MASKED`: other users' homes, logs, login records, the SSH and network configuration, the
-cgroup tree);
-`/etc/passwd`, `/etc/group`, `/etc/hosts` and `/etc/hostname` that name nobody of the box; the
-GPU devices bound in. What stays hand-written, and why bubblewrap cannot do it:
+cgroup tree; `net_devices`: the host's network interfaces in sysfs, their MAC addresses);
+`/etc/passwd`, `/etc/group`, `/etc/hosts` and `/etc/hostname` that name nobody of the box, an
+`/etc/machine-id` the same on every box; the GPU devices bound in. What stays hand-written, and
+why bubblewrap cannot do it:
 
 - **becoming the sandbox user** (`drop_to`) and **the limits** (`apply_limits`): bwrap's
   `--uid` only renames a user inside its namespace; the files of the box must see the sandbox
@@ -66,6 +67,9 @@ MASKED = ("/home", "/root", "/srv", "/mnt", "/media", "/var/log", "/var/lib", "/
           "/etc/NetworkManager", "/etc/netplan", "/etc/sudoers.d", "/etc/evalbot",
           "/sys/fs/cgroup")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+# What every run reads as /etc/machine-id: one value for every box, so no run can tell boxes
+# (or a box's reinstalls) apart by it, nor link its runs on one box to a later PR's.
+MACHINE_ID = "0e7a1b0d5a9d4c3e8f2b6a1c9d8e7f60"
 USERNS_HINT = ("bubblewrap could not make its namespaces as an unprivileged user. On Debian "
                "and Ubuntu: `sysctl kernel.unprivileged_userns_clone=1`; everywhere: "
                "`sysctl user.max_user_namespaces=15000`; on Ubuntu 23.10 and later also "
@@ -134,7 +138,8 @@ def etc_files(spec: dict[str, object], entry: pwd.struct_passwd) -> dict[str, st
              "/etc/group": f"root:x:0:\n{INSIDE_USER}:x:{entry.pw_gid}:\nnogroup:x:65534:\n",
              "/etc/hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t{host}\n",
              "/etc/hostname": f"{host}\n", "/etc/mailname": f"{host}\n", "/etc/subuid": "",
-             "/etc/subgid": "", "/etc/resolv.conf": "", "/etc/motd": ""}
+             "/etc/subgid": "", "/etc/resolv.conf": "", "/etc/motd": "",
+             "/etc/machine-id": f"{MACHINE_ID}\n"}
     return {path: body for path, body in files.items()
             if os.path.isfile(path) and not os.path.islink(path)}
 
@@ -149,6 +154,16 @@ def data_fds(files: dict[str, str]) -> list[str]:
         os.set_inheritable(read, True)
         args += ["--ro-bind-data", str(read), path]
     return args
+
+
+def net_devices() -> list[str]:
+    """The host's network interfaces in sysfs (their MAC addresses): /sys/class/net and the
+    `net` directory of each interface's device. The run's own network namespace has only its
+    loopback; these would still show the box's."""
+    found = ["/sys/class/net"]
+    for link in glob.glob("/sys/class/net/*"):
+        found.append(os.path.dirname(os.path.realpath(link)))
+    return sorted(dict.fromkeys(found))
 
 
 def hides(path: str) -> bool:
@@ -172,7 +187,7 @@ def bwrap_argv(bwrap: str, spec: dict[str, object], data: list[str],
     for pattern in GPU_DEVICES if spec.get("gpu", True) else ():
         for dev in sorted(glob.glob(pattern)):
             args += ["--dev-bind", dev, dev]
-    masked = [p for p in MASKED if os.path.isdir(p) and not os.path.islink(p)]
+    masked = [p for p in (*MASKED, *net_devices()) if os.path.isdir(p) and not os.path.islink(p)]
     for path in PRIVATE:
         if os.path.isdir(path) and not os.path.islink(path):  # /var/lock is mostly /run/lock
             args += ["--perms", "1777", *size, "--tmpfs", path]
