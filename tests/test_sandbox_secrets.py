@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from evalbot.engine.sandbox.sandbox_exec import MACHINE_ID
 from tests.demo_box import box_python, demo, evaluate_over_ssh
 from tests.sshd import SANDBOX_USER, Sshd
 
@@ -189,6 +190,8 @@ def test_a_snooping_head_finds_no_secret_and_leaves_nothing(sshd, canaries, box_
     assert len([f for f in found if "/" in f["left"] or f["left"]]) >= 2  # build and bench
     for look in found:
         assert _hits(json.dumps(look), canaries) == [], _hits(json.dumps(look), canaries)
+        if Path("/etc/machine-id").is_file():  # it read one: the same on every box
+            assert look["files"]["/etc/machine-id"] == f"{MACHINE_ID}\n", look["files"]
         assert [p for p in look["listening"] if p] == []  # no socket of the box's
     published = outcome.comment + (tmp_path / "out" / "verdict.json").read_text()
     assert _hits(published, canaries) == []
