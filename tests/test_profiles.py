@@ -104,6 +104,10 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
         doc["speed"]["runs"][0]["cells"][0]["metric"] = "ttft"
     elif edit == "witness name":  # Qwen3.6's decode witness named as Qwythos's
         doc["speed"]["runs"][2]["witnesses"][-1]["name"] = "decode-128"
+    elif edit == "limit":
+        doc["limits"] = {"run": {"memory_mb": 1024, "disk_gb": 2}}
+    elif edit == "stage":
+        doc["limits"] = {"sample": {"memory_mb": 1024}}
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -112,7 +116,11 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
 @pytest.mark.parametrize(("edit", "message"), [("sha", "64 lowercase hex"),
                                                ("placeholder", "unknown placeholder"),
                                                ("metric", "not one of"),
-                                               ("witness name", "used twice: decode-128")])
+                                               ("witness name", "used twice: decode-128"),
+                                               ("limit", r"limits\.run\.disk_gb: expected a "
+                                                         "positive integer limit, one of as_mb"),
+                                               ("stage", r"limits\.sample: expected one of "
+                                                         "build, run")])
 def test_bad_profiles_are_refused_naming_the_key(tmp_path: Path, edit: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_profile(str(_broken_copy(tmp_path, edit)))
