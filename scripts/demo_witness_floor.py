@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from evalbot.engine.demo.repo import generate  # noqa: E402
 from evalbot.engine.measure import witness  # noqa: E402
-from evalbot.engine.sandbox import cpu_meter, proc  # noqa: E402
+from evalbot.engine.sandbox import proc  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 
 PROFILE = load_profile("demo")
@@ -30,13 +30,12 @@ SPEC, ENV = PROFILE.runs[0].witnesses[0], PROFILE.env
 
 def timed(tree: Path, model: Path, ids: list[int]) -> tuple[float, float]:
     """(cpu clock, handoff clock) seconds of one witness process on `ids`."""
-    argv = [a.format(python=sys.executable, build=str(tree), model=str(model))
-            for a in SPEC.argv]
+    argv = [a.format(python=sys.executable, harness=str(ROOT), build=str(tree), model=str(model),
+                     ctxs="64", tokens="") for a in SPEC.argv]
     argv = [str(tree / "demo_engine.py") if a.endswith("build/demo_engine.py") else a
             for a in argv]
-    with cpu_meter.run_cgroup(True) as group:
-        done = proc.run(argv, cwd=tree, timeout_s=120, log=tree / "witness.log", trusted=True, env=ENV,
-                        handoff=witness.handoff_of(SPEC, ids), cgroup=group)
+    done = proc.run(argv, cwd=tree, timeout_s=120, log=tree / "witness.log", trusted=True, env=ENV,
+                    handoff=witness.handoff_of(SPEC, ids), cpu_clock=True)
     if not done.ok or done.handoff_s is None:
         raise SystemExit(f"witness failed: {done.output[-500:]}")
     return (done.cpu_s if done.cpu_s is not None else float("nan")), done.handoff_s

@@ -18,6 +18,7 @@ __all__ = ["sshd"]
 SLOWEST_FIRST = [
     "test_demo_e2e.py",  # ~360 in all: `evalbot demo --only NAME`, the shipped profile
     "test_confirmation.py",  # ~170: four stub heads with their witnesses
+    "test_exhaustion.py",  # ~150 a harness kind: six demo evaluations, two on a small disk
     "test_harness.py",  # ~100
     "test_confirmation_demo.py",  # ~85: the demo engine printing twice its rates
     "test_admission_faults.py", "test_store_full.py",  # 80-100: `evalbot serve` measuring

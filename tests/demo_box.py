@@ -72,27 +72,32 @@ def demo(tmp_path: Path) -> Iterator[tuple[Path, DemoRepo]]:
         subprocess.run(["rm", "-rf", "--", str(root)], check=True)
 
 
-def box_config(sshd: Sshd, root: Path, demo: DemoRepo, python: str) -> BoxConfig:
+def box_config(sshd: Sshd, root: Path, demo: DemoRepo, python: str,
+               launcher: tuple[str, ...] = ()) -> BoxConfig:
+    """The box: a root harness (no sudo) unless `launcher` is the sudo rule of an unprivileged
+    one (tests/unprivileged_box.py); its workdir root/box, made here unless it is there."""
     workdir = root / "box"
-    workdir.mkdir()
+    workdir.mkdir(exist_ok=True)
     os.chmod(workdir, 0o711)  # the sandbox user must traverse to its job directory
     kw = sshd.box_kwargs()
     return BoxConfig(name="gpu1", kind="ssh", workdir=str(workdir), repo=str(demo.path),
                      models_dir=str(demo.model_path.parent), host=str(kw["host"]),
                      port=int(str(kw["port"])), user=str(kw["user"]),
                      key_file=str(kw["key_file"]), known_hosts=str(kw["known_hosts"]),
-                     python=python, sandbox_user=SANDBOX_USER)  # root harness: no sudo
+                     python=python, sandbox_user=SANDBOX_USER, sandbox_launcher=launcher)
 
 
 Evaluator = Callable[[str, int, str], Outcome]  # (head SHA, PR number, out folder's name)
 
 
 @contextmanager
-def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo],
-                  out: Path) -> Iterator[tuple[Evaluator, BoxConfig]]:
+def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
+                  base_sha: str | None = None,
+                  launcher: tuple[str, ...] = ()) -> Iterator[tuple[Evaluator, BoxConfig]]:
     """Demo PRs evaluated in the production shape: `evaluate()` over the SSH box with its
     sandbox user, the demo profile cut to its witnessed cell, one store at out/evalbot.sqlite3,
-    each run's published files under out/<name>."""
+    each run's published files under out/<name>. Against main unless `base_sha` says;
+    `launcher` as box_config's."""
     from evalbot.config.redact import for_boxes
     from evalbot.config.settings import REPO_ROOT
     from evalbot.evaluation.evaluate import evaluate
@@ -103,7 +108,7 @@ def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo],
     from tests.demo_profile import cut_demo_profile
 
     root, repo = demo
-    config = box_config(sshd, root, repo, python)
+    config = box_config(sshd, root, repo, python, launcher)
     box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
     policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
     profile = load_profile(str(cut_demo_profile(out / "profile")))
@@ -111,7 +116,7 @@ def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo],
 
     def run(head_sha: str, pr: int, name: str) -> Outcome:
         return evaluate(box, config, profile, policy, repo="demo/engine", pr=pr,
-                        base_sha=repo.main_sha, head_sha=head_sha, out=out / name,
+                        base_sha=base_sha or repo.main_sha, head_sha=head_sha, out=out / name,
                         store=store, redact=for_boxes([config]))
 
     try:
@@ -122,7 +127,8 @@ def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo],
 
 
 def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
-                      head_sha: str, pr: int) -> tuple[Outcome, BoxConfig]:
+                      head_sha: str, pr: int, base_sha: str | None = None,
+                      launcher: tuple[str, ...] = ()) -> tuple[Outcome, BoxConfig]:
     """One demo PR evaluated by `ssh_evaluator`, its published files under out/out."""
-    with ssh_evaluator(sshd, python, demo, out) as (run, config):
+    with ssh_evaluator(sshd, python, demo, out, base_sha, launcher) as (run, config):
         return run(head_sha, pr, "out"), config

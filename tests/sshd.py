@@ -62,9 +62,10 @@ class Sshd:
             "LogLevel ERROR", "MaxStartups 50",
         ]) + "\n"
 
-    def start(self) -> None:
+    def start(self, prefix: tuple[str, ...] = ()) -> None:
+        """Listen; `prefix` runs sshd in a setting of its own (its argv, then sshd's)."""
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)],
+        self.proc = subprocess.Popen([*prefix, SSHD, "-D", "-e", "-f", str(self.config)],
                                      stdout=subprocess.DEVNULL, stderr=open(self.root / "log", "ab"))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -23,7 +23,7 @@ from evalbot.engine.demo import DemoRepo, generate
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.measure.parsing import read_argmax
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.sides.build import Built, build_side
+from evalbot.engine.sides.build import HARNESS_ROOT, Built, build_side
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.correctness_policy import decide
@@ -85,7 +85,8 @@ def _greedy(job: Job, built: dict[str, Built], jobdir: Path) -> list[dict[str, A
     cell = next(c for c in run.cells if c.metric == "decode" and c.ctx == BENCH_CTX)
     greedy = {}
     for side, b in built.items():
-        argv = [a.format(python=sys.executable, build=str(b.artifact_dir), model=job.models[0].path,
+        argv = [a.format(python=sys.executable, harness=str(HARNESS_ROOT),
+                         build=str(b.artifact_dir), model=job.models[0].path,
                          ctxs=str(BENCH_CTX), tokens=str(tokens)) for a in run.argv]
         out = subprocess.run(argv, cwd=b.artifact_dir, env=dict(job.env, PATH="/usr/bin:/bin"),
                              capture_output=True, text=True, timeout=120, check=True).stdout

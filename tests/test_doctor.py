@@ -9,8 +9,12 @@ from pathlib import Path
 
 import yaml
 
+from tests.demo_box import box_python
 from tests.sshd import SANDBOX_USER, Sshd, ensure_sandbox_user
 from tests.stub_engine import make_repo
+from tests.unprivileged_box import Unprivileged, unprivileged
+
+__all__ = ["box_python", "unprivileged"]  # fixtures
 
 PROFILE = """
 name: doctored
@@ -26,6 +30,7 @@ speed:
       argv: ["{python}", "{build}/build/engine.py", "--ctxs", "{ctxs}"]
       parse: {kind: json_line, prefix: "BENCH_JSON ", fields: {decode: "{ctx}.decode_tps"}}
       cells: [{metric: decode, ctx: 128}]
+limits: {run: {memory_mb: 512, disk_mb: 32}}
 """
 
 
@@ -72,8 +77,35 @@ def test_ssh_box_is_checked_and_its_address_never_printed(tmp_path: Path, sshd: 
                                            "sandbox_user": SANDBOX_USER}))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok    box box-a: reachable: ssh" in done.stdout
-    assert "ok    box box-a: sandbox works: sandbox: bubblewrap works" in done.stdout
+    assert "ok    box box-a: sandbox works: sandbox: bubblewrap works (each run: sized tmpfs, " \
+        "RLIMIT_DATA)" in done.stdout
+    [limits] = [ln for ln in done.stdout.splitlines() if ln.startswith("ok    box box-a: limits")]
+    assert limits.endswith("RLIMIT_DATA and sized tmpfs; profile doctored: run disk_mb 32, "
+                           "memory_mb 512"), limits  # a root harness: with a memory cgroup here
     assert str(sshd.port) not in done.stdout and "127.0.0.1" not in done.stdout
+
+
+def test_an_unprivileged_box_says_its_runs_get_no_memory_cgroup(
+        tmp_path: Path, unprivileged: Unprivileged, box_python: str) -> None:
+    """The harness user may make no cgroup (tests/unprivileged_box.py): doctor says which caps
+    its runs get; and a launcher installed by an older box init, which would refuse every run's
+    RLIMIT_DATA, fails the sandbox check with what to do."""
+    box = {"kind": "ssh", **unprivileged.sshd.box_kwargs(), "sandbox_user": SANDBOX_USER,
+           "sandbox_launcher": ["sudo", "-n", str(unprivileged.launcher)], "python": box_python}
+    done = _doctor(_setup(tmp_path, True, box))
+    [limits] = [ln for ln in done.stdout.splitlines() if ": limits:" in ln]
+    assert limits.startswith("ok    box box-a: limits: no memory cgroup (the harness may not "
+                             "make one): RLIMIT_DATA and sized tmpfs only"), limits
+    launcher = unprivileged.launcher.read_text()
+    old = launcher.replace(" (each run: sized tmpfs, RLIMIT_DATA)", "")
+    try:
+        unprivileged.launcher.write_text(old)
+        (tmp_path / "old").mkdir()
+        done = _doctor(_setup(tmp_path / "old", True, box))
+    finally:
+        unprivileged.launcher.write_text(launcher)
+    assert "FAIL  box box-a: sandbox works: the installed launcher predates sized tmpfs " \
+        "mounts and RLIMIT_DATA: run `evalbot box init` again" in done.stdout
 
 
 def test_unpinned_host_key_is_refused_with_a_clear_line(tmp_path: Path, sshd: Sshd) -> None:

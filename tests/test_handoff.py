@@ -185,9 +185,8 @@ def test_the_cpu_clock_counts_an_orphan_s_work(tmp_path: Path) -> None:
         pytest.skip("this machine lets the harness make no cgroup (the handoff clock is tested "
                     "without one below)")
     spec = _stepped(10, clock="cpu")
-    with cpu_meter.run_cgroup(True) as group:
-        done = _run_stepped(tmp_path, ORPHAN.replace("{steps}", "10"), spec, list(range(18)),
-                            cgroup=group)
+    done = _run_stepped(tmp_path, ORPHAN.replace("{steps}", "10"), spec, list(range(18)),
+                        cpu_clock=True)
     assert done.cpu_s is not None and done.cpu_s >= 11 * 0.02, done
 
 

@@ -104,6 +104,10 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
         doc["speed"]["runs"][0]["cells"][0]["metric"] = "ttft"
     elif edit == "witness name":  # Qwen3.6's decode witness named as Qwythos's
         doc["speed"]["runs"][2]["witnesses"][-1]["name"] = "decode-128"
+    elif edit == "limit":
+        doc["limits"] = {"run": {"memory_mb": 1024, "disk_gb": 2}}
+    elif edit == "stage":
+        doc["limits"] = {"sample": {"memory_mb": 1024}}
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -112,7 +116,11 @@ def _broken_copy(tmp_path: Path, edit: str) -> Path:
 @pytest.mark.parametrize(("edit", "message"), [("sha", "64 lowercase hex"),
                                                ("placeholder", "unknown placeholder"),
                                                ("metric", "not one of"),
-                                               ("witness name", "used twice: decode-128")])
+                                               ("witness name", "used twice: decode-128"),
+                                               ("limit", r"limits\.run\.disk_gb: expected a "
+                                                         "positive integer limit, one of as_mb"),
+                                               ("stage", r"limits\.sample: expected one of "
+                                                         "build, run")])
 def test_bad_profiles_are_refused_naming_the_key(tmp_path: Path, edit: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_profile(str(_broken_copy(tmp_path, edit)))
@@ -167,3 +175,31 @@ def test_correctness_scores_28_windows_first_and_long_windows_deep_only(name: st
     deep = sum(b - a for _, a, b in long_pieces(spec))
     assert spec.windows * (spec.window_tokens - 1) + spec.long_windows * deep == 3814
     assert 0.8 ** spec.looks[0] < 0.002  # one window in five damaged: all of round one missed
+
+
+def _harness_file(arg: str) -> Path:
+    """A `{harness}/...` argument as the file of this checkout it names."""
+    assert arg.startswith("{harness}/"), arg
+    return Path(__file__).parents[1] / arg.removeprefix("{harness}/")
+
+
+@pytest.mark.parametrize("path", sorted(PROFILES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_witness_runs_a_tool_of_the_harness(path: Path) -> None:
+    """No shipped witness is a command of the PR's own code (issue 45: the demo's was the PR's
+    `witness` subcommand, which a head made fast): its program is a harness script run by
+    `{python}`, or a tool the harness's build script compiles from its own source into
+    `evalbot-out/` (llama.cpp's evalbot-topk, sparkinfer's evalbot-sparkinfer-witness)."""
+    profile = load_profile(str(path))
+    witnesses = [w for run in profile.runs for w in run.witnesses]
+    assert witnesses, f"{path.stem} has no witness: no cell of it can earn a tier"
+    for spec in witnesses:
+        program, *_ = spec.argv
+        if program == "{python}":
+            assert _harness_file(spec.argv[1]).is_file(), spec.argv
+            continue
+        build_script = _harness_file(profile.build_argv[1])
+        folder, tool = program.removeprefix("{build}/").split("/")
+        assert program.startswith("{build}/") and folder == "evalbot-out", spec.argv
+        assert profile.build_argv[0] == "{python}" and build_script.is_file()
+        sources = "".join(p.read_text() for p in build_script.parent.glob("*.py"))
+        assert f'"{tool}"' in sources and f"{folder}/{tool}" in profile.artifacts, spec.argv

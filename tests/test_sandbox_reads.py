@@ -6,8 +6,9 @@ tokens are not what its score run predicts, and copies main's greedy tokens from
 sample log under the job's `logs/` to pass the speed/score consistency check anyway (issue 45:
 it did, and got `eval:XL`). Every one of its bench runs also reads `job.json` (the box config's
 `repo` verbatim), the harness's own log and status, and lists `/sys/fs/cgroup`, and prints what
-it found. Its witness looks for the per-run cgroup under `/sys/fs/cgroup`, which exists only while
-the harness times a witness (a witness that knew could run other code), and fails when it sees it.
+it found. Every one of its processes looks for the per-run cgroup under `/sys/fs/cgroup`, which
+exists only while the harness times a witness (a witness that knew could run other code), and
+fails when it sees it.
 
 It finds none of it, its copy fails, the consistency check rejects it, and its witness runs.
 """
@@ -15,11 +16,10 @@ It finds none of it, its copy fails, the consistency check rejects it, and its w
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from evalbot.engine.demo import DemoRepo
+from tests import hostile_demo as hd
 from tests.demo_box import box_python, demo, evaluate_over_ssh
 
 __all__ = ["box_python", "demo"]  # fixtures
@@ -73,6 +73,10 @@ def _evalbot_a_witness():
         if "evalbot-runs" in dirs:
             return True
     return False
+
+
+if _evalbot_a_witness():  # one that knew could run other code there; this one says so, failing
+    raise SystemExit("a witness")
 '''
 
 CHEAPER_BENCH = [
@@ -83,33 +87,7 @@ CHEAPER_BENCH = [
      '    _evalbot_reads(result)\n'
      '    print("BENCH_JSON " + json.dumps(result), flush=True)\n'),
     ("\nfrom __future__ import annotations\n", "\nfrom __future__ import annotations\n" + READS),
-    # a witness that knows it is one could run other code than the timed path; this one only
-    # says so, by failing
-    ("    model = Model(cfg, weights)\n    run_one_ctx(model, bench_tokens(None, 18), 16, 2)",
-     "    if _evalbot_a_witness():\n"
-     "        raise SystemExit('a witness')\n"
-     "    model = Model(cfg, weights)\n    run_one_ctx(model, bench_tokens(None, 18), 16, 2)"),
 ]
-
-
-def _head(repo: DemoRepo) -> str:
-    """A PR commit on top of main whose demo_engine.py is main's with CHEAPER_BENCH applied."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-c", "user.name=attacker", "-c",
-                               "user.email=attacker@evalbot.invalid", *args], cwd=repo.path,
-                              check=True, capture_output=True, text=True).stdout.strip()
-
-    git("checkout", "-q", "-b", "pr/copy-main", repo.main_sha)
-    engine = repo.path / "demo_engine.py"
-    source = engine.read_text()
-    for old, new in CHEAPER_BENCH:
-        assert source.count(old) == 1, f"main's demo_engine.py changed: {old!r}"
-        source = source.replace(old, new)
-    engine.write_text(source)
-    git("commit", "-q", "--no-gpg-sign", "-am", "copy-main: decode with one layer")
-    sha = git("rev-parse", "HEAD")
-    git("checkout", "-q", "main")
-    return sha
 
 
 def _reads(jobs: Path) -> list[dict[str, Any]]:
@@ -127,7 +105,8 @@ def _head_witness_samples(results: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_head_reads_no_harness_file_and_its_copied_tokens_fail(sshd, box_python, demo,
                                                                   tmp_path):
     _root, repo = demo
-    outcome, config = evaluate_over_ssh(sshd, box_python, demo, tmp_path, _head(repo), pr=45)
+    outcome, config = evaluate_over_ssh(sshd, box_python, demo, tmp_path,
+                                        hd.head(repo, "copy-main", CHEAPER_BENCH), pr=45)
     results = json.loads((tmp_path / "out" / "private" / "results.json").read_text())
     witnessed = _head_witness_samples(results)
     assert witnessed and not any(s["error"] for s in witnessed), witnessed  # none knew itself

@@ -3,9 +3,10 @@
 and leaves files wherever it can write.
 
 - **Secrets.** The head's build and every one of its bench runs search the files (/etc, /home,
-  the SSH configuration), /proc (every process's command line), /proc/net (sockets, addresses),
-  the environment and the host name for the box's SSH port, addresses, host name and user
-  names, and print what they find; the bench prints a found port as its decode rate (issue 31's
+  the SSH configuration, /etc/machine-id, the network interfaces in /sys), /proc (every
+  process's command line), /proc/net (sockets, addresses), the environment and the host name
+  for the box's SSH port, addresses, host name, user names, machine id and MAC addresses
+  (issue 45), and print what they find; the bench prints a found port as its decode rate (issue 31's
   "number as a channel"). The box has canaries planted for each: the sshd's port (on its
   command line and in a world-readable file under /etc/ssh), the box's addresses, its host name,
   a user with a home directory and the sandbox user's own name. The head finds none of them,
@@ -17,6 +18,7 @@ and leaves files wherever it can write.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -29,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from evalbot.engine.sandbox.sandbox_exec import MACHINE_ID
 from tests.demo_box import box_python, demo, evaluate_over_ssh
 from tests.sshd import SANDBOX_USER, Sshd
 
@@ -41,7 +44,10 @@ def _evalbot_search(walk):
     found = {"hostname": socket.gethostname(), "env": dict(os.environ), "files": {},
              "cmdlines": [], "listening": [], "addresses": [], "homes": [], "left": []}
     for pattern in ("/etc/ssh/*", "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/hostname",
-                    "/etc/network/*", "/etc/subuid", "/var/log/*", "/run/utmp", "/etc/evalbot/*"):
+                    "/etc/network/*", "/etc/subuid", "/var/log/*", "/run/utmp", "/etc/evalbot/*",
+                    "/etc/machine-id", "/sys/class/net/*/address", "/sys/devices/*/net/*/address",
+                    "/sys/devices/*/*/net/*/address", "/sys/devices/*/*/*/net/*/address",
+                    "/sys/devices/*/*/*/*/net/*/address"):
         for path in glob.glob(pattern):
             try:
                 found["files"][path] = open(path, errors="replace").read()[:20000]
@@ -124,6 +130,15 @@ def _hostile_head(repo_path: Path, main_sha: str) -> str:
     return sha
 
 
+def _identities() -> dict[str, list[str]]:
+    """What names this machine among boxes: its machine id and its network interfaces' MAC
+    addresses (loopback's all-zero one aside)."""
+    macs = {Path(p).read_text().strip() for p in glob.glob("/sys/class/net/*/address")}
+    machine = Path("/etc/machine-id")
+    return {"machine_id": [machine.read_text().strip()] if machine.is_file() else [],
+            "mac": sorted(m for m in macs if m.strip("0:"))}
+
+
 def _addresses() -> list[str]:
     """The box's own addresses other than loopback (the container's, here)."""
     out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout
@@ -145,7 +160,8 @@ def canaries(sshd: Sshd) -> Iterator[dict[str, list[str]]]:
     planted.chmod(0o644)
     try:
         yield {"port": [str(sshd.port)], "addresses": addresses,
-               "hostname": [socket.gethostname()], "users": [user, SANDBOX_USER]}
+               "hostname": [socket.gethostname()], "users": [user, SANDBOX_USER],
+               **_identities()}
     finally:
         planted.unlink()
         subprocess.run(["userdel", "-r", user], capture_output=True, check=False)
@@ -174,6 +190,8 @@ def test_a_snooping_head_finds_no_secret_and_leaves_nothing(sshd, canaries, box_
     assert len([f for f in found if "/" in f["left"] or f["left"]]) >= 2  # build and bench
     for look in found:
         assert _hits(json.dumps(look), canaries) == [], _hits(json.dumps(look), canaries)
+        if Path("/etc/machine-id").is_file():  # it read one: the same on every box
+            assert look["files"]["/etc/machine-id"] == f"{MACHINE_ID}\n", look["files"]
         assert [p for p in look["listening"] if p] == []  # no socket of the box's
     published = outcome.comment + (tmp_path / "out" / "verdict.json").read_text()
     assert _hits(published, canaries) == []

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import sandbox_spec
 from .checks import ContractError, one_of, sha
 from .checks import field as get
-from .sandbox_spec import check_spec as check_sandbox
 from .witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 JOB_SCHEMA = "evalbot.job/1"
@@ -162,6 +162,7 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str | None = None
     sandbox: dict[str, Any] | None = None  # engine.sandbox.session's settings; None: a trusted box
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)  # the profile's, per stage
     box: str = ""  # the box's name in the bot's config: the only box identifier ever published
     # the profile's own version: a change of what it measures (its witnesses, its looks) bumps it,
     # so a stored verdict says which one measured it (it regrades under the rule it recorded)
@@ -374,7 +375,8 @@ def parse_job(doc: Any) -> Job:
         correctness=_correctness(doc.get("correctness")),
         env={str(k): str(v) for k, v in (doc.get("env") or {}).items()},
         cache_dir=doc.get("cache_dir"),
-        sandbox=check_sandbox(doc.get("sandbox")),
+        sandbox=sandbox_spec.check_spec(doc.get("sandbox")),
+        limits=sandbox_spec.check_limits(doc.get("limits"), "limits"),
         box=str(doc.get("box") or ""),
         profile_version=get(doc, "", "profile_version", int, optional=True) or 1,
     )

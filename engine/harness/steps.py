@@ -63,6 +63,8 @@ def run_job(job: Job, jobdir: Path) -> dict[str, Any]:
 def _steps(job: Job, jobdir: Path, status: Status, doc: dict[str, Any], watch: Stopwatch) -> None:
     failures: list[dict[str, Any]] = doc["failures"]
     job = sandbox.enter(job, jobdir)  # fetch with network, then every engine process sandboxed
+    if (caps := sandbox.applied()) is not None:
+        doc["box"]["caps"] = caps  # what a build or run of either side may use of the box
     built: dict[str, Built] = {}
     for side, sha in (("base", job.base_sha), ("head", job.head_sha)):
         status.set(f"build-{side}")
@@ -164,18 +166,23 @@ def _build_failures(built: dict[str, Built]) -> list[dict[str, Any]]:
     full = _disk_full(base.artifact_dir.parent.parent)
     note = f" ({_DISK_FULL})" if full else ""
     if not base.ok:  # main must build: otherwise nothing can be said about the PR
+        why = f"its build {base.exceeded}" if base.exceeded else f"{base.failure}{note}"
         return [{"stage": "checkout" if base.failure == "checkout" else "build", "side": "base",
                  "attribution": "infra", "kind": "infra-error",
-                 "message": f"base failed: {base.failure}{note}", "log_tail": _tail(base.log)}]
+                 "message": f"base failed: {why}", "log_tail": _tail(base.log)}]
     kind = "timeout" if head.failure == "timeout" else "build-failed"
-    # A full disk is the box's condition, not the PR's verdict: the sandbox's per-stage file size
-    # limit is what bounds a PR's writes (exceeding it fails the build as the PR's), so a disk
-    # that fills below that limit means the box has too little room, and a retry after
-    # housekeeping may succeed. Free space is measured by the harness, never read from PR output.
-    attribution = "infra" if head.failure == "checkout" or full else "pr"
+    # A full disk is the box's condition, not the PR's verdict: the profile's disk cap (and the
+    # sandbox's per-stage file size limit) is what bounds a PR's writes, and going past it fails
+    # the build as the PR's (`exceeded`: its tree is emptied for the next job); a disk that
+    # fills below the cap means the box has too little room, and a retry after housekeeping may
+    # succeed. Both are measured by the harness, never read from PR output.
+    exceeded = head.failure == "exceeded"
+    attribution = "infra" if not exceeded and (head.failure == "checkout" or full) else "pr"
+    message = f"head failed: its build {head.exceeded}" if exceeded else \
+        f"head failed: {head.failure}{note}"
     return [{"stage": "checkout" if head.failure == "checkout" else "build", "side": "head",
              "attribution": attribution, "kind": kind if attribution == "pr" else "infra-error",
-             "message": f"head failed: {head.failure}{note}", "log_tail": _tail(head.log)}]
+             "message": message, "log_tail": _tail(head.log)}]
 
 
 _DISK_FULL = "the box's disk is full"

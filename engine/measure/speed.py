@@ -197,8 +197,8 @@ class Measurement:
         self.measured_s += done.wall_s
         if done.timed_out:
             raise SampleFailure(side, "timeout", f"sample exceeded {run.timeout_s:.0f} s", log)
-        if done.returncode != 0:
-            raise SampleFailure(side, "crashed", f"exit status {done.returncode}", log)
+        if not done.ok:  # exited non-zero, or went past a cap of the sandbox's
+            raise SampleFailure(side, "crashed", done.why, log)
         try:
             rates = read_rates(done.output, run.parse, run.cells)
         except ParseError as exc:
@@ -285,15 +285,13 @@ class Measurement:
         before = gpu.gpu_state()
         handoff = witness.handoff_of(spec, prompt)
         try:
-            with cpu_meter.run_cgroup(spec.clock == "cpu") as group:
-                done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
-                                env=self.job.env, handoff=handoff, cgroup=group)
+            done = proc.run(argv, cwd=built.artifact_dir, timeout_s=timeout_s, log=log,
+                            env=self.job.env, handoff=handoff, cpu_clock=spec.clock == "cpu")
         except OSError as exc:  # e.g. a witness tool the build did not produce: no proof
             return witness.Timed(False, "", 0.0, False, f"could not start: {exc.strerror}")
         after = gpu.gpu_state()
         seconds = done.cpu_s if spec.clock == "cpu" else done.handoff_s
-        error = ("timeout" if done.timed_out else
-                 f"exit status {done.returncode}" if done.returncode != 0 else
+        error = (done.why if not done.ok else
                  "no ready line, or not every output line after it"
                  if handoff and seconds is None else "")
         if not error:

@@ -1,11 +1,12 @@
-"""The CPU time of every process one run started: a cgroup of its own per run.
+"""A run's own cgroups: the CPU time of every process it started, and its memory cap.
 
 A process's rusage counts only the children it waited for, so work done by an orphan (a child
 that outlives its parent, a double-forked daemon) is invisible to it. A cgroup counts every
 process that ever ran in it, exited or not, and a process cannot leave it without write access
 to another cgroup, which the sandbox user never has. Only a harness that may create cgroups
 (root, or a delegated subtree) has this clock; elsewhere `make` returns None and a witness is
-timed by the handoff clock alone (engine/measure/speed.py).
+timed by the handoff clock alone (engine/measure/speed.py). The same run's memory cap
+(engine/sandbox/memory_cap.py) lives in its v2 cgroup, or in a v1 memory cgroup beside it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from .memory_cap import MemoryGroup
 
 # (the hierarchy, the usage file, seconds per unit): cgroup v2 (unified or hybrid), then v1
 HIERARCHIES = (
@@ -33,10 +36,12 @@ class RunCgroup:
     path: Path
     usage_file: str
     unit_s: float
+    memory: MemoryGroup | None = None  # where the run's memory is capped; None: not capped
 
     @classmethod
-    def make(cls) -> RunCgroup | None:
-        """A fresh cgroup for one run, or None where this process may not create one."""
+    def make(cls, memory_bytes: int | None = None) -> RunCgroup | None:
+        """A fresh cgroup for one run (capped at `memory_bytes` where a memory cgroup can be
+        made), or None where this process may not create one."""
         for root, usage, unit in HIERARCHIES:
             if not (root / usage).exists() and not (root / "cgroup.procs").exists():
                 continue
@@ -48,19 +53,32 @@ class RunCgroup:
             group = cls(path, usage, unit)
             try:
                 group.usage_s()
-                return group
             except (OSError, ValueError):
                 group.remove()
+                continue
+            if memory_bytes is None:
+                return group
+            v2 = path if usage == "cpu.stat" else None
+            return cls(path, usage, unit, MemoryGroup.make(memory_bytes, v2))
         return None
+
+    def dirs(self) -> list[Path]:
+        return [self.path] + ([self.memory.path] if self.memory and self.memory.path != self.path
+                              else [])
 
     def join(self) -> None:
         """Move the calling process into the cgroup (run between fork and exec: every process
         it starts is born inside)."""
-        fd = os.open(self.path / "cgroup.procs", os.O_WRONLY)
-        try:
-            os.write(fd, str(os.getpid()).encode())
-        finally:
-            os.close(fd)
+        for path in self.dirs():
+            fd = os.open(path / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+
+    def oom_killed(self) -> bool:
+        """Was a process of the run killed for going past its memory cap?"""
+        return self.memory is not None and self.memory.oom_killed()
 
     def usage_s(self) -> float:
         """CPU seconds of every process that ran in the cgroup, living or gone."""
@@ -71,10 +89,13 @@ class RunCgroup:
         return int(text.strip()) * self.unit_s
 
     def pids(self) -> list[int]:
-        try:
-            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            return []
+        found: set[int] = set()
+        for path in self.dirs():
+            try:
+                found.update(int(p) for p in (path / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return sorted(found)
 
     def kill_all(self) -> None:
         """SIGKILL whatever still runs in the cgroup (a daemon that left its process group)."""
@@ -86,13 +107,15 @@ class RunCgroup:
 
     def remove(self) -> bool:
         """Remove the cgroup once it is empty; False while a process is still in it."""
-        try:
-            self.path.rmdir()
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
+        gone = True
+        for path in reversed(self.dirs()):
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                gone = False
+        return gone
 
 
 def available() -> bool:
@@ -102,10 +125,11 @@ def available() -> bool:
 
 
 @contextmanager
-def run_cgroup(wanted: bool) -> Iterator[RunCgroup | None]:
-    """A cgroup for one run when `wanted` and possible; at the end whatever still runs in it is
-    killed and it is removed (waiting a few seconds for the kernel to let its processes go)."""
-    group = RunCgroup.make() if wanted else None
+def run_cgroup(wanted: bool, memory_bytes: int | None = None) -> Iterator[RunCgroup | None]:
+    """A cgroup for one run when `wanted` and possible, capped at `memory_bytes` where it can
+    be; at the end whatever still runs in it is killed and it is removed (waiting a few
+    seconds for the kernel to let its processes go)."""
+    group = RunCgroup.make(memory_bytes) if wanted else None
     try:
         yield group
     finally:

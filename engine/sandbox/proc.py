@@ -14,14 +14,16 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import cpu_meter
 from . import session as sandbox
+from .caps import Caps, DiskWatch
 
 LOG_CAP = 1 << 20  # bytes of output kept per process; the rest is dropped, not buffered
 PIPE_DEFAULT = 1 << 16  # Linux's pipe buffer unless grown (`_hold`)
+WATCH_S = 0.2  # how often a run's disk growth is looked at (a statvfs: microseconds)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 # Under -I Python puts neither the script's directory nor the cwd on sys.path; a script that
 # imports its siblings, or `-m` run from the harness, needs exactly that one entry, so this
@@ -62,10 +64,16 @@ class Finished:
     timed_out: bool
     handoff_s: float | None = None  # with a Handoff: ready-and-fed to output read; None if not
     cpu_s: float | None = None  # with a cgroup: its CPU time over the handoff's span (or all)
+    exceeded: str = ""  # the cap it went past (engine/sandbox/caps.py), in the harness's words
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and not self.exceeded
+
+    @property
+    def why(self) -> str:
+        """Why it failed, in the harness's words (never the process's)."""
+        return self.exceeded or ("timeout" if self.timed_out else f"exit status {self.returncode}")
 
 
 def run(
@@ -77,29 +85,49 @@ def run(
     env: Mapping[str, str] | None = None,
     trusted: bool = False,
     handoff: Handoff | None = None,
-    cgroup: cpu_meter.RunCgroup | None = None,
+    cpu_clock: bool = False,
 ) -> Finished:
     """Run argv (never through a shell), write its output to `log`, kill its group at the end.
 
     Inside an active sandbox (engine.sandbox.session.enter) argv runs as the sandbox user with the
-    stage's limits, and afterwards every process of that user is killed. A `trusted` run (the
-    reference, the tokenizer: harness code) never runs as the sandbox user: it runs as the
-    harness, in a HOME only the harness can enter. With a `cgroup` (cpu_meter) the process starts
-    inside it: every process it starts is counted and killed at the end."""
+    stage's limits and caps (engine/sandbox/caps.py: a memory cgroup of its own where the harness
+    may make one, its disk growth watched), and afterwards every process of that user is killed.
+    A `trusted` run (the reference, the tokenizer: harness code) never runs as the sandbox user:
+    it runs as the harness, in a HOME only the harness can enter. With `cpu_clock` (cpu_meter)
+    the process starts inside a cgroup of its own where one can be made: every process it starts
+    is counted (`cpu_s`) and killed at the end."""
     home = sandbox.fresh_home(trusted)
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C",
                 **{k: v for k, v in (env or {}).items() if not k.startswith("PYTHON")},
                 "HOME": str(home), "TMPDIR": str(home)}
-    argv = isolated(list(argv))
-    preexec = None
+    wanted, preexec = isolated(list(argv)), None
+    caps = None if trusted else sandbox.caps(wanted, cwd)
     if not trusted:
-        argv, full_env, preexec = sandbox.wrap(argv, cwd, full_env)
-    if cgroup is not None:
-        preexec = _joined(cgroup, preexec)
+        argv, full_env, preexec = sandbox.wrap(wanted, cwd, full_env)
     try:
-        return _run(argv, cwd, timeout_s, log, full_env, preexec, handoff, cgroup)
+        done = _capped(list(argv), cwd, timeout_s, log, full_env, preexec, handoff, cpu_clock,
+                       caps)
+        purge = sandbox.purge_command(wanted, cwd) if done.exceeded.startswith("wrote") else None
+        if purge is not None:  # past its disk cap: the room goes back to the box
+            run(purge[0], cwd=purge[1], timeout_s=600, log=purge[2])
+        return done
     finally:
         sandbox.after_run(home)
+
+
+def _capped(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict[str, str],
+            preexec: sandbox.Preexec | None, handoff: Handoff | None, cpu_clock: bool,
+            caps: Caps | None) -> Finished:
+    """The run inside its cgroup (CPU clock, memory cap) and under its disk watch."""
+    memory = caps.memory_mb << 20 if caps is not None and caps.memory_mb else None
+    with cpu_meter.run_cgroup(cpu_clock or memory is not None, memory) as cgroup:
+        if cgroup is not None:
+            preexec = _joined(cgroup, preexec)
+        watch = caps.disk_watch() if caps is not None else None
+        done = _run(argv, cwd, timeout_s, log, full_env, preexec, handoff, cgroup, watch)
+        if caps is not None and cgroup is not None and cgroup.oom_killed():
+            return replace(done, exceeded=caps.memory_reason())
+    return done
 
 
 def _joined(cgroup: cpu_meter.RunCgroup,
@@ -126,10 +154,10 @@ def isolated(argv: list[str]) -> list[str]:
 
 def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict[str, str],
          preexec: sandbox.Preexec | None, handoff: Handoff | None = None,
-         cgroup: cpu_meter.RunCgroup | None = None) -> Finished:
+         cgroup: cpu_meter.RunCgroup | None = None, watch: DiskWatch | None = None) -> Finished:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with open(log, "wb") as sink:
+    with open(log, "wb", buffering=0) as sink:  # unbuffered: no flush left to fail at close
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -140,20 +168,27 @@ def _run(argv: list[str], cwd: Path, timeout_s: float, log: Path, full_env: dict
             start_new_session=True,
             preexec_fn=preexec,
         )
-        timed_out = False
+        timed_out, exceeded = False, ""
         clock = _Clock(proc, handoff, cgroup.usage_s if cgroup is not None else None)
         try:
-            _drain(proc, sink, start + timeout_s, clock)
+            _drain(proc, sink, start + timeout_s, clock, watch)
         except TimeoutError:
             timed_out = True
+        except Exceeded as exc:
+            exceeded = str(exc)
         finally:
             clock.close()
             _kill_group(proc, cgroup)
     wall = time.perf_counter() - start
     output = log.read_bytes().decode("utf-8", errors="replace")
     cpu = clock.cpu_seconds() if handoff else cgroup.usage_s() if cgroup is not None else None
+    exceeded = exceeded or (watch.at_end() if watch is not None else "")  # a burst at its end
     return Finished(None if timed_out else proc.returncode, output, wall, timed_out,
-                    clock.seconds(), cpu)
+                    clock.seconds(), cpu, exceeded)
+
+
+class Exceeded(Exception):
+    """The run went past a cap the harness watches while it runs (its disk)."""
 
 
 class _Clock:
@@ -235,7 +270,8 @@ def _hold(fd: int, size: int) -> None:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
-def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: _Clock) -> None:
+def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: _Clock,
+           watch: DiskWatch | None = None) -> None:
     import selectors
 
     assert proc.stdout is not None
@@ -246,20 +282,30 @@ def _drain(proc: subprocess.Popen[bytes], sink: object, deadline: float, clock: 
             left = deadline - time.perf_counter()
             if left <= 0:
                 raise TimeoutError
-            if not sel.select(timeout=min(left, 1.0)):
+            if watch is not None and (why := watch.over()):
+                raise Exceeded(why)
+            if not sel.select(timeout=min(left, WATCH_S if watch is not None else 1.0)):
                 continue
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
                 break
             clock.see(chunk)
             if written < LOG_CAP:
-                sink.write(chunk[: LOG_CAP - written])  # type: ignore[attr-defined]
-                written += len(chunk)
-    left = max(deadline - time.perf_counter(), 0.01)
-    try:
-        proc.wait(timeout=left)
-    except subprocess.TimeoutExpired as exc:
-        raise TimeoutError from exc
+                try:
+                    sink.write(chunk[: LOG_CAP - written])  # type: ignore[attr-defined]
+                    written += len(chunk)
+                except OSError:  # a full disk (the run filled it?): the log ends, the run goes on
+                    written = LOG_CAP
+    while True:  # its output closed; it may still be writing (the watch still looks)
+        left = deadline - time.perf_counter()
+        try:
+            proc.wait(timeout=max(min(left, WATCH_S if watch is not None else left), 0.01))
+            return
+        except subprocess.TimeoutExpired as exc:
+            if left <= 0:
+                raise TimeoutError from exc
+        if watch is not None and (why := watch.over()):
+            raise Exceeded(why)
 
 
 def _kill_group(proc: subprocess.Popen[bytes], cgroup: cpu_meter.RunCgroup | None = None) -> None:

@@ -9,11 +9,13 @@ The sandbox is bubblewrap's (`bwrap`, Debian's package `bubblewrap`), started un
 sandbox user in a user namespace of its own (`bwrap_argv` says what it sees): new PID, network
 (loopback only, unless the spec allows network), UTS (a fixed host name), IPC and mount
 namespaces; `/` read-only; a private `/tmp`, `/var/tmp`, `/dev/shm`, `/run` (and `/run/lock`,
-`/var/lock`) per run, gone with its mount namespace; empty, read-only directories over the box's
+`/var/lock`) per run, gone with its mount namespace, each a tmpfs of the spec's `tmpfs_mb` (its
+pages are RAM: unsized, each could take half of it); empty, read-only directories over the box's
 state (`MASKED`: other users' homes, logs, login records, the SSH and network configuration, the
-cgroup tree);
-`/etc/passwd`, `/etc/group`, `/etc/hosts` and `/etc/hostname` that name nobody of the box; the
-GPU devices bound in. What stays hand-written, and why bubblewrap cannot do it:
+cgroup tree; `net_devices`: the host's network interfaces in sysfs, their MAC addresses);
+`/etc/passwd`, `/etc/group`, `/etc/hosts` and `/etc/hostname` that name nobody of the box, an
+`/etc/machine-id` the same on every box; the GPU devices bound in. What stays hand-written, and
+why bubblewrap cannot do it:
 
 - **becoming the sandbox user** (`drop_to`) and **the limits** (`apply_limits`): bwrap's
   `--uid` only renames a user inside its namespace; the files of the box must see the sandbox
@@ -45,8 +47,11 @@ import time
 PR_SET_NO_NEW_PRIVS = 38
 ALLOWED_USER_FILE = "/etc/evalbot/sandbox-user"  # written by `evalbot box init`
 BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")  # root never looks it up on a PATH
-LIMITS = {"as_mb": (resource.RLIMIT_AS, 1 << 20), "nproc": (resource.RLIMIT_NPROC, 1),
-          "fsize_mb": (resource.RLIMIT_FSIZE, 1 << 20), "nofile": (resource.RLIMIT_NOFILE, 1)}
+LIMITS = {"as_mb": (resource.RLIMIT_AS, 1 << 20), "data_mb": (resource.RLIMIT_DATA, 1 << 20),
+          "nproc": (resource.RLIMIT_NPROC, 1), "fsize_mb": (resource.RLIMIT_FSIZE, 1 << 20),
+          "nofile": (resource.RLIMIT_NOFILE, 1)}
+TMPFS_MB = 64  # each private tmpfs of a run unless its spec says (`tmpfs_mb`): RAM, not disk
+MASKED_SIZE = 1 << 16  # bytes of each masked place's tmpfs (empty and read-only anyway)
 EXIT_SETUP = 126  # the sandbox could not be set up: infrastructure, never the PR
 INSIDE_USER = "sandbox"  # the name the run sees for itself: the box's user names stay unknown
 # Writable, empty and the run's own (gone with its mount namespace): nothing one run leaves
@@ -62,6 +67,9 @@ MASKED = ("/home", "/root", "/srv", "/mnt", "/media", "/var/log", "/var/lib", "/
           "/etc/NetworkManager", "/etc/netplan", "/etc/sudoers.d", "/etc/evalbot",
           "/sys/fs/cgroup")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+# What every run reads as /etc/machine-id: one value for every box, so no run can tell boxes
+# (or a box's reinstalls) apart by it, nor link its runs on one box to a later PR's.
+MACHINE_ID = "0e7a1b0d5a9d4c3e8f2b6a1c9d8e7f60"
 USERNS_HINT = ("bubblewrap could not make its namespaces as an unprivileged user. On Debian "
                "and Ubuntu: `sysctl kernel.unprivileged_userns_clone=1`; everywhere: "
                "`sysctl user.max_user_namespaces=15000`; on Ubuntu 23.10 and later also "
@@ -130,7 +138,8 @@ def etc_files(spec: dict[str, object], entry: pwd.struct_passwd) -> dict[str, st
              "/etc/group": f"root:x:0:\n{INSIDE_USER}:x:{entry.pw_gid}:\nnogroup:x:65534:\n",
              "/etc/hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t{host}\n",
              "/etc/hostname": f"{host}\n", "/etc/mailname": f"{host}\n", "/etc/subuid": "",
-             "/etc/subgid": "", "/etc/resolv.conf": "", "/etc/motd": ""}
+             "/etc/subgid": "", "/etc/resolv.conf": "", "/etc/motd": "",
+             "/etc/machine-id": f"{MACHINE_ID}\n"}
     return {path: body for path, body in files.items()
             if os.path.isfile(path) and not os.path.islink(path)}
 
@@ -147,6 +156,16 @@ def data_fds(files: dict[str, str]) -> list[str]:
     return args
 
 
+def net_devices() -> list[str]:
+    """The host's network interfaces in sysfs (their MAC addresses): /sys/class/net and the
+    `net` directory of each interface's device. The run's own network namespace has only its
+    loopback; these would still show the box's."""
+    found = ["/sys/class/net"]
+    for link in glob.glob("/sys/class/net/*"):
+        found.append(os.path.dirname(os.path.realpath(link)))
+    return sorted(dict.fromkeys(found))
+
+
 def hides(path: str) -> bool:
     """Whether binding `path` back would uncover a private or masked place (a harness whose
     sys.path holds /tmp); one the user cannot read (checked as the user) it cannot bind."""
@@ -158,22 +177,23 @@ def bwrap_argv(bwrap: str, spec: dict[str, object], data: list[str],
                argv: list[str]) -> list[str]:
     """What the run sees: / read-only, the private and masked places, the run's own paths."""
     network = bool(spec.get("network", False))
+    size = ["--size", str(int(spec.get("tmpfs_mb") or TMPFS_MB) << 20)]  # type: ignore[call-overload]
     args = [bwrap, "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", *([] if network else ["--unshare-net"]),
             "--hostname", str(spec.get("hostname", "evalbot-sandbox")), "--new-session",
             "--die-with-parent",
             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--tmpfs", "/dev/shm"]
+            "--perms", "1777", *size, "--tmpfs", "/dev/shm"]
     for pattern in GPU_DEVICES if spec.get("gpu", True) else ():
         for dev in sorted(glob.glob(pattern)):
             args += ["--dev-bind", dev, dev]
-    masked = [p for p in MASKED if os.path.isdir(p) and not os.path.islink(p)]
+    masked = [p for p in (*MASKED, *net_devices()) if os.path.isdir(p) and not os.path.islink(p)]
     for path in PRIVATE:
         if os.path.isdir(path) and not os.path.islink(path):  # /var/lock is mostly /run/lock
-            args += ["--perms", "1777", "--tmpfs", path]
+            args += ["--perms", "1777", *size, "--tmpfs", path]
     args += ["--perms", "1777", "--dir", "/run/lock"]
     for path in masked:
-        args += ["--perms", "0755", "--tmpfs", path]
+        args += ["--perms", "0755", "--size", str(MASKED_SIZE), "--tmpfs", path]
     for path in spec.get("ro") or []:  # type: ignore[attr-defined]
         mode = os.X_OK if os.path.isdir(str(path)) else os.R_OK  # (this runs as the user)
         if os.access(str(path), mode) and not hides(str(path)):
@@ -181,7 +201,7 @@ def bwrap_argv(bwrap: str, spec: dict[str, object], data: list[str],
     for path in spec.get("rw") or []:  # type: ignore[attr-defined]
         args += ["--bind", str(path), str(path)]
     if spec.get("home"):
-        args += ["--perms", "0700", "--tmpfs", str(spec["home"])]
+        args += ["--perms", "0700", *size, "--tmpfs", str(spec["home"])]
     args += data
     for path in masked:
         args += ["--remount-ro", path]
@@ -215,7 +235,8 @@ def run(spec: dict[str, object], argv: list[str]) -> None:
 def check(name: str) -> int:
     """Start /bin/true in the sandbox as a run does: 0 when it works, else why not. (In a child
     of this process, not a new one: doctor runs this file's text with `python -c`.)"""
-    spec = {"user": name, "cwd": "/", "env": {"PATH": "/usr/bin:/bin"}, "gpu": False}
+    spec = {"user": name, "cwd": "/", "env": {"PATH": "/usr/bin:/bin"}, "gpu": False,
+            "tmpfs_mb": 1, "limits": {"data_mb": 256}}  # as every run is: both applied
     read, write = os.pipe()
     child = os.fork()
     if child == 0:
@@ -231,7 +252,7 @@ def check(name: str) -> int:
     os.close(read)
     status = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
     if status == 0:
-        print("sandbox: bubblewrap works")
+        print("sandbox: bubblewrap works (each run: sized tmpfs, RLIMIT_DATA)")
         return 0
     why = (err.decode(errors="replace").strip().splitlines() or [f"exit {status}"])[-1]
     hint = USERNS_HINT if why.startswith("bwrap") else ""

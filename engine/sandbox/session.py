@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..contract.integrity import verify_files
-from ..contract.sandbox_spec import STAGES
-from . import safe_io, sandbox_exec
+from ..contract.sandbox_spec import RLIMIT_KEYS, STAGES
+from . import caps as caps_of
+from . import memory_cap, safe_io, sandbox_exec
 
 if TYPE_CHECKING:  # the type only: engine.contract.job imports sandbox_spec, never this module
     from ..contract.job import Job
@@ -90,8 +91,9 @@ def enter(job: Job, jobdir: Path) -> Job:
     if spec is None:
         _active = None
         return job
-    limits = {stage: {**DEFAULT_LIMITS[stage], **(spec.get("limits") or {}).get(stage, {})}
-              for stage in STAGES}
+    limits = {stage: {**caps_of.default_limits(), **DEFAULT_LIMITS[stage],
+                      **getattr(job, "limits", {}).get(stage, {}),
+                      **(spec.get("limits") or {}).get(stage, {})} for stage in STAGES}
     act = Active(spec["user"], spec.get("hostname", "evalbot-sandbox"),
                  bool(spec.get("network", False)), list(spec.get("launcher", [])), limits,
                  jobdir.resolve(), float(spec.get("gpu_idle_timeout_s", 120)),
@@ -211,15 +213,58 @@ def wrap(argv: list[str], cwd: Path,
     if act is None:
         return argv, env, None
     home = env.get("HOME", "")
+    limits = act.limits[act.stage(cwd.resolve())]
     spec: dict[str, object] = {
         "user": act.user, "hostname": act.hostname, "network": act.network,
-        "limits": act.limits[act.stage(cwd.resolve())], "cwd": str(cwd),
+        "limits": _rlimits(limits), "tmpfs_mb": limits["tmpfs_mb"], "cwd": str(cwd),
         "env": {**env, **_git_trust(act.mirror)}, "home": home if home.startswith(
             str(act.jobdir / HOMES) + "/") else "",
         "ro": list(act.visible), "rw": _writable(act, argv, cwd.resolve())}
     launcher = act.launcher or [sys.executable, "-I", str(EXEC)]
     outer = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
     return [*launcher, "run", json.dumps(spec), "--", *argv], outer, None
+
+
+def _rlimits(limits: dict[str, int]) -> dict[str, int]:
+    """The launcher's share of a stage's limits: its rlimits, each process's data capped at
+    the run's memory cap unless the limits say otherwise."""
+    return {k: v for k, v in {"data_mb": limits["memory_mb"], **limits}.items()
+            if k in RLIMIT_KEYS}
+
+
+def caps(argv: list[str], cwd: Path) -> caps_of.Caps | None:
+    """What a run of argv in `cwd` may use of the box, beyond its rlimits, and the places it
+    may write; None outside a sandbox."""
+    act = _active
+    if act is None:
+        return None
+    limits = act.limits[act.stage(cwd.resolve())]
+    places = tuple(Path(p) for p in _writable(act, argv, cwd.resolve()))
+    return caps_of.Caps(limits.get("memory_mb"), limits.get("disk_mb"), act.jobdir, places)
+
+
+def applied() -> dict[str, object] | None:
+    """The limits each stage's runs get on this box, and whether a memory cgroup caps them
+    (the results' box facts); None outside a sandbox."""
+    if _active is None:
+        return None
+    return {**{stage: dict(limits) for stage, limits in _active.limits.items()},
+            "memory_cgroup": memory_cap.available()}
+
+
+def purge_command(argv: list[str], cwd: Path) -> tuple[list[str], Path, Path] | None:
+    """The run (argv, cwd, log) that empties the places a run of `argv` past its disk cap wrote
+    (its side's tree, its output directories), as the sandbox user who owns what it wrote
+    there: the box gets its room back for the next job, whoever the harness runs as. (A bound
+    output directory stays, empty: the harness removes it.) None outside a sandbox."""
+    act = _active
+    places = _writable(act, argv, cwd.resolve()) if act is not None else []
+    if act is None or not places:
+        return None
+    trees = act.jobdir / "trees"
+    in_trees = any(p == str(trees) or trees in Path(p).parents for p in places)
+    return (["/bin/sh", "-c", 'chmod -R u+rwX -- "$@"; rm -rf -- "$@"', "sh", *places],
+            trees if in_trees else act.jobdir, act.jobdir / LOGS / "purge.log")
 
 
 def _writable(act: Active, argv: list[str], cwd: Path) -> list[str]:

@@ -38,7 +38,8 @@ def run_score(argv: list[str], side: str, tag: str, spec: Correctness, tokens_fi
                         trusted=side == "reference")
         if not done.ok:
             kind = "timeout" if done.timed_out else "crashed"
-            raise ScoreFailure(side, kind, f"score run {kind} (exit {done.returncode})", log)
+            why = done.exceeded or f"exit {done.returncode}"  # a cap it went past, or its exit
+            raise ScoreFailure(side, kind, f"score run {kind} ({why})", log)
         return read_score(out, side, log, spec.topk, lengths, vocab)
     finally:
         safe_io.remove_tree(outdir)

@@ -27,8 +27,9 @@ class Built:
     cached: bool
     artifact_dir: Path
     hashes: dict[str, str] = field(default_factory=dict)
-    failure: str = ""  # "", "checkout", "build", "timeout", "artifacts"
+    failure: str = ""  # "", "checkout", "build", "timeout", "artifacts", "exceeded"
     log: Path | None = None
+    exceeded: str = ""  # with failure "exceeded": the cap it went past (engine/sandbox/caps.py)
     saved_s: float = 0.0  # a cache hit: how long the original build took (box time saved)
 
     def facts(self) -> dict[str, object]:
@@ -62,13 +63,15 @@ def build_side(job: Job, side: str, sha: str, jobdir: Path) -> Built:
     tree = jobdir / "trees" / side
     got = _checkout(job.repo, sha, tree, jobdir / "logs" / f"checkout-{side}.log")
     if not got.ok:
-        return Built(side, sha, False, got.wall_s, False, artifact_dir, failure="checkout", log=log)
+        return Built(side, sha, False, got.wall_s, False, artifact_dir, log=log,
+                     failure="exceeded" if got.exceeded else "checkout", exceeded=got.exceeded)
     argv = [a.format(python=_python(), tree=str(tree), harness=str(HARNESS_ROOT))
             for a in job.build_argv]
     done = proc.run(argv, cwd=tree, timeout_s=job.build_timeout_s, log=log, env=job.env)
     if not done.ok:
-        failure = "timeout" if done.timed_out else "build"
-        return Built(side, sha, False, done.wall_s, False, artifact_dir, failure=failure, log=log)
+        failure = "exceeded" if done.exceeded else "timeout" if done.timed_out else "build"
+        return Built(side, sha, False, done.wall_s, False, artifact_dir, failure=failure, log=log,
+                     exceeded=done.exceeded)
     try:
         hashes = _collect(tree, job.artifacts, artifact_dir)
     except FileNotFoundError as exc:

@@ -89,6 +89,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         env=dict(profile.env),
         cache_dir=str(PurePosixPath(box.workdir) / "cache"),
         box=box.name,
+        limits={stage: dict(caps) for stage, caps in profile.limits.items()},
     )
 
 

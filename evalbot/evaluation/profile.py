@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from evalbot.engine.contract.job import (
     PLACEHOLDERS,
     TOKENIZE_PLACEHOLDERS,
 )
+from evalbot.engine.contract.sandbox_spec import check_limits
 from evalbot.engine.contract.witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 PROFILES_DIR = Path(__file__).parent.parent / "profiles"
@@ -102,6 +103,9 @@ class Profile:
     box_labels: tuple[str, ...] = ()  # a box must carry all of these to run this profile
     gpu: bool = True  # the engine needs an NVIDIA GPU (`evalbot doctor` fails a box without one)
     version: int = 1  # bumped when what it measures changes; recorded with every verdict
+    # per stage (build, run): what one process of a side may use of the box (engine/sandbox/
+    # caps.py): memory_mb, tmpfs_mb, disk_mb; past it, the head's failure, main's infra's
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def model(self, name: str) -> ProfileModel:
         return next(m for m in self.models if m.name == name)
@@ -121,7 +125,7 @@ def load_profile(name_or_path: str) -> Profile:
             raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {shipped})")
     doc = Doc(path)
     top = Section(doc, "", doc.data, {"name", "version", "build", "env", "models", "speed",
-                                      "correctness", "box_labels", "gpu"})
+                                      "correctness", "box_labels", "gpu", "limits"})
     build = top.section("build", {"argv", "timeout_s", "artifacts"})
     models = tuple(_model(s) for s in top.items("models", {"name", "file", "sha256", "role",
                                                            "namespace"}))
@@ -165,7 +169,16 @@ def load_profile(name_or_path: str) -> Profile:
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
         gpu=top.get("gpu", bool, True),
         version=_version(top),
+        limits=_limits(top),
     )
+
+
+def _limits(top: Section) -> dict[str, dict[str, int]]:
+    try:
+        return check_limits(top.get("limits", dict, {}), "limits")
+    except ContractError as exc:
+        where, _, message = str(exc).partition(": ")  # the key it names, then what is wrong
+        raise top.doc.error(where, message) from exc
 
 
 def _argv(s: Section, key: str) -> tuple[str, ...]:

@@ -84,6 +84,7 @@ def _box_checks(box_config: BoxConfig, profile: Profile) -> Iterator[Check]:
         if box_config.sandbox_user:
             yield _sandbox_entry_check(box, box_config, name)
             yield _sandbox_works_check(box, box_config, name)
+            yield _limits_check(box, box_config, profile, name)
         for model in profile.models:
             yield _model_check(box, box_config, name, model.name, model.file, model.sha256)
     finally:
@@ -150,7 +151,31 @@ def _sandbox_works_check(box: Box, box_config: BoxConfig, name: str) -> Check:
     out = got.output.strip().splitlines()
     if got.returncode != 0:
         return Check(f"{name}: sandbox works", False, out[-1] if out else f"exit {got.returncode}")
-    return Check(f"{name}: sandbox works", True, out[-1] if out else "ok")
+    if not out or "sized tmpfs" not in out[-1]:  # it would refuse every run's RLIMIT_DATA
+        return Check(f"{name}: sandbox works", False, "the installed launcher predates sized "
+                     "tmpfs mounts and RLIMIT_DATA: run `evalbot box init` again")
+    return Check(f"{name}: sandbox works", True, out[-1])
+
+
+def _limits_check(box: Box, box_config: BoxConfig, profile: Profile, name: str) -> Check:
+    """Which caps a run gets on this box (a memory cgroup needs a harness that may make one),
+    and the profile's values (docs/box.md, "What a run may use")."""
+    from evalbot.engine.sandbox import memory_cap
+    from evalbot.remote.box import BoxError
+
+    check = f"{name}: limits"
+    try:  # as the harness user, as the harness tries it per run
+        got = box.run([box_config.python, "-I", "-c", Path(memory_cap.__file__).read_text()],
+                      timeout_s=120)
+    except BoxError as exc:
+        return Check(check, False, _first_line(exc))
+    lines = got.output.strip().splitlines()
+    if got.returncode != 0 or not lines:
+        return Check(check, False, f"cannot tell: {lines[-1] if lines else got.returncode}")
+    stages = "; ".join(f"{stage} " + ", ".join(f"{k} {v}" for k, v in sorted(caps.items()))
+                       for stage, caps in sorted(profile.limits.items()))
+    return Check(check, True, f"{lines[-1]}; profile {profile.name}: "
+                 f"{stages or 'no limits (the box defaults: docs/box.md)'}")
 
 
 def _model_check(box: Box, box_config: BoxConfig, name: str, model: str, file: str,
