@@ -142,6 +142,14 @@ FAILURES = [
     ("score", "head", "pr", "timeout", "score run timeout (exit -9)",
      "the PR's score run ran past its time limit"),
     ("build", "head", "pr", "build-failed", "head failed: build", "the PR's build failed"),
+    # a sandbox cap the run went past: named, its size not (issue 45's exhaustion)
+    ("build", "head", "pr", "build-failed", "head failed: its build wrote more than its disk "
+     "cap of 16 MB", "the PR's build wrote more than its disk cap"),
+    ("speed", "head", "pr", "crashed", "went past its memory cap of 1024 MB (its processes and "
+     "its tmpfs together)", "the PR's timed run went past its memory cap"),
+    # ... and a run that prints the harness's words with a number of its own publishes no digit
+    ("speed", "head", "pr", "crashed", "BENCH_JSON not found in 'went past its memory cap of "
+     "8675309 MB'", "the PR's timed run went past its memory cap"),
     ("build", "head", "pr", "timeout", "head failed: timeout",
      "the PR's build ran past its time limit"),
     ("build", "head", "infra", "infra-error", "head failed: build (the box's disk is full)",

@@ -44,6 +44,10 @@ INFRA = (
     ("grading failed", "grading failed"),
     ("lost its worker", "the evaluation lost its worker"),
 )
+# The sandbox's caps a run went past (engine/sandbox/caps.py), by the harness's words: the
+# sentence names the cap, not its size (the profile's, public; no digit of the message is
+# published, so no digit a run could put there is)
+CAPS = ("wrote more than its disk cap", "went past its memory cap")
 _WORD = re.compile(r"[a-z][a-z-]{0,23}")
 _GAVE_UP = re.compile(r"\(gave up after (\d+) attempts\)")
 _GRADING = re.compile(r"grading failed \(([A-Z][A-Za-z]*Error)\)")  # the bot's exception type
@@ -63,7 +67,7 @@ def failure_text(failure: Mapping[str, Any]) -> str:
     kind = _word(failure.get("kind"), KINDS, "infra-error")
     message = str(failure.get("message", ""))
     if failure.get("attribution") == "pr":
-        outcome = PR_OUTCOMES.get(kind, "failed")
+        outcome = next((cap for cap in CAPS if cap in message), PR_OUTCOMES.get(kind, "failed"))
         return f"the PR's {STEPS.get(stage, stage)} {outcome}"
     said = next((text for needle, text in INFRA if needle in message or text in message), "")
     if (graded := _GRADING.search(message)) is not None:
