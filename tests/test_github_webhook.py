@@ -89,3 +89,61 @@ def test_payload_missing_a_needed_field_names_it(service: tuple[Running, Sender]
     r = send.post("pull_request", body)
     assert (r.status_code, r.text.strip()) == (400, "payload field head.sha is missing")
     assert _inbox(config) == 0
+
+
+# ---- issue 47: text that cannot be encoded never passes the edge ---------------------------------
+LONE = "\ud800"  # json.dumps writes it as the escape \ud800, as a hostile sender would
+
+
+def _comment_with(where: tuple[str, ...], key: bool = False) -> dict[str, object]:
+    doc = payloads.pr_comment(number=2, body="/evalbot help", author=MAINTAINER)
+    node = doc
+    for part in where[:-1]:
+        node = node[part]
+    if key:
+        node[LONE] = node.pop(where[-1])
+    else:
+        node[where[-1]] = f"octo{LONE}cat"
+    return doc
+
+
+@pytest.mark.parametrize(("where", "key", "named"), [
+    (("comment", "user", "login"), False, "comment.user.login"),  # the commenter (issue 47)
+    (("comment", "body"), False, "comment.body"),
+    (("issue", "user", "login"), False, "issue.user.login"),
+    (("sender", "login"), False, "sender.login"),
+    (("repository", "description"), False, "repository.description"),  # a field evalbot ignores
+    (("issue", "title"), True, "issue"),  # a key, not a value
+])
+def test_a_lone_surrogate_in_any_text_is_refused_at_the_edge(
+        service: tuple[Running, Sender], config: Config, where: tuple[str, ...], key: bool,
+        named: str) -> None:
+    running, send = service
+    r = send.post("issue_comment", _comment_with(where, key))
+    assert r.status_code == 400 and named in r.text and "lone surrogate" in r.text
+    store = Store(config.store)
+    assert _inbox(config) == 0 and store.inbox_counts() == {"waiting": 0, "retrying": 0,
+                                                            "aside": 0}
+    store.close()
+    # The edge keeps taking good deliveries; the dispatcher never saw the refused one.
+    ok = payloads.pr_comment(number=2, body="/evalbot help", author=MAINTAINER, comment_id=77)
+    assert send.post("issue_comment", ok).status_code == 202
+    assert settle(running, 1) == [running.dispatcher.done[0]]
+    assert running.dispatcher.done[0].endswith(": help")
+
+
+def test_a_lone_surrogate_in_a_push_is_refused_and_raw_utf8_surrogates_too(
+        service: tuple[Running, Sender], config: Config) -> None:
+    _running, send = service
+    push = payloads.pull_request("synchronize", number=2, head_sha=SHA, author=MAINTAINER,
+                                 labels=("ok",))
+    push["pull_request"]["labels"][0]["name"] = LONE
+    r = send.post("pull_request", push)
+    assert r.status_code == 400 and "pull_request.labels.0.name" in r.text
+    # The same surrogate as raw bytes (ED A0 80), which Python's JSON decoder also lets through.
+    raw = json.dumps(payloads.pull_request("synchronize", number=2, head_sha=SHA,
+                                           author="octo-cat")).encode()
+    raw = raw.replace(b"octo-cat", b"octo\xed\xa0\x80cat")
+    r = send.post("pull_request", None, raw=raw)
+    assert r.status_code == 400 and "lone surrogate" in r.text
+    assert _inbox(config) == 0

@@ -1,11 +1,14 @@
 """Webhook payloads parsed once, at the edge, into typed frozen events; handlers never see dicts.
 
-Every field evalbot uses is checked for its type (a SHA is 40 or 64 lowercase hex digits): a
+Every field evalbot uses is checked for its type (a SHA is 40 or 64 lowercase hex digits), and
+every text of the payload, used or not, keys included, must be encodable as UTF-8 (JSON lets a
+sender write a lone surrogate, `\\ud800`, which no database, log or HTTP request can carry): a
 payload that fails is refused by the webhook with a 400 naming the field, never stored.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +56,7 @@ def parse_event(name: str, payload: Any) -> Event | None:
     """The typed event, or None for events and actions evalbot does not handle."""
     if not isinstance(payload, dict):
         raise PayloadError("payload is not a JSON object")
+    _check_text(payload)
     action = payload.get("action")
     if name == "pull_request" and action in PR_ACTIONS:
         return _pull_request(action, payload)
@@ -96,6 +100,39 @@ def _pull_request(action: str, payload: dict[str, Any]) -> PullRequestEvent:
         labels=tuple(lb["name"] for lb in labels),
         label=_str(payload, "label", "name") if isinstance(label, dict) else None,
     )
+
+
+def _check_text(payload: dict[str, Any]) -> None:
+    """Every string and key encodes as UTF-8. One C-speed pass over the whole document; only a
+    payload that fails it is walked, to name the field."""
+    try:
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        return
+    except UnicodeEncodeError:
+        pass
+    stack: list[tuple[str, Any]] = [("", payload)]
+    while stack:
+        path, node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) \
+            if isinstance(node, list) else ()
+        for key, value in items:
+            where = f"{path}.{key}" if path else str(key)
+            if not _encodable(str(key)):
+                raise PayloadError(f"payload key under {path or 'the top level'} is not valid "
+                                   "Unicode text (a lone surrogate)")
+            if isinstance(value, str) and not _encodable(value):
+                raise PayloadError(f"payload field {where} is not valid Unicode text (a lone "
+                                   "surrogate)")
+            stack.append((where, value))
+    raise PayloadError("payload text is not valid Unicode (a lone surrogate)")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _str(doc: Any, *keys: str) -> str:
