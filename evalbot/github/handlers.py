@@ -80,7 +80,7 @@ class Handlers:
         if ev.action == "labeled":
             if ev.label != self.config.approval_label:
                 return f"ignored: label {ev.label}"
-            if not self.can_write(ev.sender):
+            if not self.can_write(ev.sender, current=True):  # an approval spends box time
                 return self._refuse_approval(ev)
             self.approvals.record(ev.repo, ev.number, ev.head_sha, ev.sender)
         if target.draft and not self.config.evaluate_drafts:
@@ -156,11 +156,15 @@ class Handlers:
             raise ValueError(f"{len(pulls)} open PRs have head {sha} (need exactly one)")
         return f"#{pulls[0].number}: " + self._rerun(pulls[0], who, can_write=True)
 
-    def can_write(self, login: str) -> bool:
+    def can_write(self, login: str, current: bool = False) -> bool:
         """The collaborator permission endpoint; author_association misses private members.
-        Cached per user for 10 minutes: a flood of commands costs one look-up, not one each."""
+        Cached per user for 10 minutes: a flood of commands from someone without write access
+        costs one look-up, not one each. A grant is trusted from the cache only where nothing
+        changes (help, the refusal's wording): `current` (a command or label that changes state)
+        asks GitHub again, so write access revoked a minute ago commands nothing."""
         cached = self._permissions.get(login)
-        if cached is not None and time.monotonic() - cached[1] < PERMISSION_CACHE_S:
+        if cached is not None and time.monotonic() - cached[1] < PERMISSION_CACHE_S \
+                and not (current and cached[0]):
             return cached[0]
         allowed = self.publisher.backoff.call(lambda: self.port.permission(login)) \
             in WRITE_PERMISSIONS
@@ -198,7 +202,9 @@ class Handlers:
         parsed = parse(ev.body)
         if parsed is None:
             return "no command"
-        can_write = self.can_write(ev.author)
+        # Every verb but help changes state: it needs write access as GitHub has it now.
+        can_write = self.can_write(ev.author, current=isinstance(parsed, Command)
+                                   and parsed.verb is not Verb.HELP)
         if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
             note = f"refusal:{ev.repo}#{ev.number}:{ev.author}"
             if self.store.noted_within(note, REFUSAL_EVERY_S):
