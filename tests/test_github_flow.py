@@ -34,8 +34,35 @@ def test_second_push_supersedes_and_comment_follows_newer_head(
     assert jobs(store) == [(2, A, "superseded", 1), (2, C, "queued", 1)]
     [comment] = fake.comments_on(2)
     assert C[:10] in comment["body"] and A[:10] not in comment["body"]
-    assert fake.state.statuses[A][-1]["state"] == "pending"
-    assert fake.state.statuses[C][-1]["state"] == "pending"
+    # The superseded head says so (issue 47: it stayed "pending" for ever), once.
+    assert [s["state"] for s in fake.state.statuses[A]] == ["pending", "error"]
+    assert fake.state.statuses[A][-1]["description"] == (
+        f"superseded by {C[:10]}: not evaluated, a newer push replaced it")
+    assert [s["state"] for s in fake.state.statuses[C]] == ["pending"]
+    send.post("pull_request", payloads.pull_request("synchronize", number=2, head_sha=C,
+                                                    author=MAINTAINER))  # a repeated event
+    settle(running, 3)
+    assert len(fake.state.statuses[A]) == 2 and len(fake.state.statuses[C]) == 1
+
+
+def test_a_superseded_status_that_met_502s_is_written_by_the_retried_delivery(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    from tests.github.fake_github import Fault
+
+    running, send, store = bot
+    fake.add_pull(Pull(2, A, "b" * 40, MAINTAINER))
+    send.post("pull_request", payloads.pull_request("opened", number=2, head_sha=A,
+                                                    author=MAINTAINER))
+    settle(running, 1)
+    fake.state.pulls[2].head_sha = C
+    fake.inject(Fault("repos/create-commit-status", 502, times=5, where=f"/statuses/{A}"))
+    send.post("pull_request", payloads.pull_request("synchronize", number=2, head_sha=C,
+                                                    author=MAINTAINER), delivery="d-push")
+    settle(running, 2)
+    assert running.dispatcher.done[-1].startswith("d-push: already queued")  # retried, then ok
+    assert fake.state.statuses[A][-1]["state"] == "error"
+    assert [s["state"] for s in fake.state.statuses[C]] == ["pending"]
+    assert jobs(store) == [(2, A, "superseded", 1), (2, C, "queued", 1)]
 
 
 def test_fork_pr_by_outsider_waits_for_the_approval_label(

@@ -37,9 +37,10 @@ def webhook(config_file: Path, host: str, listen_port: int) -> None:
     """Serve the signed webhook endpoint (waitress) and the dispatcher that creates jobs."""
     config = load_config(config_file)
     gh = github_config(config)
+    token = config.secret(gh.token_env)
     running = start(config, config.secret(gh.webhook_secret_env).encode(),
-                    make_port(gh, config.secret(gh.token_env)), host, listen_port,
-                    reconcile_s=RECONCILE_S)
+                    make_port(gh, token), host, listen_port, reconcile_s=RECONCILE_S,
+                    reconcile_port=make_port(gh, token))
     click.echo(f"evalbot webhook on {host}:{running.port} for {gh.repo}")
     try:
         while running.dispatcher.alive():  # a dead dispatcher: exit non-zero, not listen on

@@ -1,4 +1,4 @@
-"""The dispatcher: drains the webhook inbox on one thread, and reconciles with GitHub.
+"""The dispatcher: drains the webhook inbox on one thread.
 
 One PR's fault delays only that PR. A delivery whose handling meets a GitHub error that may pass
 (5xx, a dropped connection) is put back with an exponential back-off (jittered, capped at five
@@ -7,8 +7,8 @@ order behind its first (evalbot.store.intake). A rate limit is the token's, not 
 dispatcher pauses as GitHub asks. A delivery that cannot be handled (a payload the edge should
 have refused, a bug) or that kept failing for hours is set aside with its error.
 
-GitHub does not redeliver webhooks that failed while the service was down, so at start and every
-`reconcile_s` the open PRs' heads are compared with the store and the missing ones admitted.
+What GitHub did not deliver while the service was down is found by the reconcile, on its own
+thread (evalbot.github.reconcile): a long one never holds a webhook back.
 
 If the thread dies anyway, `alive()` turns false and the webhook answers 503 instead of 202.
 """
@@ -40,17 +40,14 @@ class Dispatcher:
     def __init__(self, make: Callable[[Store], Handlers], store_path: Path,
                  wake: threading.Event, retry_s: float = 5.0,
                  pause: Callable[[float], object] | None = None,
-                 reconcile_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._make = make  # called on the dispatcher's own thread: SQLite is per thread
         self.store_path, self.wake, self.retry_s = store_path, wake, retry_s
-        self.reconcile_s, self.clock = reconcile_s, clock
+        self.clock = clock
         self.stopping = threading.Event()
         self.pause = pause or self.stopping.wait  # for rate limits; interruptible by stop()
         self.done: list[str] = []  # one line per handled delivery, newest last
-        self.reconciled: list[str] = []  # one line per reconcile pass, newest last
         self.dead: BaseException | None = None
-        self._next_reconcile = 0.0
 
     def alive(self) -> bool:
         return self.dead is None
@@ -69,7 +66,6 @@ class Dispatcher:
         store.inbox_restart()  # `due` is on this process's clock
         handlers = self._handlers(store)
         while handlers is not None and not self.stopping.is_set():
-            self._maybe_reconcile(handlers)
             try:
                 busy = self.drain_once(store, handlers)
             except Exception:  # the store itself failed (disk, lock): keep the thread alive
@@ -99,24 +95,6 @@ class Dispatcher:
     def _idle_wait(self, store: Store) -> float:
         due = store.inbox_next_due()
         return 1.0 if due is None else min(1.0, max(0.01, due - self.clock()))
-
-    def _maybe_reconcile(self, handlers: Handlers) -> None:
-        if self.reconcile_s is None or self.clock() < self._next_reconcile:
-            return
-        try:
-            lines = handlers.poll()
-        except RateLimited as exc:
-            self._next_reconcile = self.clock() + exc.retry_after
-            log.warning("reconcile: GitHub rate limit; again in %.0f s", exc.retry_after)
-            return
-        except EvalbotError as exc:
-            self._next_reconcile = self.clock() + min(self.reconcile_s, CAP_S)
-            log.warning("reconcile: open PRs not read (%s); trying again later", exc)
-            return
-        self._next_reconcile = self.clock() + self.reconcile_s
-        for line in lines:
-            log.info("reconcile: %s", line)
-        self.reconciled.append(f"{len(lines)} open PR(s)")
 
     def drain_once(self, store: Store, handlers: Handlers) -> bool:
         item = store.inbox_next(self.clock())

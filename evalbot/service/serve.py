@@ -188,7 +188,9 @@ def _metrics(config: Config, running: Running | None) -> Listener | None:
 
     def process() -> list[str]:
         return process_gauges(PROCESS_BACKOFF.remaining(),
-                              running.dispatcher.alive() if running is not None else None)
+                              running.dispatcher.alive() if running is not None else None,
+                              running.reconciler.progress
+                              if running is not None and running.reconciler else None)
 
     svc = config.service
     try:
@@ -222,7 +224,8 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
         assert rt.token is not None
         log.info("webhook: %s", ring.describe())
         running = start(rt.config, ring.accepted, make_port(gh, rt.token, throttle), host,
-                        listen_port, reconcile_s=RECONCILE_S)
+                        listen_port, reconcile_s=RECONCILE_S,
+                        reconcile_port=make_port(gh, rt.token, throttle))
     metrics = _metrics(rt.config, running)
     where = f"webhook on {host}:{running.port}" if running else "no webhook (no github section)"
     mode = " (shadow mode: nothing is written to GitHub)" if rt.config.service.shadow else ""
