@@ -18,6 +18,7 @@ from evalbot.github.service import RECONCILE_S, github_config, make_handlers, ma
 from evalbot.grading.policy import load_labels
 from evalbot.service.pool import require_sandbox
 from evalbot.store.jobs import Store
+from evalbot.store.owner import StoreOwner
 
 CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
 
@@ -38,17 +39,19 @@ def webhook(config_file: Path, host: str, listen_port: int) -> None:
     config = load_config(config_file)
     gh = github_config(config)
     token = config.secret(gh.token_env)
+    owner = StoreOwner(config.store, serving=True)  # it runs the dispatcher, as serve does
     running = start(config, config.secret(gh.webhook_secret_env).encode(),
                     make_port(gh, token), host, listen_port, reconcile_s=RECONCILE_S,
                     reconcile_port=make_port(gh, token))
     click.echo(f"evalbot webhook on {host}:{running.port} for {gh.repo}")
     try:
-        while running.dispatcher.alive():  # a dead dispatcher: exit non-zero, not listen on
+        while running.dispatcher.alive() and owner.held():  # else exit non-zero
             time.sleep(1.0)
         raise click.ClickException("the dispatcher died (see the log); deliveries are no "
                                    "longer handled")
     finally:
         running.stop()
+        owner.release()
 
 
 @click.command()
