@@ -147,3 +147,34 @@ def test_a_lone_surrogate_in_a_push_is_refused_and_raw_utf8_surrogates_too(
     r = send.post("pull_request", None, raw=raw)
     assert r.status_code == 400 and "lone surrogate" in r.text
     assert _inbox(config) == 0
+
+
+# ---- the inbox's group commit (evalbot.github.inbox_writer) ------------------------------------
+def test_deliveries_committed_together_each_get_their_own_answer(config: Config) -> None:
+    """Thirty deliveries put at once share commits; one the store refuses fails alone, a
+    delivery id sent twice is new once, and every other one is stored."""
+    import sqlite3 as sql
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalbot.github.inbox_writer import InboxWriter
+
+    store = Store(config.store)
+    store.db.execute("INSERT INTO inbox (delivery, event, body, received) VALUES "
+                     "('orphan', 'pull_request', x'7b7d', 0)")  # in the inbox, not in deliveries
+    writer = InboxWriter(config.store)
+    ids = [f"d{i}" for i in range(28)] + ["d3", "orphan"]
+
+    def put(delivery: str) -> object:
+        try:
+            return writer.put(delivery, "pull_request", b"{}", f"r#{delivery}")
+        except sql.IntegrityError as exc:
+            return exc
+
+    with ThreadPoolExecutor(30) as pool:
+        got = dict(zip(range(30), pool.map(put, ids), strict=True))
+    assert isinstance(got[29], sql.IntegrityError)  # the one the store refused
+    assert sorted(got[i] for i in (3, 28)) == [False, True]  # the same id twice: new once
+    assert all(got[i] is True for i in range(28) if i != 3)
+    stored = {r[0] for r in store.db.execute("SELECT delivery FROM inbox")}
+    assert stored == {f"d{i}" for i in range(28)} | {"orphan"}
+    store.close()

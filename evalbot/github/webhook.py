@@ -2,8 +2,9 @@
 
 A WSGI app served by waitress (a production server). A delivery is checked (size, HMAC over the
 raw body, content type application/json, JSON, a handled event with well-typed fields) and
-stored in the SQLite inbox together with its delivery id in one transaction; the dispatcher
-thread does everything that talks to GitHub.
+stored in the SQLite inbox together with its delivery id in one transaction, shared with the
+deliveries that arrived meanwhile (evalbot.github.inbox_writer: one fsync for a burst); the 202
+waits for it. The dispatcher thread does everything that talks to GitHub.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import hmac
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from evalbot.github.events import PayloadError, parse_event
-from evalbot.store.jobs import Store
+from evalbot.github.inbox_writer import InboxWriter
 
 MAX_BODY = 5 * 1024 * 1024  # GitHub caps payloads at 25 MB; ours are far smaller
 # waitress reads request bodies on its event loop and hands only complete requests to its
@@ -52,7 +54,7 @@ class WebhookApp:
         # Whether the dispatcher still runs: a 202 promises the delivery will be handled, so a
         # dead dispatcher turns deliveries away (503) and GitHub shows them as failed.
         self.alive = alive
-        self._local = threading.local()  # one SQLite connection per server thread
+        self.inbox = InboxWriter(Path(store_path))  # group commit: one fsync for a burst
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         status, text = self.respond(environ)
@@ -94,15 +96,7 @@ class WebhookApp:
             return "400 Bad Request", str(exc)
         if parsed is None:
             return "204 No Content", ""
-        if not self._store().inbox_put(delivery, event, body, f"{parsed.repo}#{parsed.number}"):
+        if not self.inbox.put(delivery, event, body, f"{parsed.repo}#{parsed.number}"):
             return "200 OK", f"delivery {delivery} already received"
         self.wake.set()
         return "202 Accepted", f"delivery {delivery} queued"
-
-    def _store(self) -> Store:
-        store = getattr(self._local, "store", None)
-        if store is None:
-            store = Store(self.store_path)  # type: ignore[arg-type]
-            store.github_tables()
-            self._local.store = store
-        return store
