@@ -132,7 +132,7 @@ def _run(rate: float, n: int, proc: subprocess.Popen[bytes], log: Path, secret: 
     found = listening()
     assert found is not None
     plan, post = _plan(n, secret), _poster(int(found.group(1)))
-    load_before = os.getloadavg()[0]
+    load_before, cpu_before = os.getloadavg()[0], _cpu_s(proc.pid)
     t0 = time.perf_counter() + 0.5
     with ThreadPoolExecutor(CLIENT_THREADS) as pool:
         futures = []
@@ -151,7 +151,7 @@ def _run(rate: float, n: int, proc: subprocess.Popen[bytes], log: Path, secret: 
         finally:
             db.close()
     wait("every delivery dispatched", drained)
-    drained_s = time.perf_counter() - t0
+    drained_s, cpu_s = time.perf_counter() - t0, _cpu_s(proc.pid) - cpu_before
     db = sqlite3.connect(store)
     jobs, heads = db.execute("SELECT COUNT(*), COUNT(DISTINCT head_sha) FROM jobs").fetchone()
     db.close()
@@ -160,5 +160,13 @@ def _run(rate: float, n: int, proc: subprocess.Popen[bytes], log: Path, secret: 
             "offered_per_s": rate, "answered_per_s": len(plan) / sent_s,
             "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * lat[int(0.99 * len(lat))],
             "max_ms": 1000 * lat[-1], "drained_s": drained_s, "jobs": jobs, "heads": heads,
-            "load_before": load_before, "load_during": load_during, "cores": os.cpu_count() or 0,
+            "cpu_ms": 1000 * cpu_s / len(plan), "load_before": load_before,
+            "load_during": load_during, "cores": os.cpu_count() or 0,
             "expected_heads": max(1, n // 10)}
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (user + system), from /proc: what a delivery costs
+    the service whatever else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -226,6 +226,7 @@ def print_offered(rate: float, n: int) -> None:
     print(f"{'answer latency from due time p99 (ms)':<46}{r['p99_ms']:>12.1f}")
     print(f"{'answer latency from due time max (ms)':<46}{r['max_ms']:>12.1f}")
     print(f"{'first due -> all deliveries dispatched (s)':<46}{r['drained_s']:>12.1f}")
+    print(f"{'serve CPU per delivery, intake + dispatch (ms)':<46}{r['cpu_ms']:>12.2f}")
     print(f"{'jobs created / distinct heads':<46}{r['jobs']:>6.0f} / {r['expected_heads']:<4.0f}")
     broken = [why for why, bad in (("a delivery was refused", r["accepted"] < r["deliveries"]),
                                    ("not one job per head", r["jobs"] != r["expected_heads"]))

@@ -134,3 +134,23 @@ def test_another_host_is_refused_until_this_one_stops_beating(
             if proc is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def test_a_process_whose_store_another_host_took_stops(tmp_path: Path,
+                                                       fake: FakeGitHub) -> None:
+    """Two hosts that took the store over at once: the one that finds the other's record at
+    its next beat stops (non-zero: its supervisor's restart then meets the start-up rule)."""
+    config = serve_config(tmp_path, fake)
+    log = tmp_path / "ours.log"
+    ours = evalbot("worker", "--config", str(config.source), "--poll", "0.1", env=env(fake),
+                   log=log)
+    try:
+        wait_for("this host's record", lambda: host_record(config).get("boot_id") == HOST,
+                 timeout_s=120.0, proc=ours, log=log)
+        theirs = {**host_record(config), "boot_id": str(uuid.uuid4()), "beat": "theirs"}
+        Path(f"{config.store}.host").write_text(json.dumps(theirs))
+        assert ours.wait(timeout=120) != 0
+    finally:
+        stop(ours)
+    assert "took the store over" in log.read_text()
+    assert host_record(config)["beat"] == "theirs"  # it stopped beating: theirs stands
