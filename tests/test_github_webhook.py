@@ -178,3 +178,14 @@ def test_deliveries_committed_together_each_get_their_own_answer(config: Config)
     stored = {r[0] for r in store.db.execute("SELECT delivery FROM inbox")}
     assert stored == {f"d{i}" for i in range(28)} | {"orphan"}
     store.close()
+
+
+def test_escaped_surrogate_pairs_and_backslash_text_are_fine(
+        service: tuple[Running, Sender], config: Config) -> None:
+    """What the edge's fast path must not refuse: an emoji written as its escaped surrogate pair
+    (json.dumps' default) and the six characters \\ud800 as text."""
+    running, send = service
+    body = "/evalbot help\n\N{GRINNING FACE} and the text \\ud800"
+    r = send.post("issue_comment", payloads.pr_comment(number=2, body=body, author=MAINTAINER))
+    assert r.status_code == 202
+    assert settle(running, 1)[0].endswith(": help")
