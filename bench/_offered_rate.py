@@ -15,7 +15,6 @@ from __future__ import annotations
 import http.client
 import multiprocessing
 import os
-import re
 import secrets
 import sqlite3
 import statistics
@@ -122,16 +121,9 @@ def offered(rate: float, n: int) -> dict[str, float]:
 
 def _run(rate: float, n: int, proc: subprocess.Popen[bytes], log: Path, secret: bytes,
          store: Path) -> dict[str, float]:
-    from bench.intake import wait
+    from bench.intake import serve_port, wait
 
-    def listening() -> re.Match[str] | None:
-        if proc.poll() is not None:
-            raise SystemExit("serve exited:\n" + log.read_text()[-3000:])
-        return re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())
-    wait("serve listening", listening, 120.0)
-    found = listening()
-    assert found is not None
-    plan, post = _plan(n, secret), _poster(int(found.group(1)))
+    plan, post = _plan(n, secret), _poster(serve_port(proc, log))
     load_before, cpu_before = os.getloadavg()[0], _cpu_s(proc.pid)
     t0 = time.perf_counter() + 0.5
     with ThreadPoolExecutor(CLIENT_THREADS) as pool:

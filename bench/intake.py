@@ -77,6 +77,18 @@ def wait(what: str, ready: object, deadline_s: float = DEADLINE_S) -> None:
         time.sleep(0.05)
 
 
+def serve_port(proc: subprocess.Popen[bytes], log: Path) -> int:
+    """The webhook port `evalbot serve` printed (its output goes to `log`)."""
+    def listening() -> re.Match[str] | None:
+        if proc.poll() is not None:
+            raise SystemExit("serve exited:\n" + log.read_text()[-3000:])
+        return re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())
+    wait("serve listening", listening, 120.0)
+    found = listening()
+    assert found is not None
+    return int(found.group(1))
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
@@ -136,14 +148,7 @@ def turnaround() -> dict[str, float | str]:
                                      str(path), "--port", "0", "--no-throttle"], stdout=out,
                                     stderr=subprocess.STDOUT, env=env)
         try:
-            def listening() -> re.Match[str] | None:
-                if proc.poll() is not None:
-                    raise SystemExit("serve exited:\n" + log.read_text()[-3000:])
-                return re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())
-            wait("serve listening", listening, 120.0)
-            m = listening()
-            assert m is not None
-            send = Sender(f"http://127.0.0.1:{m.group(1)}/", secret.encode())
+            send = Sender(f"http://127.0.0.1:{serve_port(proc, log)}/", secret.encode())
             head = demo.prs["faster"]
             t0 = time.perf_counter()
             send.post("pull_request", payloads.pull_request(

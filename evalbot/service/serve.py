@@ -35,7 +35,7 @@ from evalbot.service.queue_metrics import process_gauges
 from evalbot.service.secrets_rotation import ring_from_env
 from evalbot.service.worker import Publish, Settings, Worker
 from evalbot.store.jobs import JobRow, Store
-from evalbot.store.owner import StoreOwner
+from evalbot.store.owner import StoreInUse, StoreOwner
 
 if TYPE_CHECKING:
     from evalbot.github.service import Listener, Running
@@ -152,6 +152,14 @@ def _dead(threads: list[threading.Thread], until_idle: bool,
     return gone + (["the dispatcher"] if alive is not None and not alive() else [])
 
 
+def _owner(store: Path, serving: bool = False) -> StoreOwner:
+    """This process's hold on the store (evalbot.store.owner), or the one-line refusal."""
+    try:
+        return StoreOwner(store, serving)
+    except StoreInUse as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def settings_options(fn: Any) -> Any:
     for option in reversed((
         click.option("--lease-ttl", type=float, default=Settings.lease_ttl_s, show_default=True,
@@ -220,7 +228,7 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results")
     gh = rt.config.github
     ring = ring_from_env(os.environ, gh.webhook_secret_env) if gh is not None else None
-    owner = StoreOwner(rt.config.store, serving=True)  # one host, one serve: before any open
+    owner = _owner(rt.config.store, serving=True)  # one host, one serve: before any open
     prepare_store(rt.config)  # after the config's checks: a refused config changes nothing
     running = None
     if gh is not None and ring is not None:
@@ -270,7 +278,7 @@ def worker(config_file: Path, box_name: str | None, until_idle: bool, on_signal:
     settings = _settings(rt.config, lease_ttl, max_tries, retry_backoff, poll, drain_grace)
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results",
                            box_name)
-    owner = StoreOwner(rt.config.store)  # another host's store is refused before it is opened
+    owner = _owner(rt.config.store)  # another host's store is refused before it is opened
     prepare_store(rt.config)
     actions = ActionsRun(rt, run_url)
     for w in workers:

@@ -32,12 +32,16 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from evalbot.config.errors import ConfigError
 from evalbot.store.leasing import HOST
 
 log = logging.getLogger("evalbot.store")
 BEAT_S = 5.0
 STALE_S = 3 * BEAT_S  # no beat for this long: the host is gone
+
+
+class StoreInUse(Exception):
+    """Another host, or another serve, uses the store; the message names it (the commands turn
+    it into their one-line error)."""
 
 
 class StoreOwner:
@@ -70,7 +74,7 @@ class StoreOwner:
             now = _read(self.host_file)
             if now is not None and now.get("beat") != first.get("beat") \
                     and now.get("boot_id") != self.host:
-                raise ConfigError(
+                raise StoreInUse(
                     f"{self.store}: the store is in use by host "
                     f"{now.get('hostname', '?')!r} (pid {now.get('pid', '?')}, boot id "
                     f"{now.get('boot_id', '?')}): a store serves one host (docs/service.md). "
@@ -107,7 +111,7 @@ def _serve_lock(store: Path) -> IO[str]:
         handle.seek(0)
         pid = handle.read().strip() or "?"
         handle.close()
-        raise ConfigError(f"{store}: another `evalbot serve` (pid {pid}) runs on "
+        raise StoreInUse(f"{store}: another `evalbot serve` (pid {pid}) runs on "
                           "this store; one serve per store (more boxes: `evalbot worker "
                           "--box NAME` beside it)") from None
     handle.truncate(0)
