@@ -10,8 +10,13 @@ The demo box is a local one running PR code as this user, so it says `unsandboxe
 (serve refuses a box with neither `sandbox_user` nor that). Every wait has a deadline: a bench
 that breaks exits non-zero with the reason instead of hanging.
 
+3. With --rate R: deliveries offered at R per second (open loop) to `evalbot serve` as its own
+   process (bench/_offered_rate.py): p50/p99/max answer latency counted from each delivery's due
+   time, with the machine's load average, instead of 1 and 2.
+
 Usage: python bench/intake.py [DELIVERIES] [CLIENTS]   (defaults 1000, 16)
        python bench/intake.py --short                  (100 deliveries, 4 clients: CI's check)
+       python bench/intake.py --rate 200 [DELIVERIES]  (default 2000: ten seconds at 200/s)
 """
 
 from __future__ import annotations
@@ -70,6 +75,18 @@ def wait(what: str, ready: object, deadline_s: float = DEADLINE_S) -> None:
         if time.monotonic() > end:
             raise SystemExit(f"bench/intake.py: {what} not reached in {deadline_s:.0f} s")
         time.sleep(0.05)
+
+
+def serve_port(proc: subprocess.Popen[bytes], log: Path) -> int:
+    """The webhook port `evalbot serve` printed (its output goes to `log`)."""
+    def listening() -> re.Match[str] | None:
+        if proc.poll() is not None:
+            raise SystemExit("serve exited:\n" + log.read_text()[-3000:])
+        return re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())
+    wait("serve listening", listening, 120.0)
+    found = listening()
+    assert found is not None
+    return int(found.group(1))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -131,14 +148,7 @@ def turnaround() -> dict[str, float | str]:
                                      str(path), "--port", "0", "--no-throttle"], stdout=out,
                                     stderr=subprocess.STDOUT, env=env)
         try:
-            def listening() -> re.Match[str] | None:
-                if proc.poll() is not None:
-                    raise SystemExit("serve exited:\n" + log.read_text()[-3000:])
-                return re.search(r"webhook on 127.0.0.1:(\d+)", log.read_text())
-            wait("serve listening", listening, 120.0)
-            m = listening()
-            assert m is not None
-            send = Sender(f"http://127.0.0.1:{m.group(1)}/", secret.encode())
+            send = Sender(f"http://127.0.0.1:{serve_port(proc, log)}/", secret.encode())
             head = demo.prs["faster"]
             t0 = time.perf_counter()
             send.post("pull_request", payloads.pull_request(
@@ -175,7 +185,11 @@ def main() -> None:
     parser.add_argument("deliveries", nargs="?", type=int, help="default 1000 (--short: 100)")
     parser.add_argument("clients", nargs="?", type=int, help="default 16 (--short: 4)")
     parser.add_argument("--short", action="store_true", help="CI's check: 100 deliveries, 4 clients")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="offer deliveries at this many per second (open loop) instead")
     args = parser.parse_args()
+    if args.rate is not None:
+        return print_offered(args.rate, args.deliveries or 2000)
     n = args.deliveries if args.deliveries is not None else (100 if args.short else 1000)
     clients = args.clients if args.clients is not None else (4 if args.short else 16)
     if n < 1 or clients < 1:
@@ -196,6 +210,32 @@ def main() -> None:
     broken = [why for why, bad in (("a delivery was refused", r["accepted"] < r["deliveries"]),
                                    ("not one job per head", r["jobs"] != r["heads"]),
                                    ("no headline published", t["headline"] == "?")) if bad]
+    if broken:
+        raise SystemExit("bench/intake.py: " + "; ".join(broken))
+
+
+def print_offered(rate: float, n: int) -> None:
+    from bench._offered_rate import offered
+
+    if rate <= 0 or n < 1:
+        raise SystemExit("bench/intake.py: --rate and DELIVERIES must be positive")
+    r = offered(rate, n)
+    print(f"{'intake at an offered rate (evalbot serve)':<46}{'value':>12}")
+    print(f"{'machine: cores / load average before, during':<46}"
+          f"{r['cores']:>4.0f} /{r['load_before']:>5.1f},{r['load_during']:>5.1f}")
+    print(f"{'deliveries offered (10% redeliveries)':<46}{r['deliveries']:>12.0f}")
+    print(f"{'offered per second':<46}{r['offered_per_s']:>12.1f}")
+    print(f"{'answered per second':<46}{r['answered_per_s']:>12.1f}")
+    print(f"{'answered 200/202':<46}{r['accepted']:>12.0f}")
+    print(f"{'answer latency from due time p50 (ms)':<46}{r['p50_ms']:>12.1f}")
+    print(f"{'answer latency from due time p99 (ms)':<46}{r['p99_ms']:>12.1f}")
+    print(f"{'answer latency from due time max (ms)':<46}{r['max_ms']:>12.1f}")
+    print(f"{'first due -> all deliveries dispatched (s)':<46}{r['drained_s']:>12.1f}")
+    print(f"{'serve CPU per delivery, intake + dispatch (ms)':<46}{r['cpu_ms']:>12.2f}")
+    print(f"{'jobs created / distinct heads':<46}{r['jobs']:>6.0f} / {r['expected_heads']:<4.0f}")
+    broken = [why for why, bad in (("a delivery was refused", r["accepted"] < r["deliveries"]),
+                                   ("not one job per head", r["jobs"] != r["expected_heads"]))
+              if bad]
     if broken:
         raise SystemExit("bench/intake.py: " + "; ".join(broken))
 

@@ -112,4 +112,6 @@ def test_demo_push_push_one_comment_for_the_newer_sha(
     assert verdict["headline"] in comment["body"] and old[:10] not in comment["body"]
     assert fake.labels_on(2) == set(verdict["labels"]) and "eval:pending" not in fake.labels_on(2)
     assert fake.state.statuses[new][-1]["description"].startswith(verdict["headline"])
-    assert [s["state"] for s in fake.state.statuses[old]] == ["pending"]  # never a verdict
+    # never a verdict: superseded, and its status says so (issue 47)
+    assert [s["state"] for s in fake.state.statuses[old]] == ["pending", "error"]
+    assert fake.state.statuses[old][-1]["description"].startswith(f"superseded by {new[:10]}")

@@ -83,7 +83,10 @@ def test_push_push_verdict_one_comment_right_labels_success(
     assert fake.labels_on(2) == set(verdict["labels"]) and "eval:pending" not in fake.labels_on(2)
     assert fake.state.statuses[head][-1]["state"] == "success"
     assert fake.state.statuses[head][-1]["description"].startswith(verdict["headline"])
-    assert [s["state"] for s in fake.state.statuses[shas["slow"]]] == ["pending"]
+    # the superseded head says so, once (issue 47: it stayed pending for ever)
+    assert [s["state"] for s in fake.state.statuses[shas["slow"]]] == ["pending", "error"]
+    assert fake.state.statuses[shas["slow"]][-1]["description"].startswith(
+        f"superseded by {head[:10]}")
 
 
 def test_nothing_secret_reaches_github(bot: tuple[Running, Sender, Store], fake: FakeGitHub,

@@ -20,22 +20,52 @@ def jobs(store: Store) -> list[tuple[int | None, str, str, int]]:
     return [(j.pr, j.head_sha, j.state, j.attempt) for j in store.jobs()]
 
 
-def test_second_push_supersedes_and_comment_follows_newer_head(
-        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
-    running, send, store = bot
+def _opened_then_pushed(bot: tuple[Running, Sender, Store], fake: FakeGitHub,
+                        before_push: object = None) -> None:
+    """PR 2 opened at A and handled; then pushed to C (GitHub's head first: the push, as GitHub
+    has it) and that delivery handled. `before_push`: a fault to inject in between."""
+    running, send, _store = bot
     fake.add_pull(Pull(2, A, "b" * 40, MAINTAINER))
     send.post("pull_request", payloads.pull_request("opened", number=2, head_sha=A,
                                                     author=MAINTAINER))
     settle(running, 1)
-    fake.state.pulls[2].head_sha = C  # the push, as GitHub has it
+    fake.state.pulls[2].head_sha = C
+    if before_push is not None:
+        fake.inject(before_push)  # type: ignore[arg-type]
     send.post("pull_request", payloads.pull_request("synchronize", number=2, head_sha=C,
-                                                    author=MAINTAINER))
+                                                    author=MAINTAINER), delivery="d-push")
     settle(running, 2)
+
+
+def test_second_push_supersedes_and_comment_follows_newer_head(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    running, send, store = bot
+    _opened_then_pushed(bot, fake)
     assert jobs(store) == [(2, A, "superseded", 1), (2, C, "queued", 1)]
     [comment] = fake.comments_on(2)
     assert C[:10] in comment["body"] and A[:10] not in comment["body"]
-    assert fake.state.statuses[A][-1]["state"] == "pending"
-    assert fake.state.statuses[C][-1]["state"] == "pending"
+    # The superseded head says so (issue 47: it stayed "pending" for ever), once.
+    assert [s["state"] for s in fake.state.statuses[A]] == ["pending", "error"]
+    assert fake.state.statuses[A][-1]["description"] == (
+        f"superseded by {C[:10]}: not evaluated, a newer push replaced it")
+    assert [s["state"] for s in fake.state.statuses[C]] == ["pending"]
+    send.post("pull_request", payloads.pull_request("synchronize", number=2, head_sha=C,
+                                                    author=MAINTAINER))  # a repeated event
+    settle(running, 3)
+    assert len(fake.state.statuses[A]) == 2 and len(fake.state.statuses[C]) == 1
+
+
+def test_a_superseded_status_that_met_502s_is_written_by_the_retried_delivery(
+        bot: tuple[Running, Sender, Store], fake: FakeGitHub) -> None:
+    from tests.github.fake_github import Fault
+
+    running, _send, store = bot
+    _opened_then_pushed(bot, fake, Fault("repos/create-commit-status", 502, times=5,
+                                         where=f"/statuses/{A}"))
+    assert running.dispatcher.done[-1].startswith("d-push: already queued")  # retried, then ok
+    assert fake.state.statuses[A][-1]["state"] == "error"
+    assert [s["state"] for s in fake.state.statuses[C]] == ["pending"]
+    assert jobs(store) == [(2, A, "superseded", 1), (2, C, "queued", 1)]
 
 
 def test_fork_pr_by_outsider_waits_for_the_approval_label(

@@ -224,19 +224,23 @@ def test_metrics_show_the_inbox_the_set_aside_and_the_unpublished(
 # ---- reconcile: what was pushed while the service was down is evaluated -------------------------
 def test_a_push_while_the_service_was_down_is_queued_at_start(
         config: Config, port: GitHubPort, fake: FakeGitHub) -> None:
+    from tests.github.fixtures import own_port
+
     fake.add_pull(Pull(14, A, BASE, MAINTAINER))
     secret = secrets.token_bytes(32)
-    running = start(config, secret, port, backoff=fast_backoff(), reconcile_s=3600.0)
+    running = start(config, secret, port, backoff=fast_backoff(), reconcile_s=3600.0,
+                    reconcile_port=own_port(fake))
     store = Store(config.store)
     try:
-        wait_for(lambda: bool(running.dispatcher.reconciled))
+        wait_for(lambda: bool(running.reconciler and running.reconciler.reconciled))
         assert jobs(store) == [(14, A, "queued")]
     finally:
         running.stop()
     fake.state.pulls[14].head_sha = C  # pushed while down: GitHub will not redeliver the event
-    running = start(config, secret, port, backoff=fast_backoff(), reconcile_s=3600.0)
+    running = start(config, secret, port, backoff=fast_backoff(), reconcile_s=3600.0,
+                    reconcile_port=own_port(fake))
     try:
-        wait_for(lambda: bool(running.dispatcher.reconciled))
+        wait_for(lambda: bool(running.reconciler and running.reconciler.reconciled))
         assert jobs(store) == [(14, A, "superseded"), (14, C, "queued")]
         assert fake.state.statuses[C][-1]["state"] == "pending"
     finally:

@@ -18,6 +18,7 @@ from evalbot.github.service import RECONCILE_S, github_config, make_handlers, ma
 from evalbot.grading.policy import load_labels
 from evalbot.service.pool import require_sandbox
 from evalbot.store.jobs import Store
+from evalbot.store.owner import StoreInUse, StoreOwner
 
 CONFIG = click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
 
@@ -37,17 +38,23 @@ def webhook(config_file: Path, host: str, listen_port: int) -> None:
     """Serve the signed webhook endpoint (waitress) and the dispatcher that creates jobs."""
     config = load_config(config_file)
     gh = github_config(config)
+    token = config.secret(gh.token_env)
+    try:  # it runs the dispatcher, as serve does: one per store, one host per store
+        owner = StoreOwner(config.store, serving=True)
+    except StoreInUse as exc:
+        raise EvalbotError(str(exc)) from None
     running = start(config, config.secret(gh.webhook_secret_env).encode(),
-                    make_port(gh, config.secret(gh.token_env)), host, listen_port,
-                    reconcile_s=RECONCILE_S)
+                    make_port(gh, token), host, listen_port, reconcile_s=RECONCILE_S,
+                    reconcile_port=make_port(gh, token))
     click.echo(f"evalbot webhook on {host}:{running.port} for {gh.repo}")
     try:
-        while running.dispatcher.alive():  # a dead dispatcher: exit non-zero, not listen on
+        while running.dispatcher.alive() and owner.held():  # else exit non-zero
             time.sleep(1.0)
         raise click.ClickException("the dispatcher died (see the log); deliveries are no "
                                    "longer handled")
     finally:
         running.stop()
+        owner.release()
 
 
 @click.command()

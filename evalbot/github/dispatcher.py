@@ -1,4 +1,4 @@
-"""The dispatcher: drains the webhook inbox on one thread, and reconciles with GitHub.
+"""The dispatcher: drains the webhook inbox on one thread.
 
 One PR's fault delays only that PR. A delivery whose handling meets a GitHub error that may pass
 (5xx, a dropped connection, the PR being written by a worker) is put back with an exponential
@@ -11,8 +11,8 @@ will not pass (403, 404, 409, 422) is logged and the delivery consumed; one that
 handled (a payload the edge should have refused, a bug) or that kept failing for hours is set
 aside with its error. docs/service.md, "Errors by class", has the whole table.
 
-GitHub does not redeliver webhooks that failed while the service was down, so at start and every
-`reconcile_s` the open PRs' heads are compared with the store and the missing ones admitted.
+What GitHub did not deliver while the service was down is found by the reconcile, on its own
+thread (evalbot.github.reconcile): a long one never holds a webhook back.
 
 If the thread dies anyway, `alive()` turns false and the webhook answers 503 instead of 202.
 """
@@ -47,18 +47,15 @@ class Dispatcher:
     def __init__(self, make: Callable[[Store], Handlers], store_path: Path,
                  wake: threading.Event, retry_s: float = 5.0,
                  pause: Callable[[float], object] | None = None,
-                 reconcile_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._make = make  # called on the dispatcher's own thread: SQLite is per thread
         self.store_path, self.wake, self.retry_s = store_path, wake, retry_s
-        self.reconcile_s, self.clock = reconcile_s, clock
+        self.clock = clock
         self.stopping = threading.Event()
         self.pause = pause or self.stopping.wait  # for rate limits; interruptible by stop()
         self.done: list[str] = []  # one line per handled delivery, newest last
-        self.reconciled: list[str] = []  # one line per reconcile pass, newest last
         self.dead: BaseException | None = None
         self.hold = Hold(retry_s, CAP_S, clock)  # after a 401 or a store fault
-        self._next_reconcile = 0.0
 
     def alive(self) -> bool:
         return self.dead is None
@@ -83,16 +80,9 @@ class Dispatcher:
         store.close()
 
     def turn(self, store: Store, handlers: Handlers) -> bool:
-        """A reconcile when due and one delivery; False when there was nothing to do (or the
-        dispatcher is held). The store failing holds it back, never ends it."""
+        """One delivery; False when there was nothing to do (or the dispatcher is held). The
+        store failing holds it back, never ends it."""
         if not self.hold.open():
-            return False
-        try:
-            self._maybe_reconcile(handlers)
-        except sqlite3.Error as exc:  # the disk filled under the reconcile: again after the hold
-            if passing_fault(exc) is None:
-                raise
-            self._held(f"the store failed ({exc})")
             return False
         try:
             return self.drain_once(store, handlers)
@@ -131,24 +121,6 @@ class Dispatcher:
         except sqlite3.Error:  # the store failing: the next turn says so
             return 1.0
         return 1.0 if due is None else min(1.0, max(0.01, due - self.clock()))
-
-    def _maybe_reconcile(self, handlers: Handlers) -> None:
-        if self.reconcile_s is None or self.clock() < self._next_reconcile:
-            return
-        try:
-            lines = handlers.poll()
-        except RateLimited as exc:
-            self._next_reconcile = self.clock() + exc.retry_after
-            log.warning("reconcile: GitHub rate limit; again in %.0f s", exc.retry_after)
-            return
-        except EvalbotError as exc:
-            self._next_reconcile = self.clock() + min(self.reconcile_s, CAP_S)
-            log.warning("reconcile: open PRs not read (%s); trying again later", exc)
-            return
-        self._next_reconcile = self.clock() + self.reconcile_s
-        for line in lines:
-            log.info("reconcile: %s", line)
-        self.reconciled.append(f"{len(lines)} open PR(s)")
 
     def drain_once(self, store: Store, handlers: Handlers) -> bool:
         item = store.inbox_next(self.clock())

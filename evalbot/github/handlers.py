@@ -16,6 +16,7 @@ from evalbot.github.approvals import Approvals
 from evalbot.github.commands import Command, ParseError, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
+from evalbot.github.pr_locks import PrLocks
 from evalbot.github.publish import PublisherProtocol, is_ours
 from evalbot.github.writing import Busy, dispatcher, writing
 from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
@@ -44,8 +45,9 @@ class Target:
 
 class Handlers:
     def __init__(self, config: GitHubConfig, store: Store, port: GitHubPort,
-                 publisher: PublisherProtocol, policy: str) -> None:
+                 publisher: PublisherProtocol, policy: str, locks: PrLocks | None = None) -> None:
         self.config, self.store, self.port = config, store, port
+        self.locks = locks or PrLocks()  # shared with the reconcile's handlers (own thread)
         self.publisher, self.policy = publisher, policy
         self.quotas = admission.Quotas(config.quota_per_author_per_day,
                                        config.quota_per_pr_per_day)
@@ -58,9 +60,10 @@ class Handlers:
     def handle(self, event: Event) -> str:
         if event.repo != self.config.repo:
             return f"ignored: {event.repo} is not {self.config.repo}"
-        if isinstance(event, PullRequestEvent):
-            return self._pull_request(event)
-        return self._comment(event)
+        with self.locks.hold(event.number):
+            if isinstance(event, PullRequestEvent):
+                return self._pull_request(event)
+            return self._comment(event)
 
     # ---- pull_request ----------------------------------------------------------------------
     def _pull_request(self, ev: PullRequestEvent, current: PullInfo | None = None) -> str:
@@ -85,7 +88,7 @@ class Handlers:
         if ev.action == "labeled":
             if ev.label != self.config.approval_label:
                 return f"ignored: label {ev.label}"
-            if not self.can_write(ev.sender):
+            if not self.can_write(ev.sender, current=True):  # an approval spends box time
                 return self._refuse_approval(ev)
             self.approvals.record(ev.repo, ev.number, ev.head_sha, ev.sender)
         if target.draft and not self.config.evaluate_drafts:
@@ -105,6 +108,7 @@ class Handlers:
         latest = max(same, key=lambda j: j.attempt) if same else None
         if latest is not None and attempt <= latest.attempt:  # a repeated event (poll, reopen)
             if latest.state in ACTIVE:  # finish an admission a crash or 5xx interrupted
+                self._superseded(t)
                 self._announce(latest.id, t, latest.attempt)
                 return f"already queued: job {latest.id}"
             if not _again(latest.state, latest.reason):  # the verdict (or a cancel) stands
@@ -129,8 +133,21 @@ class Handlers:
         job = self.store.enqueue(self.config.repo, t.number, t.head_sha, self.policy,
                                  base_sha=t.base_sha, attempt=attempt)
         self.store.record_admission(job.id, self.config.repo, t.number, t.author)
+        self._superseded(t)
         self._announce(job.id, t, attempt)
         return f"queued job {job.id} for {t.head_sha[:10]} (attempt {job.attempt})"
+
+    def _superseded(self, t: Target) -> None:
+        """Each older head whose job this head superseded says so in its commit status, once,
+        instead of staying "pending" for ever (noted after the write: a retry completes it)."""
+        for j in self.store.pr_jobs(self.config.repo, t.number):
+            key = f"superseded:{j.id}"
+            if j.state != "superseded" or j.head_sha == t.head_sha \
+                    or self.store.noted_within(key, ANNOUNCED):
+                continue
+            self.publisher.status(j.head_sha, "error", f"{j.reason or 'superseded'}: not "
+                                                       "evaluated, a newer push replaced it")
+            self.store.note_once(key, ANNOUNCED)
 
     def _announce(self, job_id: str, t: Target, attempt: int) -> None:
         """The pending comment, label and status of a queued job, once: noted only after all
@@ -148,13 +165,16 @@ class Handlers:
     def poll(self) -> list[str]:
         """The webhook's job creation from a listing of open PRs (every page)."""
         pulls = self.publisher.backoff.call(self.port.open_pulls)
-        return [f"#{p.number}: " + self._polled(p) for p in pulls]
+        return [f"#{p.number}: " + self.reconcile(p) for p in pulls]
 
-    def _polled(self, p: PullInfo) -> str:
-        try:
-            return self._pull_request(_as_event(p, self.config.repo), p)
-        except Busy as exc:  # a worker publishing: its webhook, or the next look, admits it
-            return f"busy: {exc}"
+    def reconcile(self, pull: PullInfo) -> str:
+        """One open PR of a listing, handled as its push would be: a head the store knows costs
+        no GitHub call; an unknown one is admitted (evalbot.github.reconcile)."""
+        with self.locks.hold(pull.number):
+            try:
+                return self._pull_request(_as_event(pull, self.config.repo), pull)
+            except Busy as exc:  # a worker publishing: its webhook, or the next pass, admits it
+                return f"busy: {exc}"
 
     def rerun_sha(self, sha: str, who: str) -> str:
         """`evalbot rerun SHA`: the open PR whose head is SHA, rerun as a maintainer."""
@@ -166,11 +186,15 @@ class Handlers:
             raise ValueError(f"{len(pulls)} open PRs have head {sha} (need exactly one)")
         return f"#{pulls[0].number}: " + self._rerun(pulls[0], who, can_write=True)
 
-    def can_write(self, login: str) -> bool:
+    def can_write(self, login: str, current: bool = False) -> bool:
         """The collaborator permission endpoint; author_association misses private members.
-        Cached per user for 10 minutes: a flood of commands costs one look-up, not one each."""
+        Cached per user for 10 minutes: a flood of commands from someone without write access
+        costs one look-up, not one each. A grant is trusted from the cache only where nothing
+        changes (help, the refusal's wording): `current` (a command or label that changes state)
+        asks GitHub again, so write access revoked a minute ago commands nothing."""
         cached = self._permissions.get(login)
-        if cached is not None and time.monotonic() - cached[1] < PERMISSION_CACHE_S:
+        if cached is not None and time.monotonic() - cached[1] < PERMISSION_CACHE_S \
+                and not (current and cached[0]):
             return cached[0]
         allowed = self.publisher.backoff.call(lambda: self.port.permission(login)) \
             in WRITE_PERMISSIONS
@@ -212,7 +236,9 @@ class Handlers:
             return self._command(ev, parsed)
 
     def _command(self, ev: CommentEvent, parsed: Command | ParseError) -> str:
-        can_write = self.can_write(ev.author)
+        # Every verb but help changes state: it needs write access as GitHub has it now.
+        can_write = self.can_write(ev.author, current=isinstance(parsed, Command)
+                                   and parsed.verb is not Verb.HELP)
         if not (can_write or (self.config.author_may_command and ev.author == ev.pr_author)):
             note = f"refusal:{ev.repo}#{ev.number}:{ev.author}"
             if self.store.noted_within(note, REFUSAL_EVERY_S):

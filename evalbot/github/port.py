@@ -8,6 +8,7 @@ from typing import Protocol
 from evalbot.config.errors import EvalbotError
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+PAGE = 100  # items per page of a listing (GitHub's maximum)
 
 
 class GitHubError(EvalbotError):
@@ -71,6 +72,8 @@ class GitHubPort(Protocol):
     def pull(self, number: int) -> PullInfo: ...
 
     def open_pulls(self) -> list[PullInfo]: ...
+
+    def open_pulls_page(self, page: int) -> list[PullInfo]: ...  # from 0, oldest first, PAGE each
 
     def comments(self, number: int) -> list[Comment]: ...
 

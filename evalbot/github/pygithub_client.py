@@ -16,6 +16,7 @@ import requests
 from github import Auth, Github, GithubException, UnknownObjectException
 
 from evalbot.github.port import (
+    PAGE,
     Comment,
     GitHubError,
     LabelInfo,
@@ -34,7 +35,7 @@ class PyGithubPort:
                  timeout_s: int = 15) -> None:
         auth = token if isinstance(token, Auth.Auth) else Auth.Token(token)  # App: app_auth.py
         self._gh = Github(auth=auth, base_url=api_url.rstrip("/"), retry=None,
-                          timeout=timeout_s, per_page=100, lazy=True,
+                          timeout=timeout_s, per_page=PAGE, lazy=True,
                           seconds_between_requests=0.25 if throttle else None,
                           seconds_between_writes=1.0 if throttle else None)
         self._repo = self._gh.get_repo(repo)
@@ -54,6 +55,12 @@ class PyGithubPort:
     def open_pulls(self) -> list[PullInfo]:
         return _call(lambda: [_pull_info(p, self.full_name)
                               for p in self._repo.get_pulls(state="open")])
+
+    def open_pulls_page(self, page: int) -> list[PullInfo]:
+        """One page of the open PRs, oldest first: a listing of thousands is read page by page,
+        each page retried on its own, and a PR opened meanwhile lands on a later page."""
+        return _call(lambda: [_pull_info(p, self.full_name) for p in self._repo.get_pulls(
+            state="open", sort="created", direction="asc").get_page(page)])
 
     def comments(self, number: int) -> list[Comment]:
         return _call(lambda: [Comment(c.id, c.user.login, c.body or "")

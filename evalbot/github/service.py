@@ -18,7 +18,9 @@ from evalbot.github.dispatcher import Dispatcher
 from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort
+from evalbot.github.pr_locks import PrLocks
 from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
+from evalbot.github.reconcile import Reconciler
 from evalbot.github.webhook import SERVER_SETTINGS, WebhookApp
 from evalbot.grading.overrides import decorate, status_of
 from evalbot.grading.policy import load_labels
@@ -64,12 +66,12 @@ def make_publisher(config: Config, port: GitHubPort,
 
 
 def make_handlers(config: Config, store: Store, port: GitHubPort,
-                  backoff: Backoff | None = None) -> Handlers:
+                  backoff: Backoff | None = None, locks: PrLocks | None = None) -> Handlers:
     from evalbot.github.app_auth import identified
 
     policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
     return Handlers(identified(config), store, port, make_publisher(config, port, backoff),
-                    policy.ident)
+                    policy.ident, locks)
 
 
 @dataclass
@@ -98,6 +100,7 @@ class Running:
     dispatcher: Dispatcher
     threads: tuple[threading.Thread, ...]
     port: int
+    reconciler: Reconciler | None = None  # stopped with the dispatcher (one `stopping`)
 
     def stop(self) -> None:
         self.dispatcher.stopping.set()
@@ -121,29 +124,39 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
           host: str = "127.0.0.1", listen_port: int = 0,
           backoff: Backoff | None = None,
           server_settings: dict[str, Any] | None = None,
-          reconcile_s: float | None = None, retry_s: float = 5.0) -> Running:
+          reconcile_s: float | None = None, retry_s: float = 5.0,
+          reconcile_port: GitHubPort | None = None) -> Running:
     """The waitress server and the dispatcher, each on a thread; returns the bound port.
 
     `secret` is the webhook secret, or a callable giving the secrets accepted right now
     (`SecretRing.accepted`: the new one and, during a rotation, the old one). waitress runs
     with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares).
-    `reconcile_s`: compare open PRs' heads with the store at start and this often (None: never;
-    `serve` and `webhook` do, with the config's `service.reconcile_min`)."""
-    wake = threading.Event()
+    `reconcile_s`: compare open PRs' heads with the store at start and this often after each
+    pass (None: never; `serve` and `webhook` do), on its own thread with its own
+    `reconcile_port` (PyGithub objects are not shared between threads)."""
+    if reconcile_s is not None and reconcile_port is None:
+        raise ValueError("the reconcile needs a GitHub port of its own (reconcile_port)")
+    wake, locks = threading.Event(), PrLocks()
     store = Store(config.store)
     store.github_tables()
     store.close()
-    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff), config.store, wake,
-                            pause=backoff.sleep if backoff is not None else None,
-                            reconcile_s=reconcile_s, retry_s=retry_s)
+    dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff, locks),
+                            config.store, wake,
+                            pause=backoff.sleep if backoff is not None else None, retry_s=retry_s)
     app = WebhookApp(secret, str(config.store), wake, alive=dispatcher.alive)
     server = create_server(app, host=host, port=listen_port,
                            **(SERVER_SETTINGS if server_settings is None else server_settings))
-    threads = (threading.Thread(target=server.run, daemon=True, name="webhook"),
-               threading.Thread(target=dispatcher.run, daemon=True, name="dispatcher"))
+    threads = [threading.Thread(target=server.run, daemon=True, name="webhook"),
+               threading.Thread(target=dispatcher.run, daemon=True, name="dispatcher")]
+    reconciler = None
+    if reconcile_s is not None and reconcile_port is not None:
+        reconciler = Reconciler(
+            lambda s: make_handlers(config, s, reconcile_port, backoff, locks), config.store,
+            reconcile_s, dispatcher.stopping, retry_s)
+        threads.append(threading.Thread(target=reconciler.run, daemon=True, name="reconcile"))
     for t in threads:
         t.start()
-    return Running(server, dispatcher, threads, int(server.effective_port))
+    return Running(server, dispatcher, tuple(threads), int(server.effective_port), reconciler)
 
 
 def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,

@@ -3,7 +3,7 @@
 1. Every worker stops taking jobs (its `stopping` event is set).
 2. Jobs in flight get `grace_s` to finish and be recorded as usual.
 3. The leases still held then are handed back (`hand_back`): they are made to expire now, so
-   the next `lease` (after the restart, or by another bot host) takes them first, and the
+   the next `lease` (after the restart, or by another worker) takes them first, and the
    hand-back is not counted as a try (`tries` counts leases that ended by a failure or a dead
    worker; a restart is neither, so restarts never make a job give up). Nothing on the box is
    stopped: the harness runs detached and keeps measuring; the next worker re-attaches to it

@@ -1,5 +1,6 @@
 """/metrics gauges for the stalls issue 34 found: the inbox, set-aside deliveries, verdicts not
-on GitHub, the rate-limit gate and the dispatcher's life (docs/operations.md: what to alert on).
+on GitHub, the rate-limit gate and the dispatcher's life (docs/operations.md: what to alert on),
+and how far the reconcile got (issue 47).
 
 Read from the store file with plain SQL (the tables may not exist yet in a fresh store); the
 rate-limit gate and the dispatcher live in the serving process and come as `process_gauges`.
@@ -8,6 +9,10 @@ rate-limit gate and the dispatcher live in the serving process and come as `proc
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalbot.github.reconcile import Progress
 
 
 def _has(db: sqlite3.Connection, table: str, column: str | None = None) -> bool:
@@ -50,13 +55,33 @@ def intake_gauges(db: sqlite3.Connection, out: list[str]) -> None:
                   given_up)
 
 
-def process_gauges(rate_limited_s: float, dispatcher_alive: bool | None) -> list[str]:
+def process_gauges(rate_limited_s: float, dispatcher_alive: bool | None,
+                   reconcile: Progress | None = None) -> list[str]:
     out = _gauge("evalbot_github_rate_limited_seconds", "Seconds until GitHub's rate limit "
                  "lets this process send requests again (0: open).", round(rate_limited_s, 1))
     if dispatcher_alive is not None:
         out += _gauge("evalbot_dispatcher_up", "1 while the webhook dispatcher runs.",
                       int(dispatcher_alive))
-    return out
+    return out + (reconcile_gauges(reconcile) if reconcile is not None else [])
+
+
+def reconcile_gauges(p: Progress) -> list[str]:
+    """How far the reconcile (evalbot.github.reconcile) got: the pass running now, else the
+    last one."""
+    return (_gauge("evalbot_reconcile_running", "1 while a reconcile pass runs (GitHub's open "
+                   "PRs compared with the store, on its own thread).", int(p.running))
+            + _gauge("evalbot_reconcile_listed", "Open PRs listed by this pass so far.",
+                     p.listed)
+            + _gauge("evalbot_reconcile_checked", "Listed PRs compared with the store so far.",
+                     p.checked)
+            + _gauge("evalbot_reconcile_admitted", "PRs this pass queued (heads the store did "
+                     "not know).", p.admitted)
+            + _gauge("evalbot_reconcile_left", "PRs GitHub failed or refused in this pass; "
+                     "the next pass tries them again.", p.left)
+            + _gauge("evalbot_reconcile_passes", "Reconcile passes completed since start.",
+                     p.passes)
+            + _gauge("evalbot_reconcile_completed_seconds", "When the last pass completed "
+                     "(unix time; 0: none yet).", round(p.completed_at)))
 
 
 def _gauge(name: str, text: str, value: float) -> list[str]:

@@ -35,6 +35,7 @@ from evalbot.service.queue_metrics import process_gauges
 from evalbot.service.secrets_rotation import ring_from_env
 from evalbot.service.worker import Publish, Settings, Worker
 from evalbot.store.jobs import JobRow, Store
+from evalbot.store.owner import StoreInUse, StoreOwner
 
 if TYPE_CHECKING:
     from evalbot.github.service import Listener, Running
@@ -110,13 +111,15 @@ def make_workers(rt: Runtime, settings: Settings, out_root: Path,
 
 def run_workers(workers: list[Worker], until_idle: bool, grace_s: float,
                 alive: Callable[[], bool] | None = None,
-                on_signal: Callable[[], None] | None = None) -> None:
+                on_signal: Callable[[], None] | None = None,
+                owner: StoreOwner | None = None) -> None:
     """Run the workers until they end (--until-idle) or SIGTERM/SIGINT; then drain them: jobs
     in flight get grace_s to finish, the others' leases are handed back (not counted as tries).
 
     A service that can no longer do its work says so: when a worker thread (or, under `serve`,
     the dispatcher: `alive`) dies, the others are drained and the process exits non-zero, so
-    its supervisor restarts it instead of it accepting work nobody does.
+    its supervisor restarts it instead of it accepting work nobody does. So does a process
+    whose store another host took over (`owner`, evalbot.store.owner).
 
     With `on_signal` (Actions mode, `--on-signal cancel`) a signal cancels the jobs in flight
     instead (evalbot.service.run_cancelled): GitHub kills the step seconds later."""
@@ -128,7 +131,8 @@ def run_workers(workers: list[Worker], until_idle: bool, grace_s: float,
     dead: list[str] = []
     while not stop.is_set() and any(t.is_alive() for t in threads) and not dead:
         stop.wait(0.5)  # short waits: the signal handler runs between them
-        dead = _dead(threads, until_idle, alive)
+        dead = _dead(threads, until_idle, alive) + (
+            [f"the store's host record ({owner.lost})"] if owner and not owner.held() else [])
     if on_signal is not None and stop.is_set():
         for w in workers:
             w.stopping.set()
@@ -146,6 +150,14 @@ def _dead(threads: list[threading.Thread], until_idle: bool,
           alive: Callable[[], bool] | None) -> list[str]:
     gone = [] if until_idle else [t.name for t in threads if not t.is_alive()]
     return gone + (["the dispatcher"] if alive is not None and not alive() else [])
+
+
+def _owner(store: Path, serving: bool = False) -> StoreOwner:
+    """This process's hold on the store (evalbot.store.owner), or the one-line refusal."""
+    try:
+        return StoreOwner(store, serving)
+    except StoreInUse as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def settings_options(fn: Any) -> Any:
@@ -188,7 +200,9 @@ def _metrics(config: Config, running: Running | None) -> Listener | None:
 
     def process() -> list[str]:
         return process_gauges(PROCESS_BACKOFF.remaining(),
-                              running.dispatcher.alive() if running is not None else None)
+                              running.dispatcher.alive() if running is not None else None,
+                              running.reconciler.progress
+                              if running is not None and running.reconciler else None)
 
     svc = config.service
     try:
@@ -214,6 +228,7 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results")
     gh = rt.config.github
     ring = ring_from_env(os.environ, gh.webhook_secret_env) if gh is not None else None
+    owner = _owner(rt.config.store, serving=True)  # one host, one serve: before any open
     prepare_store(rt.config)  # after the config's checks: a refused config changes nothing
     running = None
     if gh is not None and ring is not None:
@@ -222,7 +237,8 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
         assert rt.token is not None
         log.info("webhook: %s", ring.describe())
         running = start(rt.config, ring.accepted, make_port(gh, rt.token, throttle), host,
-                        listen_port, reconcile_s=RECONCILE_S)
+                        listen_port, reconcile_s=RECONCILE_S,
+                        reconcile_port=make_port(gh, rt.token, throttle))
     metrics = _metrics(rt.config, running)
     where = f"webhook on {host}:{running.port}" if running else "no webhook (no github section)"
     mode = " (shadow mode: nothing is written to GitHub)" if rt.config.service.shadow else ""
@@ -232,11 +248,13 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
         click.echo(f"evalbot serve: metrics on {rt.config.service.metrics_host}:{metrics.port}")
     try:
         run_workers(workers, until_idle=False, grace_s=drain_grace,
-                    alive=running.dispatcher.alive if running is not None else None)
+                    alive=running.dispatcher.alive if running is not None else None,
+                    owner=owner)
     finally:
         for part in (running, metrics):
             if part is not None:
                 part.stop()
+        owner.release()
 
 
 @click.command()
@@ -260,12 +278,17 @@ def worker(config_file: Path, box_name: str | None, until_idle: bool, on_signal:
     settings = _settings(rt.config, lease_ttl, max_tries, retry_backoff, poll, drain_grace)
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results",
                            box_name)
+    owner = _owner(rt.config.store)  # another host's store is refused before it is opened
     prepare_store(rt.config)
     actions = ActionsRun(rt, run_url)
     for w in workers:
         w.on_start = actions.started
-    run_workers(workers, until_idle, grace_s=drain_grace,
-                on_signal=(lambda: actions.cancelled(workers)) if on_signal == "cancel" else None)
+    try:
+        run_workers(workers, until_idle, grace_s=drain_grace, owner=owner,
+                    on_signal=(lambda: actions.cancelled(workers)) if on_signal == "cancel"
+                    else None)
+    finally:
+        owner.release()
 
 
 class ActionsRun:

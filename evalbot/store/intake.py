@@ -60,6 +60,21 @@ class IntakeTables:
                        "VALUES (?,?,?,?,?)", (delivery_id, event, body, time.time(), subject))
             return True
 
+    def inbox_put_many(self, items: list[tuple[str, str, bytes, str | None]]) -> list[bool]:
+        """inbox_put for several deliveries (delivery, event, body, subject) in one transaction:
+        one commit, one fsync (evalbot.github.inbox_writer). A delivery id twice is new once."""
+        news = []
+        with self._tx() as db:
+            for delivery_id, event, body, subject in items:
+                now = time.time()
+                new = db.execute("INSERT OR IGNORE INTO deliveries VALUES (?, ?)",
+                                 (delivery_id, now)).rowcount == 1
+                if new:
+                    db.execute("INSERT INTO inbox (delivery, event, body, received, subject) "
+                               "VALUES (?,?,?,?,?)", (delivery_id, event, body, now, subject))
+                news.append(new)
+        return news
+
     def inbox_next(self, now: float | None = None) -> tuple[str, str, bytes] | None:
         """The first delivery (in arrival order) that is due and first of its subject; it stays
         until inbox_done (at-least-once). `now` is the dispatcher's monotonic clock; None: any

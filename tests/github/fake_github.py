@@ -281,10 +281,10 @@ class FakeGitHub:
 
     def _op_pulls_list(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
         want = args.get("state", "open")
-        pulls = [self._pull_doc(x, simple=True) for x in sorted(self.state.pulls.values(),
-                                                                 key=lambda x: x.number)
+        pulls = [x for x in sorted(self.state.pulls.values(), key=lambda x: x.number)
                  if want == "all" or x.state == want]
-        return self._page(pulls, args, f"/repos/{REPO}/pulls", {"state": want})
+        status, page, headers = self._page(pulls, args, f"/repos/{REPO}/pulls", {"state": want})
+        return status, [self._pull_doc(x, simple=True) for x in page], headers  # the page's only
 
     def _op_issues_list_comments(self, login: str, p: dict[str, str], body: Any, args: Any) -> Any:
         number = int(p["issue_number"])

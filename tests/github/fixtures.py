@@ -51,7 +51,12 @@ boxes:
 
 @pytest.fixture
 def port(fake: FakeGitHub) -> GitHubPort:
-    return PyGithubPort(REPO, fake.token, fake.api_url, throttle=False)  # type: ignore[attr-defined]
+    return own_port(fake)
+
+
+def own_port(fake: FakeGitHub, throttle: bool = False) -> GitHubPort:
+    """A port of its own (one per thread, as the service builds them: the reconcile's)."""
+    return PyGithubPort(REPO, fake.token, fake.api_url, throttle=throttle)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
