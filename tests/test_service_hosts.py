@@ -89,11 +89,12 @@ def host_record(config: Config) -> dict[str, object]:
         return {}
 
 
-def claim(config: Config) -> tuple[str, float]:
+def claim(config: Config) -> tuple[str, ...]:
+    """The store's one claim as recorded (evalbot/store/claims.py): subject, owner, host."""
     db = sqlite3.connect(config.store)
-    row = db.execute("SELECT publish_owner, publish_until FROM jobs").fetchone()
+    row = db.execute("SELECT subject, owner, host FROM claims").fetchone()
     db.close()
-    return str(row[0]), float(row[1])
+    return tuple(str(v) for v in row)
 
 
 def test_another_host_is_refused_until_this_one_stops_beating(
@@ -105,11 +106,10 @@ def test_another_host_is_refused_until_this_one_stops_beating(
     try:
         wait_for("this host's record", lambda: host_record(config).get("boot_id") == HOST,
                  timeout_s=120.0, proc=ours, log=tmp_path / "ours.log")
-        # A publication claim of this host, on its monotonic clock (a queued job: no sweep
-        # publishes it meanwhile): a store open on another host would clear it.
+        # A claim of this host's on a PR (a writer's: evalbot/store/claims.py): a store open on
+        # another host must not touch it.
         store = Store(config.store)
-        job = store.enqueue("o/r", 1, "a" * 40, "p")
-        assert store.claim_publication(job.id, "ours", 600.0)
+        assert store.claim("o/r#1", "ours")
         store.close()
         before = claim(config)
         other = str(uuid.uuid4())
