@@ -106,12 +106,15 @@ check_portable() {  # what the binaries need from the machine that runs them
     readelf -d "$bin" | grep -oE 'Shared library: \[[^]]*\]' | sed 's/^/  /'
     objdump -T "$bin" | grep -oE '\b(GLIBC|GLIBCXX|CXXABI|GCC|GOMP|OMP)_[0-9.]+' | sort -uV |
       awk -F_ '{v[$1]=$0} END {for (k in v) printf "  highest %s\n", v[k]}'
-    ! readelf -d "$bin" | grep -q 'libstdc++' || { echo "libstdc++ is linked dynamically" >&2; exit 1; }
+    [[ $(readelf -d "$bin") != *libstdc++* ]] || { echo "libstdc++ is linked dynamically" >&2; exit 1; }
   done
-  # the binaries start here with the wheels' libraries and the stub driver (no GPU: no device)
-  LD_LIBRARY_PATH="$CUDA/lib:$CUDA/lib/stubs" "$dir/evalbot-topk" 2>&1 | grep -q '^usage:' ||
-    { echo "evalbot-topk does not start" >&2; exit 1; }
-  LD_LIBRARY_PATH="$CUDA/lib:$CUDA/lib/stubs" "$dir/llama-bench" --list-devices 2>&1 | head -3
+  # the binaries start here with the wheels' libraries and the stub driver (no GPU: no device);
+  # LD_BIND_NOW: every symbol they use must resolve in the 13.0.0 runtime and cuBLAS
+  local out rc=0
+  out=$(LD_BIND_NOW=1 LD_LIBRARY_PATH="$CUDA/lib:$CUDA/lib/stubs" "$dir/evalbot-topk" 2>&1) || rc=$?
+  [ "$rc" = 64 ] && [[ $out == usage:* ]] || { echo "evalbot-topk does not start: $out" >&2; exit 1; }
+  LD_BIND_NOW=1 LD_LIBRARY_PATH="$CUDA/lib:$CUDA/lib/stubs" "$dir/llama-bench" --list-devices 2>&1 |
+    sed 's/^/  llama-bench here: /' || true
 }
 
 say "wheels"; fetch_wheels
