@@ -127,19 +127,41 @@ stage_refbuild() {  # the pinned llama.cpp (qwen35 architecture) the correctness
   cd "$ROOT" || return 1
   need llama.cpp-pruned.tar.gz || return 1
   mkdir -p "$W/models"
-  # a build an earlier machine of the same image made (the acceptance chain returns it as
-  # llamacpp-reference.tgz): its manifest is checked by the harness before every use
-  if [ ! -e "$W/models/llamacpp-reference/$REF_KEY/manifest.json" ] &&
-     [ -e "$ROOT/shared/llamacpp-reference.tgz" ]; then
-    tar xzf "$ROOT/shared/llamacpp-reference.tgz" -C "$W/models" && log "reference: the carried build"
+  local ref=$W/models/llamacpp-reference/$REF_KEY
+  # a build made ahead (scripts/build_reference_ahead.sh, on another distribution) or by an
+  # earlier machine: trusted only once it is whole and runs here, else built here
+  if [ ! -e "$ref/manifest.json" ] && [ -e "$ROOT/shared/llamacpp-reference.tgz" ]; then
+    if tar xzf "$ROOT/shared/llamacpp-reference.tgz" -C "$W/models" && carried_reference_runs "$ref"; then
+      log "reference: the carried build, it runs here ($(grep -m1 CUDA0 "$W/log/reference-carried.txt"))"
+    else
+      rm -rf "$ref"
+      log "reference: the carried build does not run here (see reference-carried.txt): building it here"
+    fi
   fi
-  if [ ! -e "$W/models/llamacpp-reference/$REF_KEY/manifest.json" ]; then
+  if [ ! -e "$ref/manifest.json" ]; then
     "$PY" -m engine.llamacpp.reference_build --models-dir "$W/models" --key "$REF_KEY" \
       --tarball shared/llama.cpp-pruned.tar.gz --sha256 "$REF_SHA" --backend cuda --cuda-arch 90 \
       --jobs "$(nproc)" --cmake-flag=-DGGML_CUDA_FA=OFF > "$W/log/reference-build.txt" 2>&1 ||
       fail "llama.cpp reference build (see reference-build.txt)" || return 1
   fi
   tail -2 "$W/log/reference-build.txt" 2>/dev/null
+}
+
+carried_reference_runs() {  # DIR: its artifacts match the manifest, load every library, see the GPU
+  local dir=$1 bin
+  {
+    "$PY" -c "import sys; from engine.llamacpp.manifest import verified_tool; verified_tool(__import__('pathlib').Path(sys.argv[1]))" "$dir" ||
+      return 1
+    for bin in llama-bench evalbot-topk; do
+      echo "== ldd $bin" && ldd "$dir/$bin" || return 1
+      ! ldd "$dir/$bin" | grep -q "not found" || return 1
+    done
+    # usage and exit 64 without arguments; LD_BIND_NOW resolves every symbol the binaries use now,
+    # so a library with a missing symbol fails here rather than in the middle of a scoring
+    LD_BIND_NOW=1 "$dir/evalbot-topk"; [ $? = 64 ] || return 1
+    local devices; devices=$(LD_BIND_NOW=1 "$dir/llama-bench" --list-devices 2>&1)
+    echo "$devices" && grep -q "CUDA0" <<< "$devices"
+  } > "$W/log/reference-carried.txt" 2>&1
 }
 
 stage_reference() {  # the reference built (stage refbuild, if not yet), and a probe per model
@@ -195,7 +217,7 @@ for STAGE in $STAGES; do
   if [ -e "$W/done/$STAGE" ]; then log "$STAGE: done earlier, skipped"; continue; fi
   if [ "$(left)" -lt 30 ]; then log "$STAGE: not started, budget spent"; continue; fi
   t0=$(date +%s); log "$STAGE: start"
-  export -f stage_$STAGE stage_refbuild evaluation log left fail need 2>/dev/null
+  export -f stage_$STAGE stage_refbuild carried_reference_runs evaluation log left fail need 2>/dev/null
   timeout "$(left)" bash -c "stage_$STAGE" 2>&1 | tail -40 | tee "$W/log/stage-$STAGE.txt"
   rc=${PIPESTATUS[0]}
   log "$STAGE: rc=$rc in $(( $(date +%s) - t0 ))s"
