@@ -175,7 +175,8 @@ def test_a_head_noisier_than_the_floor_is_judged_on_its_own_sd(tmp_path: Path,
     judged = _judged(record, claims)
     assert judged["sd"] == "own" and judged["cells"][DECODE]["status"] != "confirmed"
     d = witness.pair_savings(record.samples, need_verified=True)
-    own = saving_interval(d, 10.0, confirmation.critical(len(d), 0.0025, 0.0005), Floor())
+    alpha = confirmation.alpha_at(spec.looks, len(d), 0.005, spec.rule_version)
+    own = saving_interval(d, 10.0, confirmation.critical(len(d), alpha, 0.0005), Floor())
     assert judged["lo_s"] == pytest.approx(own.lo)  # the bound of a witness without a floor
 
 

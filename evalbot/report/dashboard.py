@@ -3,7 +3,8 @@
 index.html has three sections, from the store's verdict history: main's speed over time per
 repo, model, metric and context with each merged PR's step marked (the frontier journey); the
 recent verdicts with links to their PRs and the state of their signatures; each box's noise
-floor over time. cells/ holds a page per cell and regressions.html every slower cell
+floor over time, and its witness floors against its recent jobs' pairs (a stale one confirms
+nothing until it is measured again). cells/ holds a page per cell and regressions.html every slower cell
 (evalbot.report.dashboard_pages).
 Every text from the history is autoescaped (jinja2 autoescape=True); the charts are SVG written by
 matplotlib (evalbot.report.charts), which escapes its own text.
@@ -28,6 +29,7 @@ from evalbot.grading.grade import ctx_name
 from evalbot.report import box_time_view
 from evalbot.report.charts import Line, Marker, line_chart
 from evalbot.report.dashboard_pages import CHARTABLE_S, cell_pages, one_level, pr_url, regressions, when
+from evalbot.report.witness_floors import dashboard_rows
 from evalbot.report.history import (
     NoisePoint,
     Series,
@@ -73,6 +75,7 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
     env = _environment()
     page = env.get_template("dashboard.html.j2").render(
         page_title="dashboard", root="", frontier=frontier, noise=_noise(points, next_id),
+        witness_floors=dashboard_rows(store.db),
         verdicts=_recent(rows, _keys(keys_dir)), total=len(rows),
         updated=_when(rows[0]["created"]) if rows else "never")
     pages = {"index.html": page, "regressions.html": regressions(env, rows),

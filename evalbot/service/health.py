@@ -27,11 +27,12 @@ import click
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
-from evalbot.grading import quantiles
+from evalbot.grading.witness_floor import noisier
 from evalbot.remote.box import Box
-from evalbot.service.calibrate import aa_noise, sick_cells
+from evalbot.report.witness_floors import all_checks
+from evalbot.service.calibrate import aa_noise, remeasure_witnesses, sick_cells
 from evalbot.service.queue_metrics import intake_gauges
-from evalbot.store.noise import NOISE_DDL
+from evalbot.store.noise import NOISE_DDL, WITNESS_FLOOR
 
 DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
 DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's
@@ -64,11 +65,7 @@ def drifted(floor: tuple[float, int], today: tuple[float, int], ratio: float = D
     (sd0, n0), (sd1, n1) = floor, today
     if n0 < 2 or n1 < 2:
         raise ValueError(f"need at least 2 pairs on each side, got {n0} and {n1}")
-    if sd0 <= 0:
-        return sd1 > 0
-    f = (sd1 / sd0) ** 2
-    p = float(quantiles.f_sf(f, n1 - 1, n0 - 1))
-    return sd1 / sd0 > ratio and p < alpha
+    return noisier((sd0, n0 - 1), (sd1, n1 - 1), ratio, alpha)
 
 
 def assess(box: str, profile: str, results: dict[str, Any],
@@ -148,13 +145,16 @@ def aa_due(last: Health | None, every_s: float, since: float, now: float) -> boo
 def periodic_aa(box: Box, box_config: BoxConfig, job: Any, profile: str, store_path: Path,
                 out: Path, notify: Callable[[str], None] | None = None,
                 alpha: float = DRIFT_ALPHA) -> Health:
-    """Run one A/A job (evalbot.service.calibrate.calibration_job) on the box and record its health."""
+    """Run one A/A job (evalbot.service.calibrate.calibration_job) on the box and record its
+    health; the witnesses it ran (those whose floor was stale) get their floors measured again."""
     store = HealthStore(store_path)
     try:
         try:
             results = pipeline.evaluate(box, box_config, job, out)
-            floors = store.floors(box_config.name, profile)
+            floors = {k: v for k, v in store.floors(box_config.name, profile).items()
+                      if not k.startswith(WITNESS_FLOOR)}  # a stale one is why it ran again
             health = assess(box_config.name, profile, results, floors, alpha=alpha)
+            remeasure_witnesses(store_path, box_config.name, profile, job.base_sha, results)
         except EvalbotError as exc:  # an A/A that cannot run says as much about the box
             health = Health(box_config.name, profile, False, (f"A/A run failed: {exc}",), None)
     finally:
@@ -200,6 +200,7 @@ def metrics_text(store_path: Path) -> str:
         _durations(db, out)
         _verdicts(db, out)
         _health(db, out)
+        _witness_floors(db, out)
         intake_gauges(db, out)
     finally:
         db.close()
@@ -264,6 +265,19 @@ def _health(db: sqlite3.Connection, out: list[str]) -> None:
             "# TYPE evalbot_box_health_checked_seconds gauge"]
     out += [f'evalbot_box_health_checked_seconds{{box="{_label(b)}"}} {a:.0f}'
             for b, _h, _w, a in rows]
+
+
+def _witness_floors(db: sqlite3.Connection, out: list[str]) -> None:
+    found = all_checks(db)
+    out += ["# HELP evalbot_witness_floor_stale 1 while the box's recent pairs refute the "
+            "witness's floor: it confirms nothing there until it is measured again.",
+            "# TYPE evalbot_witness_floor_stale gauge"]
+    out += [f'evalbot_witness_floor_stale{{box="{_label(b)}",witness="{_label(c.witness)}"}} '
+            f"{int(c.stale)}" for b, c in found]
+    out += ["# HELP evalbot_witness_floor_ratio sd of main's pairs in recent jobs over the "
+            "witness's floor.", "# TYPE evalbot_witness_floor_ratio gauge"]
+    out += [f'evalbot_witness_floor_ratio{{box="{_label(b)}",witness="{_label(c.witness)}"}} '
+            f"{c.ratio:.4f}" for b, c in found if c.ratio is not None]
 
 
 def _json(text: str) -> dict[str, Any]:

@@ -40,8 +40,16 @@ from evalbot.grading.grade import grade
 from evalbot.grading.overrides import Overrides, pool, scale_job
 from evalbot.grading.policy import Policy
 from evalbot.remote.box import Box, BoxError
+from evalbot.report.witness_floors import stale_witnesses
 from evalbot.service.calibrate import calibration_job
-from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
+from evalbot.service.health import (
+    SICK_RECHECK_S,
+    Health,
+    HealthStore,
+    aa_due,
+    periodic_aa,
+    record_check,
+)
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
 from evalbot.service.publishing import publish_pending
 from evalbot.store.jobs import JobRow, Store
@@ -121,6 +129,7 @@ class Worker:
         self.on_start: Callable[[JobRow, str], None] = lambda _job, _box: None
         self._box: Box | None = None
         self.started = time.time()  # a box never checked gets its first A/A one period later
+        self._stale: frozenset[str] | None = None  # stale witness floors; None: read the store
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self, until_idle: bool = False) -> int:
@@ -186,7 +195,8 @@ class Worker:
         floors, floor_df, witness_df = self._floors(earlier)
         spec = make_job(self.profile, self.policy, self.box_config, base, job.head_sha,
                         job_id=job.id, sd_floors=floors, floor_df=floor_df,
-                        witness_df=witness_df)
+                        witness_df=witness_df, stale_witnesses=self._stale_witnesses(True))
+        self._stale = None  # this job's pairs may change it: read again when next asked
         if factor > 1.0:
             spec = scale_job(spec, factor)
         out = self.out_root / job.id
@@ -300,15 +310,30 @@ class Worker:
         return last is None or last.healthy
 
     def health_check_due(self) -> bool:
-        return aa_due(self._last_health(), self.settings.aa_every_s, self.started, time.time())
+        """The periodic A/A is due; with a witness floor stale, within the hour (as after a
+        failed check): until it measures the floor again, that witness confirms nothing."""
+        every = self.settings.aa_every_s
+        soon = every > 0 and bool(self._stale_witnesses())
+        return aa_due(self._last_health(), min(every, SICK_RECHECK_S) if soon else every,
+                      self.started, time.time())
+
+    def _stale_witnesses(self, fresh: bool = False) -> frozenset[str]:
+        """The witnesses whose floor on this box its recent pairs refute: not run, no tier."""
+        if fresh or self._stale is None:
+            self._stale = stale_witnesses(self.store_path, self.box_config.name,
+                                          self.profile.name)
+        return self._stale
 
     def check_health(self) -> Health:
-        """The box's periodic A/A on main, between jobs (the harness holds the box lock)."""
+        """The box's periodic A/A on main, between jobs (the harness holds the box lock); it
+        measures again the floors of the witnesses whose floor is stale."""
         out = self.out_root / "aa" / f"{self.box_config.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        stale, self._stale = self._stale_witnesses(True), None  # measured again below
         try:
             box = self._connected()
             job = calibration_job(self.profile, self.policy, self.box_config,
-                                  resolve_main(box, self.box_config), self.settings.aa_pairs)
+                                  resolve_main(box, self.box_config), self.settings.aa_pairs,
+                                  witnesses=bool(stale), only=stale)
         except (EvalbotError, BoxError) as exc:  # recorded like an A/A that failed to run
             self._drop_box()
             return record_check(self.store_path, Health(

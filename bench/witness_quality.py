@@ -1,0 +1,127 @@
+"""Does a witness confirm a head that saves nothing on a box noisier than its floor, and does it
+still confirm an honest gain? Every shipped witness, under the witnesses' rule of new jobs and
+the rule before it (issue 46).
+
+Each evaluation is the real witness measurement (engine.measure.witness.measure: ABBA pairs, its
+looks, the harness's stop at the bot's per-look values, engine/measure/witness_interval.py
+`saving_interval` with engine/measure/stats.py `pooled_sd`) on simulated processes, then the
+bot's judgement of the record (evalbot.grading.confirmation.judge, with its `critical` and
+evalbot/grading/sequential.py `guard`). The witnesses are the shipped profiles' as
+evalbot.evaluation.jobspec.make_job builds them under the `default` policy: floors and their
+degrees of freedom, looks, critical values, alpha. Every pair is measured (no box-time cut).
+
+Processes (bench/_witness_rows.py): main's time is the witness's measured one (bench/_paces.py,
+"pace assumed" where no fixture exists); a pair's saving has sd k x the witness's floor, k = 1
+(the calibrated noise), 2 and 3 (a box that has grown noisier since its floor was measured).
+Heads, per covered cell:
+  no saving   its printed rates claim the cell is 2% faster (the least an improved cell claims;
+              a larger claim is contradicted sooner); its witness work is main's
+  honest     really faster in the cell by a tier's lower edge (XS 2%, S 3.5%, M 6%, L 10%,
+              XL 18%; prefill: the time-to-first-token reduction), and claims just that; 1x only
+Bars: no saving confirmed in <= 1% (the 95% upper bound <= 1.5%) at 1x, 2x and 3x; an honest gain
+at a tier's lower edge confirmed in >= 95% where the witness can see it at all (a gain under
+its per-pair noise at its last look is not: the table shows which).
+
+Usage: python bench/witness_quality.py [--sims 1200] [--profiles llamacpp,sparkinfer,demo]
+       [--rules 2,1] [--seed 1]
+At 1,200 evaluations a row, both rules, every profile: about 15 minutes on 2 busy cores.
+`--sims 20` checks the table in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._witness_rows import (  # noqa: E402
+    EDGES,
+    NOISE,
+    Counted,
+    WitnessCell,
+    shipped_cells,
+    simulate,
+)
+from evalbot.grading.confirmation import WITNESS_RULE  # noqa: E402
+
+BAR_FALSE, BAR_FALSE_HI, BAR_HONEST = 0.01, 0.015, 0.95
+
+
+def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson interval of a share."""
+    if n == 0:
+        return 0.0, 1.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def pct(c: Counted, interval: bool = False) -> str:
+    text = f"{100 * c.share:.2f}" if interval else f"{100 * c.share:.1f}"
+    if interval:
+        text += f" (≤{100 * wilson(c.hits, c.n)[1]:.2f})"
+    return text
+
+
+def table(cells: list[WitnessCell], rules: list[int], sims: int, seed: int) -> list[str]:
+    """One row per witness cell and rule; returns the bars' failures."""
+    heads = " | ".join(f"{k}x" for k in NOISE) + " | " + " | ".join(EDGES)
+    print(f"| witness | cell | floor s (df) | looks | main s | rule | no saving: {heads} "
+          "| pairs at S |")
+    print("|---|---|---|---|---|---|" + "---:|" * (len(NOISE) + len(EDGES) + 1))
+    failures: list[str] = []
+    for i, wc in enumerate(cells):
+        for rule in rules:
+            got = simulate(wc, rule, sims, seed + 1000 * i)
+            nulls = [got.null[k] for k in NOISE]
+            honest = [got.honest[e] for e in EDGES]
+            print(f"| {wc.witness} | {wc.cell} | {wc.floor_s:.4f} ({wc.floor_df}) | "
+                  f"{list(wc.looks)} | {wc.main_s:.3f}{' *' if wc.assumed else ''} | {rule} | "
+                  + " | ".join(pct(c, True) for c in nulls) + " | "
+                  + " | ".join(pct(c) + ("" if wc.visible(e) else " ·") for e, c in
+                               zip(EDGES, honest, strict=True))
+                  + f" | {got.pairs_at_s:.1f} |")
+            if rule != rules[0]:
+                continue
+            failures += [f"{wc.name}: no saving confirmed in {pct(c, True)}% at {k}x"
+                         for k, c in zip(NOISE, nulls, strict=True)
+                         if c.share > BAR_FALSE or wilson(c.hits, c.n)[1] > BAR_FALSE_HI]
+            failures += [f"{wc.name}: an honest {e} edge confirmed in {pct(c)}%"
+                         for e, c in zip(EDGES, honest, strict=True)
+                         if wc.visible(e) and c.share < BAR_HONEST]
+    return failures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sims", type=int, default=1200, help="evaluations per row and head")
+    ap.add_argument("--profiles", default="llamacpp,sparkinfer,demo")
+    ap.add_argument("--rules", default=f"{WITNESS_RULE},1",
+                    help="witness rules, the first the one held to the bars")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rules = [int(r) for r in args.rules.split(",") if r]
+    started = time.monotonic()
+    cells = shipped_cells([p for p in args.profiles.split(",") if p])
+    print(f"witness confirmation, {args.sims} evaluations a head and row; rules {rules} "
+          f"(the first is held to the bars)\n")
+    failures = table(cells, rules, args.sims, args.seed)
+    print("\nno saving: the share confirmed (its 95% upper bound) with the box k x as noisy as "
+          "the floor; XS..XL: an honest gain at the tier's lower edge, confirmed at 1x; "
+          "pairs at S: mean pairs of that head at the S edge; * main's time assumed (no "
+          "fixture); · the gain is under the witness's noise at its last look (no rule can "
+          "confirm it in 95%)")
+    print(f"bars (rule {rules[0]}): " + ("all met" if not failures else
+                                         "missed: " + "; ".join(failures)))
+    print(f"{time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
