@@ -49,7 +49,7 @@ class WitnessCell:
     witness: str
     cell: str  # the covered cell whose claim is judged
     spec: WitnessSpec  # as the job carries it
-    main_s: float  # main's witness time, by its clock
+    main_s: float | None  # main's witness time, by its clock (None: not known)
     shares: dict[str, float]  # covered cell -> main's time for its work in one process
     metric: str
     assumed: bool
@@ -70,6 +70,17 @@ class WitnessCell:
     def looks(self) -> tuple[int, ...]:
         return self.spec.looks
 
+    @property
+    def known(self) -> bool:
+        """Is main's time known (measured or assumed)? Only then are the honest rows run."""
+        return self.main_s is not None
+
+    @property
+    def main_or_nominal_s(self) -> float:
+        """main's time; where not known, 100 floors: the no-saving rows need one only for the
+        0.1%-of-main's-time floor on the sd, which it leaves at a tenth of the noise."""
+        return self.main_s if self.main_s is not None else 100 * max(self.floor_s, 1e-3)
+
     def saving(self, edge: str) -> float:
         """main's time less the head's for the cell's work at the tier's lower edge (prefill:
         the reduction of the time to first token)."""
@@ -78,8 +89,9 @@ class WitnessCell:
 
     def visible(self, edge: str) -> bool:
         """Could any rule confirm it in 95%? Not where it is under VISIBLE_Z sds of the mean
-        at the last look."""
-        return self.saving(edge) * math.sqrt(self.looks[-1]) >= VISIBLE_Z * self.floor_s
+        at the last look (nor where main's time is not known)."""
+        return self.known and \
+            self.saving(edge) * math.sqrt(self.looks[-1]) >= VISIBLE_Z * self.floor_s
 
 
 @dataclass(frozen=True)
@@ -120,13 +132,14 @@ def shipped_cells(profiles: list[str]) -> list[WitnessCell]:
     return out
 
 
-def _main(profile: str, model: str, spec: WitnessSpec) -> tuple[float, float, bool]:
-    """(main's time by the witness's clock, the part its cells' work may take, assumed?)."""
+def _main(profile: str, model: str, spec: WitnessSpec) -> tuple[float | None, float, bool]:
+    """(main's time by the witness's clock, the part its cells' work may take, assumed?); None:
+    not known (a witness with neither fixture nor assumption: its honest rows are not run)."""
     try:
         pace = _paces.witness_pace(profile, model, spec)
     except KeyError:
-        seconds = ASSUMED_MAIN_S[(profile, spec.name)]
-        return seconds, seconds, True
+        seconds = ASSUMED_MAIN_S.get((profile, spec.name))
+        return seconds, seconds or 0.0, True
     return pace.seconds, pace.wall_s - pace.load_s, pace.assumed
 
 
@@ -135,10 +148,11 @@ def simulate(wc: WitnessCell, rule: int, sims: int, seed: int) -> Row:
     every head of a row sees the same draws (seeded alike), under either rule."""
     spec = _quick(confirmation.with_stops(wc.spec, POLICY.alpha, rule))
     null, honest, pairs_s = {}, {}, 0.0
+    claim = wc.saving("XS") if wc.known else 0.02 * wc.main_or_nominal_s
     with tempfile.TemporaryDirectory(prefix="witness-quality-") as tmp:
         for k in NOISE:
-            null[k] = _count(spec, wc, 0.0, wc.saving("XS"), k, sims, seed, Path(tmp))[0]
-        for edge in EDGES:
+            null[k] = _count(spec, wc, 0.0, claim, k, sims, seed, Path(tmp))[0]
+        for edge in EDGES if wc.known else ():
             saving = wc.saving(edge)
             honest[edge], pairs = _count(spec, wc, saving, saving, 1, sims, seed, Path(tmp))
             pairs_s = pairs if edge == "S" else pairs_s
@@ -153,14 +167,14 @@ def _count(spec: WitnessSpec, wc: WitnessCell, saving_s: float, claim_s: float, 
     stop = witness.stop_for(claims, [wc.cell])
     alpha = confirmation.confirm_alpha(POLICY.alpha, 1)  # as confirmation.confirm judges
     sd = k * wc.floor_s / math.sqrt(2)  # per process: a pair's difference has k x the floor
-    output = _output(spec)
+    output, main_s = _output(spec), wc.main_or_nominal_s
     rng = np.random.default_rng(seed)
     hits = pairs = 0
     with seeded_prompts(seed):
         for _ in range(sims):
             def launch(side: str, argv: list[str], timeout_s: float,
                        prompt: list[int]) -> witness.Timed:
-                t = wc.main_s - (saving_s if side == "head" else 0.0) + rng.normal(0.0, sd)
+                t = main_s - (saving_s if side == "head" else 0.0) + rng.normal(0.0, sd)
                 return witness.Timed(True, output, t, False, "", t)
 
             record = witness.measure(spec, lambda a, s: a, launch, tmp, warmup=0, stop=stop)

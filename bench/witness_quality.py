@@ -81,21 +81,20 @@ def table(cells: list[WitnessCell], rules: list[int], sims: int, seed: int) -> l
         for rule in rules:
             got = simulate(wc, rule, sims, seed + 1000 * i)
             nulls = [got.null[k] for k in NOISE]
-            honest = [got.honest[e] for e in EDGES]
+            main = "?" if wc.main_s is None else f"{wc.main_s:.3f}{' *' if wc.assumed else ''}"
             print(f"| {wc.witness} | {wc.cell} | {wc.floor_s:.4f} ({wc.floor_df}) | "
-                  f"{list(wc.looks)} | {wc.main_s:.3f}{' *' if wc.assumed else ''} | {rule} | "
+                  f"{list(wc.looks)} | {main} | {rule} | "
                   + " | ".join(pct(c, True) for c in nulls) + " | "
-                  + " | ".join(pct(c) + ("" if wc.visible(e) else " ·") for e, c in
-                               zip(EDGES, honest, strict=True))
-                  + f" | {got.pairs_at_s:.1f} |")
+                  + " | ".join(pct(got.honest[e]) + ("" if wc.visible(e) else " ·")
+                               if e in got.honest else "-" for e in EDGES)
+                  + (f" | {got.pairs_at_s:.1f} |" if got.honest else " | - |"))
             if rule != rules[0]:
                 continue
             failures += [f"{wc.name}: no saving confirmed in {pct(c, True)}% at {k}x"
                          for k, c in zip(NOISE, nulls, strict=True)
                          if c.share > BAR_FALSE or wilson(c.hits, c.n)[1] > BAR_FALSE_HI]
             failures += [f"{wc.name}: an honest {e} edge confirmed in {pct(c)}%"
-                         for e, c in zip(EDGES, honest, strict=True)
-                         if wc.visible(e) and c.share < BAR_HONEST]
+                         for e, c in got.honest.items() if wc.visible(e) and c.share < BAR_HONEST]
     return failures
 
 
@@ -116,8 +115,8 @@ def main() -> None:
     print("\nno saving: the share confirmed (its 95% upper bound) with the box k x as noisy as "
           "the floor; XS..XL: an honest gain at the tier's lower edge, confirmed at 1x; "
           "pairs at S: mean pairs of that head at the S edge; * main's time assumed (no "
-          "fixture); · the gain is under the witness's noise at its last look (no rule can "
-          "confirm it in 95%)")
+          "fixture), ? not known (no honest rows); · the gain is under the witness's noise at "
+          "its last look (no rule can confirm it in 95%)")
     print(f"bars (rule {rules[0]}): " + ("all met" if not failures else
                                          "missed: " + "; ".join(failures)))
     print(f"{time.monotonic() - started:.0f} s")

@@ -57,8 +57,8 @@ def test_rule_2_counts_the_floor_for_at_most_the_pairs_and_guards_at_the_median(
 
 
 @pytest.mark.parametrize(("looks", "version", "shares"), [
-    ((3, 5, 8), 1, [1 / 3, 1 / 3, 1 / 3]), ((3, 5, 8), 2, [3 / 16, 5 / 16, 8 / 16]),
-    ((3, 5, 8, 16), 2, [3 / 32, 5 / 32, 8 / 32, 16 / 32]), ((), 2, [1.0])])
+    ((3, 5, 8), 1, [1 / 3, 1 / 3, 1 / 3]), ((3, 5, 8), 2, [9 / 98, 25 / 98, 64 / 98]),
+    ((3, 5, 8, 16), 2, [9 / 354, 25 / 354, 64 / 354, 256 / 354]), ((), 2, [1.0])])
 def test_each_look_gets_its_share_of_alpha(looks: tuple[int, ...], version: int,
                                            shares: list[float]) -> None:
     got = confirmation.look_alphas(looks, 0.005, version)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Collection
 import secrets
 import uuid
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import PurePosixPath
 

@@ -29,7 +29,6 @@ from evalbot.grading.grade import ctx_name
 from evalbot.report import box_time_view
 from evalbot.report.charts import Line, Marker, line_chart
 from evalbot.report.dashboard_pages import CHARTABLE_S, cell_pages, one_level, pr_url, regressions, when
-from evalbot.report.witness_floors import dashboard_rows
 from evalbot.report.history import (
     NoisePoint,
     Series,
@@ -39,6 +38,7 @@ from evalbot.report.history import (
     merges,
     noise_points,
 )
+from evalbot.report.witness_floors import dashboard_rows
 from evalbot.store.jobs import Store
 
 TEMPLATES = TEMPLATES_DIR

@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalbot.grading.confirmation import STALE_REASON, WALL_ONLY, WALL_REASON
+from evalbot.grading.confirmation import FLOOR_STALE, STALE_REASON, WALL_ONLY, WALL_REASON
 from evalbot.grading.grade import ctx_name
-from evalbot.engine.measure.witness import FLOOR_STALE
 from evalbot.report.numbers import signed
 from evalbot.report.witness_view import WitnessView, witness_views
 

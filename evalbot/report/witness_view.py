@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalbot.engine.measure.witness import FLOOR_STALE
-from evalbot.grading.confirmation import MIN_PAIRS
+from evalbot.grading.confirmation import FLOOR_STALE, MIN_PAIRS
 
 
 @dataclass(frozen=True)
