@@ -33,6 +33,7 @@ from evalbot.report.witness_floors import all_checks
 from evalbot.service.calibrate import aa_noise, remeasure_witnesses, sick_cells
 from evalbot.service.queue_metrics import intake_gauges
 from evalbot.store.noise import NOISE_DDL, WITNESS_FLOOR
+from evalbot.store.witness_runs import json_object
 
 DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
 DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's
@@ -226,7 +227,7 @@ def _durations(db: sqlite3.Connection, out: list[str]) -> None:
     values: list[float] = []
     if _has(db, "verdicts"):
         for (text,) in db.execute("SELECT results FROM verdicts"):  # Python's JSON: a value
-            total = _json(text).get("timing", {}).get("total_s")  # may be Infinity (SQLite's no)
+            total = json_object(text).get("timing", {}).get("total_s")  # may be Infinity (SQLite's no)
             if isinstance(total, (int, float)):
                 values.append(float(total))
     out += ["# HELP evalbot_job_duration_seconds Harness wall time of finished evaluations.",
@@ -242,7 +243,7 @@ def _durations(db: sqlite3.Connection, out: list[str]) -> None:
 def _verdicts(db: sqlite3.Connection, out: list[str]) -> None:
     found = db.execute("SELECT verdict, headline FROM verdicts").fetchall() \
         if _has(db, "verdicts") else []
-    counts = Counter((_json(v).get("kind"), h) for v, h in found)
+    counts = Counter((json_object(v).get("kind"), h) for v, h in found)
     rows = [(k, h, counts[(k, h)]) for k, h in sorted(counts, key=str)]
     out += ["# HELP evalbot_verdicts Verdicts recorded, by kind and headline label.",
             "# TYPE evalbot_verdicts gauge"]
@@ -278,14 +279,6 @@ def _witness_floors(db: sqlite3.Connection, out: list[str]) -> None:
             "witness's floor.", "# TYPE evalbot_witness_floor_ratio gauge"]
     out += [f'evalbot_witness_floor_ratio{{box="{_label(b)}",witness="{_label(c.witness)}"}} '
             f"{c.ratio:.4f}" for b, c in found if c.ratio is not None]
-
-
-def _json(text: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _label(value: object) -> str:

@@ -29,7 +29,7 @@ def boxes(db: sqlite3.Connection) -> list[tuple[str, str]]:
         newest = db.execute("SELECT v.results FROM verdicts v JOIN jobs j ON j.id = v.job_id "
                             "WHERE j.box = ? ORDER BY v.created DESC LIMIT 1", (box,)).fetchone()
         if newest is not None:
-            out.append((str(box), str(_doc(newest[0]).get("profile") or "")))
+            out.append((str(box), str(json_object(newest[0]).get("profile") or "")))
     return out
 
 
@@ -44,7 +44,7 @@ def witness_records(db: sqlite3.Connection, box: str, profile: str,
                       (box, limit))
     out = []
     for results, created in rows:
-        doc = _doc(results)
+        doc = json_object(results)
         if doc.get("profile") != profile:
             continue
         out += [{**w, "created": float(created)} for w in doc.get("witnesses") or []
@@ -63,7 +63,8 @@ def stored_floors(db: sqlite3.Connection, box: str,
     return {cell[len(prefix):]: (float(sd), float(created)) for cell, sd, created in rows}
 
 
-def _doc(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """A stored JSON column as an object; {} for anything else (a damaged row reads as empty)."""
     try:
         doc = json.loads(text)
     except ValueError:
