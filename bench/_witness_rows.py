@@ -197,3 +197,14 @@ def _output(spec: WitnessSpec) -> str:
     if spec.output.get("kind") == "step_lines":
         return "".join(f"{STEP}{i}\n" for i in range(spec.output_tokens))
     return render(spec.output, list(range(spec.output_tokens)))
+
+
+def stale_samples(main_s: np.ndarray) -> list[dict[str, object]]:
+    """A witness record's samples with main's times `main_s`, one a pair in ABBA order (the
+    head's, which the stale-floor test never reads, a fixed 5% faster)."""
+    out: list[dict[str, object]] = []
+    for p, t in enumerate(main_s):
+        sides = (("base", t), ("head", 0.95 * t))
+        out += [{"pair": p, "side": side, "seconds": float(s), "dropped": False, "error": ""}
+                for side, s in (sides if p % 2 == 0 else sides[::-1])]
+    return out

@@ -22,6 +22,10 @@ Bars: no saving confirmed in <= 1% (the 95% upper bound <= 1.5%) at 1x, 2x and 3
 at a tier's lower edge confirmed in >= 95% where the witness can see it at all (a gain under
 its per-pair noise at its last look is not: the table shows which).
 
+Second table: how soon the stale-floor test (evalbot.grading.witness_floor) calls a box k x as
+noisy as a witness's floor stale from the jobs' own main pairs, per floor's degrees of freedom
+(`--sims` / 4 boxes a row).
+
 Usage: python bench/witness_quality.py [--sims 1200] [--profiles llamacpp,sparkinfer,demo]
        [--rules 2,1] [--seed 1]
 At 1,200 evaluations a row, both rules, every profile: about 15 minutes on 2 busy cores.
@@ -36,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -47,10 +53,15 @@ from bench._witness_rows import (  # noqa: E402
     WitnessCell,
     shipped_cells,
     simulate,
+    stale_samples,
 )
 from evalbot.grading.confirmation import WITNESS_RULE  # noqa: E402
+from evalbot.grading.witness_floor import WitnessRun, check, stale_names  # noqa: E402
 
 BAR_FALSE, BAR_FALSE_HI, BAR_HONEST = 0.01, 0.015, 0.95
+# the stale-floor table: floors of a few df (sparkinfer's assumed ones), of a 12-pair
+# `evalbot calibrate`, of llamacpp's and sparkinfer prefill-4096's measured A/As
+STALE_DF, STALE_JOBS, STALE_NOISE, STALE_PAIRS = (3, 11, 24, 46), (3, 5, 10), (1, 1.5, 2, 3), 5
 
 
 def wilson(hits: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -98,6 +109,27 @@ def table(cells: list[WitnessCell], rules: list[int], sims: int, seed: int) -> l
     return failures
 
 
+def stale_table(sims: int, seed: int) -> None:
+    """How soon the stale-floor test (evalbot.grading.witness_floor) sees a box k x as noisy as
+    a witness's floor, from the jobs' own main pairs: the share of boxes called stale after J
+    jobs of STALE_PAIRS pairs each, per floor's degrees of freedom."""
+    rng = np.random.default_rng(seed)
+    print(f"\nstale-floor test: boxes called stale (of {sims}) after J jobs of {STALE_PAIRS} "
+          "pairs each (2 of main's pairs a job)\n")
+    print("| floor df | J | " + " | ".join(f"{k}x" for k in STALE_NOISE) + " |")
+    print("|---:|---:|" + "---:|" * len(STALE_NOISE))
+    for df in STALE_DF:
+        for jobs in STALE_JOBS:
+            shares = []
+            for k in STALE_NOISE:
+                main = 1.0 + rng.normal(0.0, k * 0.01 / math.sqrt(2), (sims, jobs, STALE_PAIRS))
+                called = sum(bool(stale_names(check(
+                    [WitnessRun("w", 0.01, df, stale_samples(m), j) for j, m in enumerate(box)],
+                    {}))) for box in main)
+                shares.append(f"{100 * called / sims:.1f}")
+            print(f"| {df} | {jobs} | " + " | ".join(shares) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sims", type=int, default=1200, help="evaluations per row and head")
@@ -119,6 +151,7 @@ def main() -> None:
           "its last look (no rule can confirm it in 95%)")
     print(f"bars (rule {rules[0]}): " + ("all met" if not failures else
                                          "missed: " + "; ".join(failures)))
+    stale_table(max(args.sims // 4, 10), args.seed)
     print(f"{time.monotonic() - started:.0f} s")
 
 

@@ -24,8 +24,8 @@ def _table(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[str, list[list[
         witness_quality.main()
     out = buf.getvalue()
     rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in out.splitlines()
-            if ln.startswith("| ") and not ln.startswith("| witness")]
-    return out, rows
+            if ln.startswith("| ") and not ln.startswith(("| witness", "| floor df"))]
+    return out, [r for r in rows if len(r) > 6]
 
 
 def _share(text: str) -> float:
@@ -50,6 +50,14 @@ def test_every_shipped_witness_gets_a_row_per_rule_with_sane_figures(monkeypatch
         assert cell.looks[0] <= float(row[-1]) <= cell.looks[-1], row  # pairs at the S edge
         assert all("(≤" in x for x in row[6:6 + len(NOISE)]), row  # each with its upper bound
     assert "bars (rule 2):" in out
+    # the stale-floor test's table: a row per floor's df and job count, each share in 0-100, a
+    # box 3x as noisy called stale at least as often as one as noisy as its floor
+    stale = [[float(c) for c in ln.strip().strip("|").split("|")] for ln in
+             out.split("stale-floor test")[1].splitlines() if ln.startswith("| ") and
+             ln.split("|")[1].strip().isdigit()]
+    assert len(stale) == len(witness_quality.STALE_DF) * len(witness_quality.STALE_JOBS)
+    assert all(0 <= x <= 100 for r in stale for x in r[2:])
+    assert all(r[-1] >= r[2] for r in stale)
 
 
 def test_a_witness_nothing_measured_still_gets_its_no_saving_rows(monkeypatch) -> None:
