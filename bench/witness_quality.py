@@ -18,9 +18,12 @@ Heads, per covered cell:
               a larger claim is contradicted sooner); its witness work is main's
   honest     really faster in the cell by a tier's lower edge (XS 2%, S 3.5%, M 6%, L 10%,
               XL 18%; prefill: the time-to-first-token reduction), and claims just that; 1x only
-Bars: no saving confirmed in <= 1% (the 95% upper bound <= 1.5%) at 1x, 2x and 3x; an honest gain
-at a tier's lower edge confirmed in >= 95% where the witness can see it at all (a gain under
-its per-pair noise at its last look is not: the table shows which).
+Bars, for the first rule of `--rules`: no saving confirmed in <= 1% (the 95% upper bound <= 1.5%)
+at 1x, 2x and 3x; an honest gain at a tier's lower edge still confirmed in >= 95% wherever a
+rule after it in `--rules` (the rule before) reached 95%. An edge no rule reaches is the
+witness's limit (its noise against its pairs), not the rule's: the table shows it, and marks
+with · the gains that even a known sd with all of alpha at the last look would confirm in
+under 95%.
 
 Second table: how soon the stale-floor test (evalbot.grading.witness_floor) calls a box k x as
 noisy as a witness's floor stale from the jobs' own main pairs, per floor's degrees of freedom
@@ -28,7 +31,7 @@ noisy as a witness's floor stale from the jobs' own main pairs, per floor's degr
 
 Usage: python bench/witness_quality.py [--sims 1200] [--profiles llamacpp,sparkinfer,demo]
        [--rules 2,1] [--seed 1]
-At 1,200 evaluations a row, both rules, every profile: about 15 minutes on 2 busy cores.
+At 4,000 evaluations a row, both rules, every profile: 55 minutes on 2 busy cores.
 `--sims 20` checks the table in seconds.
 """
 
@@ -50,6 +53,7 @@ from bench._witness_rows import (  # noqa: E402
     EDGES,
     NOISE,
     Counted,
+    Row,
     WitnessCell,
     shipped_cells,
     simulate,
@@ -82,31 +86,40 @@ def pct(c: Counted, interval: bool = False) -> str:
 
 
 def table(cells: list[WitnessCell], rules: list[int], sims: int, seed: int) -> list[str]:
-    """One row per witness cell and rule; returns the bars' failures."""
+    """One row per witness cell and rule; returns the bars' failures (module docstring)."""
     heads = " | ".join(f"{k}x" for k in NOISE) + " | " + " | ".join(EDGES)
     print(f"| witness | cell | floor s (df) | looks | main s | rule | no saving: {heads} "
           "| pairs at S |")
     print("|---|---|---|---|---|---|" + "---:|" * (len(NOISE) + len(EDGES) + 1))
     failures: list[str] = []
     for i, wc in enumerate(cells):
-        for rule in rules:
-            got = simulate(wc, rule, sims, seed + 1000 * i)
-            nulls = [got.null[k] for k in NOISE]
+        rows = {rule: simulate(wc, rule, sims, seed + 1000 * i) for rule in rules}
+        for rule, got in rows.items():
             main = "?" if wc.main_s is None else f"{wc.main_s:.3f}{' *' if wc.assumed else ''}"
             print(f"| {wc.witness} | {wc.cell} | {wc.floor_s:.4f} ({wc.floor_df}) | "
                   f"{list(wc.looks)} | {main} | {rule} | "
-                  + " | ".join(pct(c, True) for c in nulls) + " | "
+                  + " | ".join(pct(got.null[k], True) for k in NOISE) + " | "
                   + " | ".join(pct(got.honest[e]) + ("" if wc.visible(e) else " ·")
                                if e in got.honest else "-" for e in EDGES)
                   + (f" | {got.pairs_at_s:.1f} |" if got.honest else " | - |"))
-            if rule != rules[0]:
-                continue
-            failures += [f"{wc.name}: no saving confirmed in {pct(c, True)}% at {k}x"
-                         for k, c in zip(NOISE, nulls, strict=True)
-                         if c.share > BAR_FALSE or wilson(c.hits, c.n)[1] > BAR_FALSE_HI]
-            failures += [f"{wc.name}: an honest {e} edge confirmed in {pct(c)}%"
-                         for e, c in got.honest.items() if wc.visible(e) and c.share < BAR_HONEST]
+        failures += _missed(wc, rows[rules[0]], [rows[r] for r in rules[1:]])
     return failures
+
+
+def _missed(wc: WitnessCell, held: Row, before: list[Row]) -> list[str]:
+    """The bars the held rule misses on this witness cell: a no-saving head confirmed in more
+    than 1% (or its upper bound above 1.5%) at any noise; an honest edge under 95% that the
+    rules before it reached (with none run beside it: any edge the witness can see, `visible`).
+    An edge no rule reached is the witness's limit, not the rule's: the table shows it."""
+    out = [f"{wc.name}: no saving confirmed in {pct(c, True)}% at {k}x"
+           for k, c in held.null.items()
+           if c.share > BAR_FALSE or wilson(c.hits, c.n)[1] > BAR_FALSE_HI]
+    for edge, c in held.honest.items():
+        reached = any(r.honest[edge].share >= BAR_HONEST for r in before) if before \
+            else wc.visible(edge)
+        if reached and c.share < BAR_HONEST:
+            out.append(f"{wc.name}: an honest {edge} edge confirmed in {pct(c)}%")
+    return out
 
 
 def stale_table(sims: int, seed: int) -> None:
