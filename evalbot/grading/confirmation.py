@@ -30,10 +30,10 @@ twice as noisy as the floor, a head with no saving was confirmed in 5-7% of eval
 pairs the guard cannot see the floor is stale, and a floor of 24-46 df keeps the pooled sd near
 it (issue 46). Rule 2 (new jobs): the floor counts for at most the look's pairs less one degrees
 of freedom, the guard is the F test's median (a sample whose sd is above the floor's by about
-the median's margin is judged on its own sd), and each look's alpha is in proportion to the square of its pairs (the
-last looks, where pooling still helps, get the most): at most 0.7% at 1-3x the floor, with
-honest gains confirmed about as often as under rule 1, at a few more pairs
-(bench/witness_quality.py, docs/statistics.md section 7).
+the median's margin is judged on its own sd), and each look's alpha is in proportion to the
+square of its pairs (the last looks, where pooling still helps, get the most): at most 0.75% at
+1-3x the floor, and every honest gain rule 1 confirmed in 95% still confirmed in 95%, at a few
+more pairs (bench/witness_quality.py, docs/statistics.md section 7).
 A witness whose floor the box's stored pairs refute is not run (`stopped: floor_stale`): it
 confirms nothing (STALE) until the floor is measured again.
 

@@ -25,7 +25,8 @@ def boxes(db: sqlite3.Connection) -> list[tuple[str, str]]:
     if not (_has(db, "jobs") and _has(db, "verdicts")):
         return []
     out = []
-    for (box,) in db.execute("SELECT DISTINCT box FROM jobs WHERE box IS NOT NULL ORDER BY box"):
+    for (box,) in db.execute("SELECT DISTINCT box FROM jobs WHERE box IS NOT NULL AND box != '' "
+                             "ORDER BY box"):
         newest = db.execute("SELECT v.results FROM verdicts v JOIN jobs j ON j.id = v.job_id "
                             "WHERE j.box = ? ORDER BY v.created DESC LIMIT 1", (box,)).fetchone()
         if newest is not None:
