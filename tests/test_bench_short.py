@@ -2,7 +2,8 @@
 small counts, and must exit 0 with its table. The figures are not checked here (the benches'
 own targets print beside them); that a bench still runs against the current code is.
 verdict_quality and spoof_quality have their own smoke tests (tests/test_bench_paces.py), and
-box_time its own (tests/test_bench_box_time.py);
+box_time its own (tests/test_bench_box_time.py), witness_quality its own
+(tests/test_witness_quality_bench.py);
 suite_under_load runs this suite itself and is left to people."""
 
 from __future__ import annotations
@@ -53,6 +54,6 @@ def test_a_bad_count_is_refused_with_a_usage_line() -> None:
 
 def test_every_bench_is_run_somewhere() -> None:
     smoked = set(SHORT) | {"verdict_quality.py", "spoof_quality.py", "box_time.py",
-                           "suite_under_load.py"}
+                           "suite_under_load.py", "witness_quality.py"}
     benches = {p.name for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_")}
     assert benches <= smoked, sorted(benches - smoked)

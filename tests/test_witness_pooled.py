@@ -149,12 +149,14 @@ def test_the_harness_stops_exactly_where_the_bot_decides(tmp_path: Path, seed: i
 
 
 def test_pooling_lets_the_first_look_confirm_a_steady_saving(tmp_path: Path) -> None:
-    # 0.115 s saved with S 0.039: at 4 pairs 7.45 S / 2 = 0.14 s of own half-width hides it;
-    # pooled with the floor (8 df) it is certain at the first look
-    claims = {DECODE: (0.115, 8.0), PREFILL: (0.0, 0.5)}
+    # 0.145 s saved with S 0.039: at 4 pairs (the first look's alpha 0.001, rule 2) the own
+    # half-width 10.2 S / 2 = 0.2 s hides it; pooled with the floor (counted for 3 df, t at 6
+    # df) it is certain at the first look
+    claims = {DECODE: (0.145, 8.0), PREFILL: (0.0, 0.5)}
     stop = witness.stop_for(claims, [DECODE])
     runs = {name: witness.measure(_spec([4, 8], floor), lambda a, s: a,
-                                  _launch(list(D_STEADY) * 2), tmp_path, warmup=0, stop=stop)
+                                  _launch(list(D_STEADY + 0.03) * 2), tmp_path, warmup=0,
+                                  stop=stop)
             for name, floor in (("pooled", FLOOR), ("own", Floor()))}
     assert [len(r.samples) // 2 for r in runs.values()] == [4, 8]
     judged = _judged(runs["pooled"], claims)
@@ -175,7 +177,8 @@ def test_a_head_noisier_than_the_floor_is_judged_on_its_own_sd(tmp_path: Path,
     judged = _judged(record, claims)
     assert judged["sd"] == "own" and judged["cells"][DECODE]["status"] != "confirmed"
     d = witness.pair_savings(record.samples, need_verified=True)
-    own = saving_interval(d, 10.0, confirmation.critical(len(d), 0.0025, 0.0005), Floor())
+    alpha = confirmation.alpha_at(spec.looks, len(d), 0.005, spec.rule_version)
+    own = saving_interval(d, 10.0, confirmation.critical(len(d), alpha, 0.0005), Floor())
     assert judged["lo_s"] == pytest.approx(own.lo)  # the bound of a witness without a floor
 
 

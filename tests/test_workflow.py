@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from evalbot.config.settings import REPO_ROOT
-from evalbot.service.worker import Renewal, Settings
+from evalbot.service.renewal import Renewal
 from evalbot.store.jobs import Store
 from tests.github.actions_expr import condition, evaluate
 
@@ -321,7 +321,7 @@ def test_a_cancel_in_the_store_stops_the_run_at_the_next_renewal(tmp_path: Path)
     job = store.lease("w1", 1.0, box="b")
     assert job is not None
     stopped = threading.Event()
-    with Renewal(store.path, job.id, "w1", Settings(lease_ttl_s=0.3), stopped.set) as renewal:
+    with Renewal(store.path, job.id, "w1", 0.3, stopped.set) as renewal:
         assert not stopped.wait(0.5)  # renewed while the job is ours
         assert store.cancel("o/r", 7) == 1
         assert stopped.wait(10)

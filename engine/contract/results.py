@@ -17,7 +17,8 @@ SIDES = ("base", "head", "harness")
 STAGES = ("prepare", "checkout", "build", "speed", "score", "harness")
 ATTRIBUTIONS = ("pr", "infra")
 FAILURE_KINDS = ("build-failed", "crashed", "timeout", "spoofed", "infra-error")
-WITNESS_STOPS = ("", "settled", "box_time", "not_needed")  # engine/measure/witness.py WitnessRecord.stopped
+# engine/measure/witness.py WitnessRecord.stopped
+WITNESS_STOPS = ("", "settled", "box_time", "not_needed", "floor_stale")
 # `timing.stages`: the job's box seconds by what they went to (engine/harness/stopwatch.py);
 # `rest` is what none of the others covers (set-up, tokenizing, sealing, status and results files)
 TIMING_STAGES = ("builds", "warmups", "measuring", "witnesses", "correctness_reference",

@@ -65,6 +65,14 @@ class WitnessSpec:
     pooled_stop_t: tuple[float, ...] = ()
     pooled_spoof_t: tuple[float, ...] = ()
     guard: tuple[float, ...] = ()
+    # The degrees of freedom the floor counts for at each look (rule 2: at most the look's pairs
+    # less one; empty: floor_df at every look) and the bot's rule that set these values
+    # (evalbot/grading/confirmation.py; recorded in the results, so a re-grade judges alike)
+    pooled_df: tuple[int, ...] = ()
+    rule_version: int = 1
+    # The box's stored witness pairs refute its floor (evalbot/service/witness_floors.py): the
+    # harness does not run it, and it confirms nothing until the floor is measured again
+    floor_stale: bool = False
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
     min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
     # wall: process start to exit; cpu: the process tree's CPU time; handoff: from the moment the
@@ -104,6 +112,9 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         pooled_stop_t=tuple(float(t) for t in d.get("pooled_stop_t") or ()),
         pooled_spoof_t=tuple(float(t) for t in d.get("pooled_spoof_t") or ()),
         guard=tuple(float(t) for t in d.get("guard") or ()),
+        pooled_df=tuple(int(t) for t in d.get("pooled_df") or ()),
+        rule_version=get(d, where, "rule_version", int, optional=True) or 1,
+        floor_stale=get(d, where, "floor_stale", bool, optional=True) or False,
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
@@ -121,7 +132,7 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
     if not 0 <= spec.tie_margin <= 1:  # NaN fails it too; 1 logit is no longer a tie
         raise ContractError(f"{where}.tie_margin: {spec.tie_margin} is not a logit margin "
                             "between 0 and 1")
-    for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard"):
+    for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard", "pooled_df"):
         if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
             raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
     _check_floor(spec, where)
@@ -177,6 +188,9 @@ def _check_floor(spec: WitnessSpec, where: str) -> None:
                             f"{spec.floor_df} go together (both > 0, or both 0)")
     if spec.pooled_stop_t and not spec.guard:
         raise ContractError(f"{where}.guard: pooled critical values need their guard per look")
+    if any(not 0 < df <= spec.floor_df for df in spec.pooled_df):
+        raise ContractError(f"{where}.pooled_df: {list(spec.pooled_df)}: each look's degrees of "
+                            f"freedom between 1 and floor_df {spec.floor_df}")
 
 
 def _looks(value: Any, where: str) -> tuple[int, ...]:

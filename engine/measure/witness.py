@@ -29,6 +29,7 @@ from .witness_interval import Critical, Floor, saving_interval
 from .witness_steps import _agreement, main_ties, read_steps
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
+FLOOR_STALE = "floor_stale"  # `stopped` of a witness not run: its floor on the box is refuted
 SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 HANDOFF_PROMPT_CAP = 1 << 20  # bytes: Linux's unprivileged pipe maximum (proc._hold grows it)
 
@@ -40,7 +41,8 @@ class WitnessRecord:
     spec: WitnessSpec
     samples: list[dict[str, Any]] = field(default_factory=list)
     # "settled" (at a look), "box_time" (`fits`), "not_needed" (not run: another witness
-    # settled the verdict, engine/measure/witness_plan.py), "": every pair it could
+    # settled the verdict, engine/measure/witness_plan.py), FLOOR_STALE (not run: its floor is
+    # refuted on the box), "": every pair it could
     stopped: str = ""
     room: Room | None = None  # the box time it was given (`fits`); None: unbounded
     settled_by: str = ""  # why it settled: confirmed, contradicted, failed, unresolvable
@@ -52,6 +54,7 @@ class WitnessRecord:
                 "min_agreement": s["min_agreement"], "tie_margin": s["tie_margin"],
                 "output_tokens": s["output_tokens"],
                 "sd_floor_s": s["sd_floor_s"], "floor_df": s["floor_df"],
+                "rule_version": s["rule_version"],
                 "steps": s["steps"], "source": "witness", "stopped": self.stopped,
                 **({"settled_by": self.settled_by} if self.settled_by else {}),
                 **({} if self.room is None else self.room.to_dict()),
@@ -95,6 +98,8 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
     """Warm-up, then kept pairs in ABBA order, each pair on fresh ids, up to the first look
     that settles (see `settled`), the last, or the pair that would not fit in its `room` of box
     time (see `fits`)."""
+    if spec.floor_stale:  # it could confirm nothing: no box time for it (docs/statistics.md)
+        return WitnessRecord(spec, stopped=FLOOR_STALE)
     record = WitnessRecord(spec, room=room)
     for _ in range(warmup):
         for side in ("base", "head"):
@@ -218,7 +223,8 @@ def look_critical(spec: WitnessSpec, k: int) -> Critical:
         return values[k] if values else default
 
     return Critical(spec.stop_t[k], at(spec.spoof_t, math.inf), at(spec.pooled_stop_t, 0.0),
-                    at(spec.pooled_spoof_t, math.inf), at(spec.guard, 0.0))
+                    at(spec.pooled_spoof_t, math.inf), at(spec.guard, 0.0),
+                    spec.pooled_df[k] if spec.pooled_df else 0)
 
 
 def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:

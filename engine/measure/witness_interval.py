@@ -7,7 +7,11 @@ f of the witness on its box (`sd_floor_s`, `floor_df` = v), S pooled with it as 
 pool theirs (engine/measure/stats.py `pooled_sd`, v + n - 1 df): a t quantile at 3 df would
 otherwise make the first look of 4 pairs nearly useless. A sample that refutes the floor
 (S^2 > guard f^2, an F test) is judged on its own S: a stale floor or a head that adds noise
-cannot narrow the interval. The bot computes every critical value; this module only applies them.
+cannot narrow the interval. Under the witnesses' rule 2 the floor counts for at most as many
+degrees of freedom as the pairs (the look's `floor_df`) and the guard is the F test's median
+(evalbot/grading/confirmation.py): a floor the box has outgrown, which the guard cannot see in
+3 pairs, can then narrow the interval by a little, not by half. The bot computes every critical
+value; this module only applies them.
 """
 
 from __future__ import annotations
@@ -42,14 +46,16 @@ NO_FLOOR = Floor()
 @dataclass(frozen=True)
 class Critical:
     """One look's critical values as the bot computed them: t quantiles of confirmation (lower
-    bound) and contradiction (upper bound) for the own sd and for the pooled sd, and the guard.
-    A pooled value of 0 means none was computed: the own sd is used."""
+    bound) and contradiction (upper bound) for the own sd and for the pooled sd, the guard, and
+    the degrees of freedom the floor counts for at this look (0: its own, `Floor.df`). A pooled
+    value of 0 means none was computed: the own sd is used."""
 
     lower: float
     upper: float = math.inf
     lower_pooled: float = 0.0
     upper_pooled: float = math.inf
     guard: float = 0.0
+    floor_df: int = 0
 
 
 class Interval(NamedTuple):
@@ -67,7 +73,7 @@ def saving_interval(d: np.ndarray, base_s: float, crit: Critical,
     own_sd = float(np.std(d, ddof=1))
     sd, pooled = own_sd, False
     if floor.given and crit.guard > 0 and crit.lower_pooled > 0:
-        used, own = pooled_sd(own_sd, floor.sd_s, n - 1, floor.df, crit.guard)
+        used, own = pooled_sd(own_sd, floor.sd_s, n - 1, crit.floor_df or floor.df, crit.guard)
         sd, pooled = float(used), not bool(own)
     sd = max(sd, MIN_RELATIVE_SD * base_s, 1e-6)
     lo_t, hi_t = (crit.lower_pooled, crit.upper_pooled) if pooled else (crit.lower, crit.upper)

@@ -26,6 +26,7 @@ from evalbot.remote.box import Box
 from evalbot.report.comment import CommentContext, context_for
 from evalbot.report.publication import graded, private_dir, public_verdict, write_run
 from evalbot.report.render import render_comment
+from evalbot.report.witness_floors import stale_witnesses
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
 
@@ -59,7 +60,8 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
     floor_df = noise.degrees(box_config.name, profile.name)
     noise.close()
     job = make_job(profile, policy, box_config, base_sha, head_sha, seed=seed, job_id=row.id,
-                   sd_floors=floors, floor_df=floor_df or CALIBRATION_DF)
+                   sd_floors=floors, floor_df=floor_df or CALIBRATION_DF,
+                   stale_witnesses=stale_witnesses(store.path, box_config.name, profile.name))
     out.mkdir(parents=True, exist_ok=True)
     try:
         # the raw results are the operator's: under private/, never published

@@ -6,6 +6,7 @@ import math
 import os
 import secrets
 import uuid
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -19,20 +20,22 @@ from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, RULE_VERSION, rule_lists, schedule
+from evalbot.store.noise import WITNESS_FLOOR
 
 CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
-WITNESS_FLOOR = "witness:"  # the noise store's key of a witness's floor: the prefix, then its name
 
 
 def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, head_sha: str,
              *, seed: int | None = None, merge_base: str | None = None,
              job_id: str | None = None, sd_floors: dict[str, float] | None = None,
-             floor_df: int = CALIBRATION_DF, witness_df: int | None = None) -> Job:
+             floor_df: int = CALIBRATION_DF, witness_df: int | None = None,
+             stale_witnesses: Collection[str] = ()) -> Job:
     """A complete job; the seed is fresh per evaluation unless given (it is recorded).
 
     `sd_floors` are the box's calibrated per-cell noise (evalbot.service.calibrate), by cell key, each
     measured with at least `floor_df` degrees of freedom (the witnesses' with `witness_df`, by
-    default the same).
+    default the same). The witnesses named in `stale_witnesses` have a floor the box's stored
+    pairs refute (evalbot.service.witness_floors): they are not run and confirm nothing.
     """
     check_sha(base_sha, "base")
     check_sha(head_sha, "head")
@@ -81,8 +84,9 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
                        {"decode": r.decode_tokens},
-                       [with_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
-                                   policy.alpha)
+                       [replace(with_stops(_witness_floor(w, witness_floors,
+                                                          witness_df or floor_df), policy.alpha),
+                                floor_stale=w.name in stale_witnesses)
                         for w in r.witnesses]) for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),

@@ -24,6 +24,19 @@ A witness with several looks is judged at alpha split over its looks, so stoppin
 makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
 look where this judgement is decided (engine/measure/witness.py `settled`, on the same bounds).
 
+Two rules, recorded per witness (`rule_version`; none: 1). Rule 1 pools the floor with all its
+degrees of freedom, guarded by the speed cells' 99% F test, and splits alpha evenly. With the box
+twice as noisy as the floor, a head with no saving was confirmed in 5-7% of evaluations: at 3-5
+pairs the guard cannot see the floor is stale, and a floor of 24-46 df keeps the pooled sd near
+it (issue 46). Rule 2 (new jobs): the floor counts for at most the look's pairs less one degrees
+of freedom, the guard is the F test's median (a sample whose sd is above the floor's by about
+the median's margin is judged on its own sd), and each look's alpha is in proportion to the
+square of its pairs (the last looks, where pooling still helps, get the most): at most 0.75% at
+1-3x the floor, and every honest gain rule 1 confirmed in 95% still confirmed in 95%, at a few
+more pairs (bench/witness_quality.py, docs/statistics.md section 7).
+A witness whose floor the box's stored pairs refute is not run (`stopped: floor_stale`): it
+confirms nothing (STALE) until the floor is measured again.
+
 An improved cell stays improved only when some verified witness confirms it; it becomes `spoofed`
 when a harness-owned witness (source `witness`) contradicts it, `unconfirmed` otherwise. The run's
 own samples count as a witness that can contradict, never confirm (nobody checked their output),
@@ -44,6 +57,7 @@ import numpy as np
 
 from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.engine.measure.witness import (
+    FLOOR_STALE,
     MIN_PAIRS,
     SHOWN_FRACTION,
     claimed_saving,
@@ -59,7 +73,7 @@ from evalbot.engine.measure.witness_interval import (
     saving_interval,
 )
 from evalbot.grading import quantiles
-from evalbot.grading.sequential import DIGITS, guard
+from evalbot.grading.sequential import DIGITS, GUARD_ALPHA, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
@@ -71,50 +85,83 @@ TIER_CAP_ALPHA = 0.05
 # A cell contradicted by its run's wall times alone (the samples witness): not believed, no REJECT
 WALL_ONLY = "contradicted by wall times"
 WALL_REASON = "the harness's clock does not show the saving the engine printed; not believed"
+WITNESS_RULE = 2  # the rule of new jobs' witnesses (module docstring)
+STALE_GUARD_ALPHA = 0.5  # rule 2: the floor's F guard at the test's median
+STALE = "floor stale"  # the status of a covered cell whose witness was not run: its floor is refuted
+STALE_REASON = "witness floor stale, run `evalbot calibrate`"
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
-    """The one-sided alpha of each look of a witness: the policy's, never above
-    MAX_CONFIRM_ALPHA, split over the looks the harness may stop at (any stopping rule is then
-    safe)."""
+    """The one-sided alpha of each look of a witness of rule 1: the policy's, never above
+    MAX_CONFIRM_ALPHA, split evenly over the looks the harness may stop at (any stopping rule is
+    then safe)."""
     return min(float(rule_alpha or MAX_CONFIRM_ALPHA), MAX_CONFIRM_ALPHA) / max(looks, 1)
 
 
-def with_stops(spec: WitnessSpec, rule_alpha: float) -> WitnessSpec:
+def look_alphas(looks: tuple[int, ...], alpha: float, version: int) -> list[float]:
+    """Each look's one-sided share of the witness's `alpha` (their sum): even under rule 1; under
+    rule 2 in proportion to the square of the look's pairs, since a look of few pairs, with the
+    floor counted for as many degrees of freedom, can confirm only a saving its last look would
+    confirm too (bench/witness_quality.py: with even shares llamacpp's witness confirmed a gain
+    at the XS edge in 73% of evaluations, against 85% under rule 1 and rule 2)."""
+    if not looks:
+        return [alpha]
+    weights = [1] * len(looks) if version < 2 else [n * n for n in looks]
+    return [alpha * w / sum(weights) for w in weights]
+
+
+def alpha_at(looks: tuple[int, ...], pairs: int, alpha: float, version: int) -> float:
+    """The alpha the bot judges `pairs` pairs at: that of the last look they reached (the
+    first look's where they fall short of it), as the harness's stop at that look did."""
+    shares = look_alphas(looks, alpha, version)
+    reached = [a for n, a in zip(looks, shares, strict=False) if n <= pairs]
+    return reached[-1] if reached else shares[0]
+
+
+def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE) -> WitnessSpec:
     """The witness as the job carries it: the critical values of each look, of confirmation
     and of contradiction, at which the harness may stop measuring (engine/measure/witness.py):
     for the own sd and, where the witness has a calibrated floor, for the pooled sd with the
-    guard."""
+    guard and (rule 2) the degrees of freedom the floor counts for at each look."""
     looks = len(spec.looks)
-    crit = [critical(n, confirm_alpha(rule_alpha, looks), SPOOF_ALPHA / looks, spec.floor_df)
-            for n in spec.looks]
+    alphas = look_alphas(spec.looks, confirm_alpha(rule_alpha, 1), version)
+    crit = [critical(n, a, SPOOF_ALPHA / looks, spec.floor_df, version)
+            for n, a in zip(spec.looks, alphas, strict=True)]
     pooled = Floor(spec.sd_floor_s, spec.floor_df).given
-    return replace(spec, stop_t=tuple(c.lower for c in crit),
+    return replace(spec, rule_version=version, stop_t=tuple(c.lower for c in crit),
                    spoof_t=tuple(c.upper for c in crit),
                    pooled_stop_t=tuple(c.lower_pooled for c in crit) if pooled else (),
                    pooled_spoof_t=tuple(c.upper_pooled for c in crit) if pooled else (),
-                   guard=tuple(c.guard for c in crit) if pooled else ())
+                   guard=tuple(c.guard for c in crit) if pooled else (),
+                   pooled_df=tuple(c.floor_df for c in crit) if pooled and version >= 2 else ())
 
 
-def critical(pairs: int, alpha: float, spoof_alpha: float, floor_df: int = 0) -> Critical:
+def critical(pairs: int, alpha: float, spoof_alpha: float, floor_df: int = 0,
+             version: int = 1) -> Critical:
     """One look's one-sided t quantiles: confirmation at 1 - alpha, contradiction at
-    1 - spoof_alpha, at pairs - 1 df (own sd) and at floor_df + pairs - 1 (pooled; with the F
-    guard of the speed cells' rule), rounded as the job carries them."""
+    1 - spoof_alpha, at pairs - 1 df (own sd) and, with a floor of floor_df df, pooled: rule 1
+    at floor_df + pairs - 1 df with the speed cells' F guard; rule 2 with the floor counted
+    for at most pairs - 1 df and guarded at the F test's median. Rounded as the job carries
+    them."""
     def t(level: float, df: int) -> float:
         return round(quantiles.t_isf(level, df), DIGITS)
 
     if floor_df <= 0:
         return Critical(t(alpha, pairs - 1), t(spoof_alpha, pairs - 1))
-    pooled = floor_df + pairs - 1
+    counted = min(floor_df, pairs - 1) if version >= 2 else floor_df
+    pooled = counted + pairs - 1
+    level = STALE_GUARD_ALPHA if version >= 2 else GUARD_ALPHA
     return Critical(t(alpha, pairs - 1), t(spoof_alpha, pairs - 1), t(alpha, pooled),
-                    t(spoof_alpha, pooled), guard(pairs, floor_df))
+                    t(spoof_alpha, pooled), guard(pairs, counted, level),
+                    counted if version >= 2 else 0)
 
 
-def interval(d: np.ndarray, base_s: float, alpha: float, floor: Floor = NO_FLOOR) -> Interval:
+def interval(d: np.ndarray, base_s: float, alpha: float, floor: Floor = NO_FLOOR,
+             version: int = 1) -> Interval:
     """One-sided bounds at 1 - alpha (both sides) of the mean per-pair saving, pooled with the
     floor unless the pairs refute it (the harness's stop rule applies the same function to the
     bot's per-look values)."""
-    return saving_interval(d, base_s, critical(len(d), alpha, alpha, floor.df), floor)
+    return saving_interval(d, base_s, critical(len(d), alpha, alpha, floor.df, version), floor)
 
 
 def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
@@ -128,18 +175,24 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     d = pair_savings(samples, need_verified=confirming)
     out: dict[str, Any] = {"name": witness["name"], "source": witness.get("source", "witness"),
                            "pairs": len(d), "stopped": witness.get("stopped", ""), "cells": {}}
+    if witness.get("stopped") == FLOOR_STALE:  # not run: it confirms nothing on this box
+        out["cells"] = {k: {"status": STALE, "claimed_s": c, "gain_lo": None, "gain": None,
+                            "gain_hi": None} for k, (c, _) in claims.items() if k in witness["cells"]}
+        return out
     if len(d) < MIN_PAIRS:
         out["note"] = f"{len(d)} usable pairs"
         return out
     base_s = float(np.mean([s["seconds"] for s in samples if s["side"] == "base"]))
-    looks = max(len(witness.get("looks") or [0]), 1)  # each look the harness could stop at
+    looks = tuple(witness.get("looks") or ())  # each look the harness could stop at
+    version = int(witness.get("rule_version") or 1)
     floor = Floor(float(witness.get("sd_floor_s") or 0.0), int(witness.get("floor_df") or 0))
-    bounds = saving_interval(d, base_s, critical(len(d), alpha / looks, SPOOF_ALPHA / looks,
-                                                 floor.df), floor)
+    bounds = saving_interval(d, base_s, critical(
+        len(d), alpha_at(looks, len(d), alpha, version), SPOOF_ALPHA / max(len(looks), 1),
+        floor.df, version), floor)
     mean, lo, hi_strict = bounds.mean, bounds.lo, bounds.hi
     # the most the pairs allow (one-sided 1 - TIER_CAP_ALPHA): the cap on a confirmed cell's tier
     cap_hi = saving_interval(d, base_s, critical(len(d), TIER_CAP_ALPHA, TIER_CAP_ALPHA,
-                                                 floor.df), floor).hi
+                                                 floor.df, version), floor).hi
     out.update(saving_s=mean, lo_s=lo, hi_s=hi_strict, sd=bounds.sd)
     claims = {k: v for k, v in claims.items() if k in witness["cells"]}
     total = sum(max(v[0], 0.0) for v in claims.values())
@@ -230,7 +283,7 @@ def _most(gains: list[float | None]) -> float | None:
 
 
 def _summary(statuses: list[str]) -> str:
-    for status in ("contradicted", "confirmed", "unverified", "unconfirmed"):
+    for status in ("contradicted", "confirmed", STALE, "unverified", "unconfirmed"):
         if status in statuses:
             return status
     return "no witness"

@@ -306,6 +306,8 @@ def _unbelieved(cell: dict[str, Any]) -> str:
     """Why an unconfirmed cell's printed speed-up earns nothing."""
     if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
         return f"{cell['key']}: {confirmation.WALL_REASON}"
+    if cell["confirmation"] == confirmation.STALE:
+        return f"{cell['key']}: not confirmed: {confirmation.STALE_REASON}"
     return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "
             f"harness's clock ({cell['confirmation']})")
 

@@ -79,10 +79,11 @@ def schedule(looks: Sequence[int], family: int, alpha: float,
     return out
 
 
-def guard(pairs: int, pool_df: int) -> float:
+def guard(pairs: int, pool_df: int, alpha: float = GUARD_ALPHA) -> float:
     """The F quantile above which a sample's S^2 / f^2 refutes a calibrated floor f of pool_df
-    degrees of freedom (speed cells and witnesses alike)."""
-    return _r(quantiles.f_isf(GUARD_ALPHA, pairs - 1, pool_df))
+    degrees of freedom: at GUARD_ALPHA for the speed cells (and witnesses of rule 1), at the
+    median for witnesses of rule 2 (evalbot/grading/confirmation.py)."""
+    return _r(quantiles.f_isf(alpha, pairs - 1, pool_df))
 
 
 def rule_lists(bounds: Sequence[Bounds], version: int = 1) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 index.html has three sections, from the store's verdict history: main's speed over time per
 repo, model, metric and context with each merged PR's step marked (the frontier journey); the
 recent verdicts with links to their PRs and the state of their signatures; each box's noise
-floor over time. cells/ holds a page per cell and regressions.html every slower cell
+floor over time, and its witness floors against its recent jobs' pairs (a stale one confirms
+nothing until it is measured again). cells/ holds a page per cell and regressions.html every slower cell
 (evalbot.report.dashboard_pages).
 Every row of the history is read as it may be published (evalbot.report.publication.public_row):
 no page and no copy shows more of a PR than its comment does. Every text from the history is
@@ -40,6 +41,7 @@ from evalbot.report.history import (
     noise_points,
 )
 from evalbot.report.publication import public_row
+from evalbot.report.witness_floors import dashboard_rows
 from evalbot.store.jobs import Store
 
 TEMPLATES = TEMPLATES_DIR
@@ -76,6 +78,7 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
     env = _environment()
     page = env.get_template("dashboard.html.j2").render(
         page_title="dashboard", root="", frontier=frontier, noise=_noise(points, next_id),
+        witness_floors=dashboard_rows(store.db),
         verdicts=_recent(rows, _keys(keys_dir)), total=len(rows),
         updated=_when(rows[0]["created"]) if rows else "never")
     pages = {"index.html": page, "regressions.html": regressions(env, rows),

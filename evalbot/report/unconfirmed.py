@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalbot.grading.confirmation import WALL_ONLY, WALL_REASON
+from evalbot.grading.confirmation import FLOOR_STALE, STALE_REASON, WALL_ONLY, WALL_REASON
 from evalbot.grading.grade import ctx_name
 from evalbot.report.numbers import signed
 from evalbot.report.witness_view import WitnessView, witness_views
@@ -101,6 +101,11 @@ def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | N
     if w.stopped == "not_needed":
         return Why(f"its witness `{w.name}` was not run: another witness had settled the "
                    "verdict, which this cell could not change")
+    if w.stopped == FLOOR_STALE:  # the box's stored pairs refute its floor (docs/statistics.md)
+        return Why(f"{STALE_REASON} (`{w.name}` was not run: its noise floor on this box is "
+                   "refuted by its recent pairs)",
+                   maintainer=f"run `evalbot calibrate` on the box (or wait for its periodic "
+                              f"A/A, which measures the floor again), then {RERUN}")
     if not w.ran:
         return _not_run(w, rule)
     if w.head_failed:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalbot.grading.confirmation import MIN_PAIRS
+from evalbot.grading.confirmation import FLOOR_STALE, MIN_PAIRS
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class WitnessView:
     covers: frozenset[str] | None  # cell keys; None: not known (not judged, no results given)
     looks: tuple[int, ...]  # pairs at each look; (): not known without the results
     pairs: int  # usable verified pairs, as the grading counted them
-    stopped: str  # "settled", "box_time", "not_needed" or "" (it ran every pair it could)
+    stopped: str  # "settled", "box_time", "not_needed", FLOOR_STALE or "" (every pair it could)
     ran: bool  # at least one process was timed
     head_failed: bool  # a PR process failed or its output did not agree with main's
     saving_s: float | None  # the mean saving per pair it measured (judged witnesses only)
@@ -58,8 +58,8 @@ def _view(judged: Mapping[str, Any], record: Mapping[str, Any] | None) -> Witnes
 def _covers(judged: Mapping[str, Any], record: Mapping[str, Any] | None) -> frozenset[str] | None:
     if record is not None:
         return frozenset(record.get("cells") or {})
-    if "lo_s" in judged:  # judged: every covered cell with a claim is listed
-        return frozenset(judged.get("cells") or {})
+    if "lo_s" in judged or judged.get("stopped") == FLOOR_STALE:  # every covered cell with a
+        return frozenset(judged.get("cells") or {})  # claim is listed
     return None
 
 

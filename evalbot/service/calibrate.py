@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,12 @@ MIN_PAIRS = 6  # fewer pairs give an sd too uncertain to floor anything on
 
 
 def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
-                    pairs: int, witnesses: bool = False) -> Job:
+                    pairs: int, witnesses: bool = False,
+                    only: Collection[str] | None = None) -> Job:
     """The profile's job with base = head and a single look after `pairs` pairs; with
-    `witnesses`, every witness runs `pairs` pairs too, on its own sd (the periodic A/A of
-    evalbot.service.health leaves them out: their box time would double some checks)."""
+    `witnesses`, every witness runs `pairs` pairs too, on its own sd, or only those named in
+    `only` (the periodic A/A of evalbot.service.health measures again just the witnesses whose
+    floor is stale: all of them would double some checks' box time)."""
     if pairs < MIN_PAIRS:
         raise EvalbotError(f"calibrate: {pairs} pairs is too few (at least {MIN_PAIRS})")
     job = make_job(profile, policy, box, sha, sha)
@@ -51,7 +54,7 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
     if witnesses:
         runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
             w, pairs=pairs, looks=(pairs,), sd_floor_s=0.0, floor_df=0), policy.alpha)
-            for w in r.witnesses]) for r in job.runs]
+            for w in r.witnesses if only is None or w.name in only]) for r in job.runs]
     return dataclasses.replace(job, rule=rule, runs=runs, job_id=f"aa-{job.job_id}")
 
 
@@ -94,6 +97,21 @@ def witness_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
                                f"(sd 0 over {len(d)} pairs)")
         out[WITNESS_FLOOR + w["name"]] = (sd, len(d))
     return out
+
+
+def remeasure_witnesses(store_path: Path, box: str, profile: str, sha: str,
+                        results: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """Store the witness floors an A/A measured (the periodic A/A's stale ones) as the box's:
+    later jobs pool with them, and the stale test (evalbot.grading.witness_floor) starts
+    afresh under them."""
+    noise = witness_noise(results)
+    if noise:
+        store = NoiseStore(store_path)
+        try:
+            store.record(box, profile, sha, noise)
+        finally:
+            store.close()
+    return noise
 
 
 def sick_cells(results: dict[str, Any]) -> list[str]:

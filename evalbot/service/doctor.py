@@ -37,7 +37,32 @@ class Check:
 def run_checks(config: Config, profile: Profile, mode: str = "service") -> Iterator[Check]:
     for box_config in config.boxes:
         yield from _guarded(f"box {box_config.name}", _box_checks(box_config, profile))
+        yield from _guarded(f"box {box_config.name}: witness floors",
+                            witness_floor_checks(config.store, box_config.name, profile.name))
     yield from _guarded("secrets and GitHub", _secret_checks(config, mode))
+
+
+def witness_floor_checks(store: Path, box: str, profile: str) -> Iterator[Check]:
+    """Each witness floor of the box against its recent jobs' pairs (the store's, no box time):
+    a stale one confirms nothing there until `evalbot calibrate` or the periodic A/A measures
+    it again."""
+    import sqlite3
+
+    from evalbot.report.witness_floors import box_checks
+
+    name = f"box {box}: witness floor"
+    if not store.is_file():
+        yield Check(f"{name}s", True, "no jobs recorded yet")
+        return
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
+    try:
+        found = box_checks(db, box, profile)
+    finally:
+        db.close()
+    if not found:
+        yield Check(f"{name}s", True, "no recent job ran a witness with a floor")
+    for c in found:
+        yield Check(f"{name} {c.witness}", not c.stale, c.text())
 
 
 def _guarded(what: str, checks: Iterator[Check]) -> Iterator[Check]:

@@ -27,11 +27,13 @@ import click
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
-from evalbot.grading import quantiles
+from evalbot.grading.witness_floor import noisier
 from evalbot.remote.box import Box
-from evalbot.service.calibrate import aa_noise, sick_cells
+from evalbot.report.witness_floors import all_checks
+from evalbot.service.calibrate import aa_noise, remeasure_witnesses, sick_cells
 from evalbot.service.queue_metrics import intake_gauges
-from evalbot.store.noise import NOISE_DDL
+from evalbot.store.noise import NOISE_DDL, WITNESS_FLOOR
+from evalbot.store.witness_runs import json_object
 
 DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
 DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's
@@ -64,11 +66,7 @@ def drifted(floor: tuple[float, int], today: tuple[float, int], ratio: float = D
     (sd0, n0), (sd1, n1) = floor, today
     if n0 < 2 or n1 < 2:
         raise ValueError(f"need at least 2 pairs on each side, got {n0} and {n1}")
-    if sd0 <= 0:
-        return sd1 > 0
-    f = (sd1 / sd0) ** 2
-    p = float(quantiles.f_sf(f, n1 - 1, n0 - 1))
-    return sd1 / sd0 > ratio and p < alpha
+    return noisier((sd0, n0 - 1), (sd1, n1 - 1), ratio, alpha)
 
 
 def assess(box: str, profile: str, results: dict[str, Any],
@@ -148,13 +146,16 @@ def aa_due(last: Health | None, every_s: float, since: float, now: float) -> boo
 def periodic_aa(box: Box, box_config: BoxConfig, job: Any, profile: str, store_path: Path,
                 out: Path, notify: Callable[[str], None] | None = None,
                 alpha: float = DRIFT_ALPHA) -> Health:
-    """Run one A/A job (evalbot.service.calibrate.calibration_job) on the box and record its health."""
+    """Run one A/A job (evalbot.service.calibrate.calibration_job) on the box and record its
+    health; the witnesses it ran (those whose floor was stale) get their floors measured again."""
     store = HealthStore(store_path)
     try:
         try:
             results = pipeline.evaluate(box, box_config, job, out)
-            floors = store.floors(box_config.name, profile)
+            floors = {k: v for k, v in store.floors(box_config.name, profile).items()
+                      if not k.startswith(WITNESS_FLOOR)}  # a stale one is why it ran again
             health = assess(box_config.name, profile, results, floors, alpha=alpha)
+            remeasure_witnesses(store_path, box_config.name, profile, job.base_sha, results)
         except EvalbotError as exc:  # an A/A that cannot run says as much about the box
             health = Health(box_config.name, profile, False, (f"A/A run failed: {exc}",), None)
     finally:
@@ -200,6 +201,7 @@ def metrics_text(store_path: Path) -> str:
         _durations(db, out)
         _verdicts(db, out)
         _health(db, out)
+        _witness_floors(db, out)
         intake_gauges(db, out)
     finally:
         db.close()
@@ -225,7 +227,7 @@ def _durations(db: sqlite3.Connection, out: list[str]) -> None:
     values: list[float] = []
     if _has(db, "verdicts"):
         for (text,) in db.execute("SELECT results FROM verdicts"):  # Python's JSON: a value
-            total = _json(text).get("timing", {}).get("total_s")  # may be Infinity (SQLite's no)
+            total = json_object(text).get("timing", {}).get("total_s")  # may be Infinity (SQLite's no)
             if isinstance(total, (int, float)):
                 values.append(float(total))
     out += ["# HELP evalbot_job_duration_seconds Harness wall time of finished evaluations.",
@@ -241,7 +243,7 @@ def _durations(db: sqlite3.Connection, out: list[str]) -> None:
 def _verdicts(db: sqlite3.Connection, out: list[str]) -> None:
     found = db.execute("SELECT verdict, headline FROM verdicts").fetchall() \
         if _has(db, "verdicts") else []
-    counts = Counter((_json(v).get("kind"), h) for v, h in found)
+    counts = Counter((json_object(v).get("kind"), h) for v, h in found)
     rows = [(k, h, counts[(k, h)]) for k, h in sorted(counts, key=str)]
     out += ["# HELP evalbot_verdicts Verdicts recorded, by kind and headline label.",
             "# TYPE evalbot_verdicts gauge"]
@@ -266,12 +268,17 @@ def _health(db: sqlite3.Connection, out: list[str]) -> None:
             for b, _h, _w, a in rows]
 
 
-def _json(text: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
+def _witness_floors(db: sqlite3.Connection, out: list[str]) -> None:
+    found = all_checks(db)
+    out += ["# HELP evalbot_witness_floor_stale 1 while the box's recent pairs refute the "
+            "witness's floor: it confirms nothing there until it is measured again.",
+            "# TYPE evalbot_witness_floor_stale gauge"]
+    out += [f'evalbot_witness_floor_stale{{box="{_label(b)}",witness="{_label(c.witness)}"}} '
+            f"{int(c.stale)}" for b, c in found]
+    out += ["# HELP evalbot_witness_floor_ratio sd of main's pairs in recent jobs over the "
+            "witness's floor.", "# TYPE evalbot_witness_floor_ratio gauge"]
+    out += [f'evalbot_witness_floor_ratio{{box="{_label(b)}",witness="{_label(c.witness)}"}} '
+            f"{c.ratio:.4f}" for b, c in found if c.ratio is not None]
 
 
 def _label(value: object) -> str:

@@ -42,10 +42,12 @@ from evalbot.grading.overrides import Overrides, pool, scale_job
 from evalbot.grading.policy import Policy
 from evalbot.remote.box import Box, BoxError
 from evalbot.report.publication import keep_raw, private_dir, public_verdict
+from evalbot.report.witness_floors import stale_witnesses
 from evalbot.service.calibrate import calibration_job
-from evalbot.service.health import Health, HealthStore, aa_due, periodic_aa, record_check
+from evalbot.service.health import SICK_RECHECK_S, Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
 from evalbot.service.publishing import publish_pending
+from evalbot.service.renewal import Renewal
 from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
@@ -66,48 +68,6 @@ class Settings:
     aa_pairs: int = 12
 
 
-class Renewal:
-    """Renews the lease on its own thread (and its own SQLite connection); when the job is no
-    longer ours it kills the run on the box, so the pipeline's follow loop ends at once."""
-
-    def __init__(self, store_path: Path, job_id: str, worker: str, settings: Settings,
-                 on_lost: Callable[[], object], stopping: threading.Event | None = None) -> None:
-        self.store_path, self.job_id, self.worker = store_path, job_id, worker
-        self.settings, self.on_lost = settings, on_lost
-        self.stopping = stopping or threading.Event()
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"renew-{job_id}")
-
-    def __enter__(self) -> Renewal:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        store = Store(self.store_path)
-        try:
-            while not self._stop.wait(self.settings.lease_ttl_s / 3):
-                if self.stopping.is_set() and _handed_back(store, self.job_id):
-                    return  # the drain gave the lease to the next worker: keep it expired
-                if not store.renew(self.job_id, self.worker, self.settings.lease_ttl_s):
-                    self.lost.set()
-                    if not self.stopping.is_set():  # draining: the run is the next worker's
-                        self._stop_box_run()
-                    return
-        finally:
-            store.close()
-
-    def _stop_box_run(self) -> None:
-        try:
-            self.on_lost()
-        except (BoxError, EvalbotError) as exc:
-            log.warning("job %s: could not stop its run on the box: %s", self.job_id, exc)
-
-
 class Worker:
     def __init__(self, name: str, box_config: BoxConfig, profile: Profile, policy: Policy,
                  store_path: Path, out_root: Path, settings: Settings,
@@ -125,6 +85,7 @@ class Worker:
         self._box: Box | None = None
         self.store_hold, self.publishing_hold = Hold(), Hold()  # after a store fault
         self.started = time.time()  # a box never checked gets its first A/A one period later
+        self._stale: frozenset[str] | None = None  # stale witness floors; None: read the store
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self, until_idle: bool = False) -> int:
@@ -180,7 +141,7 @@ class Worker:
         log.info("%s: job %s (%s #%s %s), try %d", self.name, job.id, job.repo, job.pr,
                  job.head_sha[:10], job.tries)
         self.on_start(job, self.box_config.name)
-        renewal = Renewal(self.store_path, job.id, self.name, self.settings,
+        renewal = Renewal(self.store_path, job.id, self.name, self.settings.lease_ttl_s,
                           lambda: stop_run(open_box(self.box_config), self.box_config, job.id),
                           self.stopping)
         with renewal:
@@ -213,7 +174,8 @@ class Worker:
         floors, floor_df, witness_df = self._floors(earlier)
         spec = make_job(self.profile, self.policy, self.box_config, base, job.head_sha,
                         job_id=job.id, sd_floors=floors, floor_df=floor_df,
-                        witness_df=witness_df)
+                        witness_df=witness_df, stale_witnesses=self._stale_witnesses(True))
+        self._stale = None  # this job's pairs may change it: read again when next asked
         if factor > 1.0:
             spec = scale_job(spec, factor)
         out = self.out_root / job.id
@@ -328,15 +290,30 @@ class Worker:
         return last is None or last.healthy
 
     def health_check_due(self) -> bool:
-        return aa_due(self._last_health(), self.settings.aa_every_s, self.started, time.time())
+        """The periodic A/A is due; with a witness floor stale, within the hour (as after a
+        failed check): until it measures the floor again, that witness confirms nothing."""
+        every = self.settings.aa_every_s
+        soon = every > 0 and bool(self._stale_witnesses())
+        return aa_due(self._last_health(), min(every, SICK_RECHECK_S) if soon else every,
+                      self.started, time.time())
+
+    def _stale_witnesses(self, fresh: bool = False) -> frozenset[str]:
+        """The witnesses whose floor on this box its recent pairs refute: not run, no tier."""
+        if fresh or self._stale is None:
+            self._stale = stale_witnesses(self.store_path, self.box_config.name,
+                                          self.profile.name)
+        return self._stale
 
     def check_health(self) -> Health:
-        """The box's periodic A/A on main, between jobs (the harness holds the box lock)."""
+        """The box's periodic A/A on main, between jobs (the harness holds the box lock); it
+        measures again the floors of the witnesses whose floor is stale."""
         out = self.out_root / "aa" / f"{self.box_config.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        stale, self._stale = self._stale_witnesses(True), None  # measured again below
         try:
             box = self._connected()
             job = calibration_job(self.profile, self.policy, self.box_config,
-                                  resolve_main(box, self.box_config), self.settings.aa_pairs)
+                                  resolve_main(box, self.box_config), self.settings.aa_pairs,
+                                  witnesses=bool(stale), only=stale)
         except (EvalbotError, BoxError) as exc:  # recorded like an A/A that failed to run
             self._drop_box()
             return record_check(self.store_path, Health(
@@ -375,12 +352,6 @@ def _pooled(earlier: dict[str, Any], later: dict[str, Any], out: Path) -> dict[s
         return later
     keep_raw(out, "results.pooled.json", doc)  # raw, as the run's own: never published
     return doc
-
-
-def _handed_back(store: Store, job_id: str) -> bool:
-    """The job's lease was expired by a drain (evalbot.service.drain.hand_back) while we still own it."""
-    row = store.get(job_id)
-    return row.state == "running" and row.lease_ttl == 0  # not the wall clock: leasing.py
 
 
 def _waiting(store: Store) -> bool:

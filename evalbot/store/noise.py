@@ -10,6 +10,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+WITNESS_FLOOR = "witness:"  # a witness's floor is kept under this prefix, then its name
+
 NOISE_DDL = """
 CREATE TABLE IF NOT EXISTS box_noise (
   box TEXT NOT NULL, profile TEXT NOT NULL, cell TEXT NOT NULL,
