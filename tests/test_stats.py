@@ -174,7 +174,7 @@ def test_scoring_the_bimodal_depth_0_prefill_leaves_the_h200_aa_undecided() -> N
 
     policy = load_labels(ROOT / "labels.yaml").policy("default")
     (kept,) = [s for s in vq.scenarios() if s.name == "H200 prefill@0 kept"]
-    (shipped,) = [s for s in vq.scenarios() if s.name == "H200 fixture"]
+    (shipped,) = [s for s in vq.scenarios() if s.name == "H200 A/A"]
     assert vq.measure(kept, policy, 600, np.random.default_rng(3)).inconclusive > 0.3
     assert vq.measure(shipped, policy, 600, np.random.default_rng(3)).inconclusive < 0.05
 

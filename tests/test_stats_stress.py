@@ -92,7 +92,7 @@ def test_settling_a_tier_costs_about_the_fixed_n_pairs() -> None:
     """Defect 2: the H200 job at the S centre took 46 pairs (+5%: 45) against a fixed-n minimum
     of 21 (16) for the tier accuracy the rule reached; every tier's centre still gets its tier
     >= 90% of the time."""
-    f = _figures("H200 fixture")
+    f = _figures("H200 A/A")
     assert min(f.tier) >= 0.9 and f.far == 0.0
     for pairs, fixed, _ in f.effort:
         assert pairs <= 1.3 * fixed
