@@ -194,7 +194,7 @@ def test_the_rule_table_of_the_bench_counts_the_budget_in_pairs() -> None:
     (sc,) = [s for s in verdict_quality.scenarios() if s.name == "H200 A/A"]
     job = job_of(sc, _simbox.POLICY)
     pairs = {pace: verdict_quality.simulate(job, sc, 0.0275, 400, np.random.default_rng(7),
-                                            _simbox.POLICY, given=pace).pairs
+                                            given=pace).pairs
              for pace in (9.25, SLOW_S)}
     # budget_s alone buys 930 / (2 x 55.5) = 8 pairs at the slow pace
     alone = job.rule.budget_s // (2 * SLOW_S)
