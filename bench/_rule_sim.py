@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,9 @@ def bounds_of(job: Job) -> list[stats.Bounds]:
 
 
 def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Generator,
-             given: float | None = None) -> Sim:
+             given: float | None = None, normal_share: float = 0.0) -> Sim:
+    """`sims` PRs whose head is `effect` faster in the changed cell; in `normal_share` of its
+    processes (a hostile head fast in some processes only) at main's speed instead."""
     rule, target = job.rule, changed_cell(job)
     bounds = bounds_of(job)
     cap = faults.attempts_cap(rule.looks[-1], rule.fault_sigmas)
@@ -65,7 +68,8 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
         base, head = np.where(even, first, second), np.where(even, second, first)
         keys = [c.key for c in run.cells]
         if target in keys and effect:
-            head[:, keys.index(target), :] += math.log1p(effect)
+            fast = rng.random((sims, cap)) >= normal_share if normal_share else True
+            head[:, keys.index(target), :] += np.where(fast, math.log1p(effect), 0.0)
         warmups = _box_stages.warmups_s(rule.warmup, pace)
         room = np.maximum((total - elapsed - warmups) / _box_stages.pairs_s(1, pace), verdict)
         pairs_max = np.clip(np.floor(room) + 1, 0, cap).astype(int)
@@ -93,14 +97,14 @@ def run_rule(base: np.ndarray, head: np.ndarray, bounds: list[stats.Bounds], job
     floors = np.array([rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells])
     edges = _edges(job, run)
     r = head - base
-    code_at = np.full((sims, cells), stats.UNDECIDED, dtype=np.int8)
-    mean_at = np.zeros((sims, cells))
-    decided = np.zeros((sims, cells), dtype=bool)
+    state = _State(np.full((sims, cells), stats.UNDECIDED, dtype=np.int8),
+                   np.zeros((sims, cells)), np.zeros((sims, cells), dtype=bool),
+                   np.zeros((sims, cap), dtype=bool))
+    decided = state.decided
     stop = np.full(sims, -1)  # the attempt a run stopped after
     used = np.zeros(sims, dtype=int)  # pairs measured, dropped ones included
     step = np.zeros(sims, dtype=int)  # the next look of each run
-    judged = np.zeros((sims, cap), dtype=bool)  # the pairs its last neutral-only look judged
-    final_codes = [stats.DECISIONS.index(d) for d in stats.FINAL]
+    judged = state.judged
     both = np.stack([base, head], axis=2)  # (sims, cells, 2, attempts)
     count = np.zeros(sims, dtype=int)
     for t in range(1, cap + 1):
@@ -116,32 +120,53 @@ def run_rule(base: np.ndarray, head: np.ndarray, bounds: list[stats.Bounds], job
             judged[void] = False
         count = np.where(live, kept.sum(axis=1), count)
         for k, b in enumerate(bounds):
-            fire = live & (step == k) & (count >= b.pairs)
-            if not fire.any():
-                continue
-            step[fire] = k + 1
-            use = kept & (np.cumsum(kept, axis=1) <= b.pairs)  # the first b.pairs kept pairs
-            if b.directional_floor < 0:  # neutral only: void if the screen drops its pairs
-                judged[fire, :t] = use[fire]
-            rr = np.where(use[:, None, :], r[..., :t], 0.0)
-            n = b.pairs
-            mean = rr.sum(axis=2) / n
-            sd = np.sqrt(np.maximum((rr * rr).sum(axis=2) - n * mean * mean, 0.0) / (n - 1))
-            refuted = (stats.calibration_refuted(sd, floors[None, :], n)[:, None] if b.pool_df
-                       else False)  # every cell of the run, decided or not, as the harness does
-            code = stats.decide(mean, sd, b, floors[None, :], rule.significance,
-                                rule.tolerance, edges, refuted)
-            fresh = fire[:, None] & ~decided
-            code_at = np.where(fresh, code, code_at)
-            # what grading tiers on: an unsettled tier at the end by its interval's lower end
-            g = stats.half_widths(sd, n, b, floors[None, :], refuted)[2] \
-                if b.settle_floor < 0 else 0
-            mean_at = np.where(fresh, np.where(code == stats.IMPROVING, mean - g, mean), mean_at)
-            decided |= fresh & np.isin(code, final_codes)
+            rows = np.flatnonzero(live & (step == k) & (count >= b.pairs))
+            if rows.size:
+                _look(rows, b, kept[rows], r[rows, :, :t], state, floors, rule, edges)
+                step[rows] = k + 1
         done = live & (decided.all(axis=1) | (step >= len(bounds)))
         stop[done] = t
         used[live] = t
-    return stats.final_codes(code_at), used, count, mean_at
+    return stats.final_codes(state.code), used, count, state.mean
+
+
+@dataclass
+class _State:
+    """Per (sim, cell): the code of its last look, what its tier is judged on, whether it is
+    decided; per (sim, pair): the pairs the run's last neutral-only look judged."""
+
+    code: np.ndarray
+    mean: np.ndarray
+    decided: np.ndarray
+    judged: np.ndarray
+
+
+FINAL_CODES = [stats.DECISIONS.index(d) for d in stats.FINAL]
+
+
+def _look(rows: np.ndarray, b: stats.Bounds, kept: np.ndarray, r: np.ndarray, state: _State,
+          floors: np.ndarray, rule: Any, edges: np.ndarray | None) -> None:
+    """Look `b` for the runs `rows`: the first b.pairs kept pairs of each (kept: (rows, t), r:
+    (rows, cells, t))."""
+    use = kept & (np.cumsum(kept, axis=1) <= b.pairs)
+    rr = np.where(use[:, None, :], r, 0.0)
+    n = b.pairs
+    mean = rr.sum(axis=2) / n
+    sd = np.sqrt(np.maximum((rr * rr).sum(axis=2) - n * mean * mean, 0.0) / (n - 1))
+    refuted = (stats.calibration_refuted(sd, floors[None, :], n)[:, None] if b.pool_df
+               else False)  # every cell of the run, decided or not, as the harness does
+    code = stats.decide(mean, sd, b, floors[None, :], rule.significance, rule.tolerance,
+                        edges, refuted)
+    fresh = ~state.decided[rows]
+    state.code[rows] = np.where(fresh, code, state.code[rows])
+    # what grading tiers on: an unsettled tier at the end by its interval's lower end (v2)
+    g = stats.half_widths(sd, n, b, floors[None, :], refuted)[2] if b.settle_floor < 0 else 0
+    state.mean[rows] = np.where(fresh, np.where(code == stats.IMPROVING, mean - g, mean),
+                                state.mean[rows])
+    state.decided[rows] |= fresh & np.isin(code, FINAL_CODES)
+    if b.directional_floor < 0:  # neutral only: void if the screen drops its pairs
+        state.judged[rows] = False
+        state.judged[rows, : use.shape[1]] = use
 
 
 def _retake(step: np.ndarray, bounds: list[stats.Bounds]) -> np.ndarray:

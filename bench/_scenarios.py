@@ -28,6 +28,7 @@ SHA = "0" * 40
 # processes against ~41k, on both sides alike; the profile dropped that cell
 # (evalbot/profiles/llamacpp.yaml) with this floor
 PREFILL0 = ProfileCell("prefill", 0, sd_floor=0.0097)
+STRESSES = ("slow first", "throttle", "t(3) tails", "drift")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Scenario:
     calibrated_sd: float = 0.0  # > 0: floors a calibration at this per-pair sd would store
     score_prefill0: bool = False  # llamacpp: score depth-0 prefill again (the profile before)
     target: float = 0.05  # the effect power must reach 95% at
+    measured: bool = False  # the profile's measured noise (the others: stresses, other noises)
 
 
 def shipped_aa() -> Noise:
@@ -80,7 +82,7 @@ def scenarios() -> list[Scenario]:
     """Each profile at its measured noise, then the stresses (bench/_stress.py) on it."""
     h200, spark = shipped_aa(), normal(0.0025)
     return [
-        Scenario("H200 A/A", "llamacpp", h200),
+        Scenario("H200 A/A", "llamacpp", h200, measured=True),
         Scenario("H200 +slow first", "llamacpp", _stress.slow_first(h200)),
         Scenario("H200 prefill@0 kept", "llamacpp", h200, score_prefill0=True),
         Scenario("H200 +throttle", "llamacpp", _stress.throttle(h200)),
@@ -90,7 +92,7 @@ def scenarios() -> list[Scenario]:
         Scenario("generic 1%", "llamacpp", normal(0.01), calibrated_sd=math.sqrt(2) * 0.01),
         Scenario("generic 2%", "llamacpp", normal(0.02), calibrated_sd=math.sqrt(2) * 0.02),
         Scenario("spark 0.05%", "sparkinfer", normal(0.0005), target=0.03),
-        Scenario("spark 0.25%", "sparkinfer", spark, target=0.03),
+        Scenario("spark 0.25%", "sparkinfer", spark, target=0.03, measured=True),
         Scenario("spark +slow first", "sparkinfer", _stress.slow_first(spark), target=0.03),
         Scenario("spark +throttle", "sparkinfer", _stress.throttle(spark), target=0.03),
         Scenario("spark +t(3) tails", "sparkinfer", _stress.tails(spark), target=0.03),
@@ -99,6 +101,13 @@ def scenarios() -> list[Scenario]:
         Scenario("spark 1% (stale 4x)", "sparkinfer", normal(0.01), target=0.03),
         Scenario("demo 3% pair", "demo", normal(0.03 / math.sqrt(2)), target=0.5),
     ]
+
+
+def stresses(profile: str) -> list[Scenario]:
+    """The stresses the rule must survive on `profile` (issue 46: a slow first test, a silent
+    throttle; and the t(3) tails and the drift of issue 33), on its measured noise."""
+    return [sc for sc in scenarios() if sc.profile == profile
+            and any(word in sc.name for word in STRESSES)]
 
 
 def job_of(sc: Scenario, policy: Policy) -> Job:

@@ -93,7 +93,7 @@ if str(ROOT) not in sys.path:
 
 from bench import _fixedn, _paces, _rows  # noqa: E402
 from bench._rule_sim import Sim, pace_s, simulate  # noqa: E402
-from bench._scenarios import Scenario, changed_cell, job_of, scenarios  # noqa: E402
+from bench._scenarios import STRESSES, Scenario, changed_cell, job_of, scenarios, stresses  # noqa: E402
 from bench._simbox import Head  # noqa: E402
 from evalbot.engine.contract.job import Job  # noqa: E402
 from evalbot.engine.measure import budget, stats  # noqa: E402
@@ -233,8 +233,12 @@ def robust_fixed_n(sc: Scenario, policy: Policy, sims: int, rng: np.random.Gener
 
 
 def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
-        given: float | None = None) -> str:
+        given: float | None = None) -> tuple[str, Figures]:
     f = measure(sc, policy, sims, rng, given)
+    return line(sc, f), f
+
+
+def line(sc: Scenario, f: Figures) -> str:
     n_aa, n_xs = f.fixed
     tiers = "/".join(f"{100 * x:.0f}" for x in f.tier)
     small = sc.target > 0.2  # the demo: effects of a few percent are below its s by design
@@ -248,6 +252,61 @@ def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
             f"{f.box_min:>6.1f}{f.box_target:>6.1f}{n_aa:>5}{xs[1]:>5}{f.pairs / n_aa:>6.2f}"
             f"{xs[2]:>6}  " + ("-" if small else
                                " ".join(f"{p:.1f}/{n}/{a}" for p, n, a in f.effort)))
+
+
+def fixed_under_stresses(name: str, policy: Policy, rng: np.random.Generator, robust: int,
+                         effects: tuple[float, ...] = tuple(EFFORT.values())
+                         ) -> list[tuple[int, str]]:
+    """Per effect (EFFORT's): the fixed-n minimum for the bars (95% power, 90% tier; bench/_fixedn.py)
+    under the worst of the profile's stresses, each at its own per-pair sd of the changed cell
+    (a one-look design cannot tell a stressed box from a steady one: it must be sized for the
+    stress), and at least `robust` (its A/A within 1% under a slow first test); and which."""
+    out = []
+    for effect in effects:
+        worst = (robust, "A/A under slow first")
+        for sc in stresses(name):
+            job = job_of(sc, policy)
+            sd = pair_sds(job, sc, rng)[changed_cell(job)]
+            n = _fixedn.fixed_n(effect, sd, job.rule.family, policy, job.rule.significance,
+                                _fixedn.POWER_TARGET, _fixedn.TIER_TARGET)
+            worst = max(worst, (n, sc.name))
+        out.append(worst)
+    return out
+
+
+def stressed_line(name: str, measured: Figures, robust: int, policy: Policy,
+                  rng: np.random.Generator) -> str:
+    """The rule's pairs at the S centre, +3% and +5% on the measured noise against the fixed-n
+    a one-look design needs to meet the bars under every stress the rule survives."""
+    parts = []
+    for label, (pairs, _, _), (fixed, why) in zip(
+            EFFORT, measured.effort, fixed_under_stresses(name, policy, rng, robust), strict=True):
+        parts.append(f"{label} {pairs:.1f}/{fixed} = {pairs / fixed:.2f} ({why})")
+    return ("pairs on the measured noise / fixed-n under the stresses (the worst of "
+            + ", ".join(STRESSES) + "): " + "; ".join(parts))
+
+
+ATTACK_GAIN, ATTACK_NORMAL = 0.06, (0.2, 0.4)
+
+
+def attack_line(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> str:
+    """A hostile head ATTACK_GAIN faster in the changed cell in most of its processes and at
+    main's speed in the rest (the fault screen must not drop its slow ones for it): the share of
+    PRs tiered above its mean gain's tier, with the screen and without (fault_sigmas 0)."""
+    job = job_of(sc, policy)
+    plain = replace(job, rule=replace(job.rule, fault_sigmas=0.0))
+    target = [c.key for c in job.cells].index(changed_cell(job))
+    parts = []
+    for share in ATTACK_NORMAL:
+        want = tier_index(np.array([(1 - share) * ATTACK_GAIN]), policy)[0]
+        above = []
+        for j in (job, plain):
+            sim = simulate(j, sc, ATTACK_GAIN, sims, rng, normal_share=share)
+            improved = sim.final[:, target] == stats.IMPROVED
+            above.append(np.mean(improved & (tier_index(np.expm1(sim.estimate), policy) < want)))
+        parts.append(f"{1 - share:.0%} fast: {_pct(above[0])} (no screen {_pct(above[1])})")
+    return (f"hostile head +{ATTACK_GAIN:.0%} in some processes, main's speed in the rest, "
+            f"tiered above its mean gain's tier ({sims} PRs each): " + "; ".join(parts))
 
 
 def _pct(x: float) -> str:
@@ -284,15 +343,22 @@ def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) ->
               f"main's pace), floor df {s.sd_floor_df}, pace {pace} per process")
         print(head)
         print("-" * len(head))
+        measured = None
         for sc in scenarios():
             if sc.profile == name:
-                print(row(sc, policy, args.rule_sims, rng, given), flush=True)
+                text, f = row(sc, policy, args.rule_sims, rng, given)
+                print(text, flush=True)
+                measured = f if sc.measured else measured
         slow = next((sc for sc in scenarios() if sc.profile == name and "slow first" in sc.name),
                     None)
+        robust = robust_fixed_n(slow, policy, args.rule_sims, rng) if slow else 0
         if slow:
             print(f"fixed-n minimum with A/A false <= 1% under '{slow.name}' (one look, "
-                  f"verdicts from its first pair): "
-                  f"{robust_fixed_n(slow, policy, args.rule_sims, rng)} pairs")
+                  f"verdicts from its first pair): {robust} pairs")
+        if measured and stresses(name):
+            print(stressed_line(name, measured, robust, policy, rng))
+            print(attack_line(next(sc for sc in scenarios() if sc.profile == name and sc.measured),
+                              policy, args.rule_sims // 2, rng))
 
 
 def main(argv: list[str] | None = None) -> None:
