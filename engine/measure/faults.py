@@ -115,7 +115,8 @@ def screened_pairs(x: np.ndarray, floors: np.ndarray, sigmas: float = FAULT_SIGM
     screen's width (module docstring)."""
     s = screen(x, np.asarray(floors, dtype=float), sigmas)
     main, head = s.faulted[..., 0, :], s.faulted[..., 1, :]  # (..., cells, t)
-    main_any, head_any = main.any(axis=-2), head.any(axis=-2)  # (..., t)
+    main_any: np.ndarray = np.any(main, axis=-2)  # (..., t)
+    head_any: np.ndarray = np.any(head, axis=-2)
     if not head_any.any():
         return np.asarray(main_any)
     # head pair j against main pair i: (..., cells, t_j, t_i)
