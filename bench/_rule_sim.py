@@ -112,15 +112,20 @@ def run_rule(base: np.ndarray, head: np.ndarray, bounds: list[stats.Bounds], job
         if not live.any():
             break
         kept = np.ones((sims, t), dtype=bool)
+        faulty = np.zeros(sims, dtype=bool)
         if rule.fault_sigmas > 0:
-            kept[live] = ~faults.screened_pairs(both[live][..., :t], floors, rule.fault_sigmas)
+            drop, faulty[live] = faults.screened_pairs(both[live][..., :t], floors,
+                                                       rule.fault_sigmas)
+            kept[live] = ~drop
             # a neutral-only look whose pairs the screen has since dropped is void: taken again
             void = live & (judged[:, :t] & ~kept).any(axis=1)
             step[void] = np.where(judged[void].any(axis=1), _retake(step[void], bounds), 0)
             judged[void] = False
         count = np.where(live, kept.sum(axis=1), count)
         for k, b in enumerate(bounds):
-            rows = np.flatnonzero(live & (step == k) & (count >= b.pairs))
+            # a verdict waits for FAULTED_VERDICT_PAIRS pairs once a sample is faulted
+            may = b.directional_floor < 0 or ~faulty | (t >= faults.FAULTED_VERDICT_PAIRS)
+            rows = np.flatnonzero(live & (step == k) & (count >= b.pairs) & may)
             if rows.size:
                 _look(rows, b, kept[rows], r[rows, :, :t], state, floors, rule, edges)
                 step[rows] = k + 1

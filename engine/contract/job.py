@@ -99,6 +99,9 @@ class Correctness:
     # Critical value of the deep chunks' own test (engine/scoring/segments.py); 0: no deep test.
     deep_critical: float = 0.0
     long_scored: str = "all"  # "deep": long windows' last long_score_tokens only (segments.py)
+    # main's drift against the floors, per look (engine/scoring/drift.py): scoring goes on while
+    # it is undecided; empty: judged once, by the bot, on what the head's verdict scored
+    drift: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ def _correctness(d: Any) -> Correctness | None:
         long_score_tokens=get(d, w, "long_score_tokens", int, optional=True) or 0,
         deep_critical=_opt(d, "deep_critical", 0.0),
         long_scored=get(d, w, "long_scored", str, optional=True) or "all",
+        drift=_drift(d.get("drift"), len(looks)),
     )
     if spec.long_scored not in LONG_SCORED or (spec.long_scored == "deep" and spec.long_windows
                                               and spec.long_score_tokens < 1):
@@ -233,6 +237,25 @@ def _correctness(d: Any) -> Correctness | None:
     if set(spec.floors) - {"top1", "kl"}:
         raise ContractError(f"{w}.floors: only top1 and kl, got {sorted(spec.floors)}")
     return spec
+
+
+DRIFT_KEYS = {"top1", "kl", "alpha", "critical", "clear", "top1_margin", "kl_margin"}
+
+
+def _drift(d: Any, looks: int) -> dict[str, Any]:
+    if not d:
+        return {}
+    w = "correctness.drift"
+    if not isinstance(d, dict) or set(d) != DRIFT_KEYS:
+        raise ContractError(f"{w}: the keys {sorted(DRIFT_KEYS)}")
+    out: dict[str, Any] = {k: float(get(d, w, k, float))
+                           for k in DRIFT_KEYS - {"critical", "clear"}}
+    for key in ("critical", "clear"):
+        values = [float(x) for x in get(d, w, key, list)]
+        if len(values) != looks or any(not v > 0 for v in values):
+            raise ContractError(f"{w}.{key}: one positive t quantile per look ({looks})")
+        out[key] = values
+    return out
 
 
 def _tokenize_argv(value: Any, where: str) -> list[str]:

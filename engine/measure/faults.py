@@ -51,6 +51,11 @@ UNSEEN_BELIEVED = 1
 # before the screen), a screened one twice: a slow first test in a third of the processes drops
 # 5 pairs in 9, and 3 attempts a pair give a run its 5 verdict pairs in 99% of such runs
 ATTEMPTS, SCREENED_ATTEMPTS = 2, 3
+# A run with a faulted sample gives no verdict before this many pairs measured: a side whose
+# every sample so far is faulted shows no fault (its fastest is faulted too) and differs from
+# the other side by the fault; with a third of the processes faulted that is (1/3)^n of the
+# runs (0.4% at 5 pairs, the most false verdicts of the screened rule; 0.015% at 8)
+FAULTED_VERDICT_PAIRS = 8
 
 
 def attempts_cap(last: int, sigmas: float) -> int:
@@ -108,17 +113,19 @@ def clean_sd(x: np.ndarray, clean: np.ndarray) -> np.ndarray:
     return np.sqrt(np.where(df > 0, squares / np.maximum(df, 1), 0.0))
 
 
-def screened_pairs(x: np.ndarray, floors: np.ndarray, sigmas: float = FAULT_SIGMAS) -> np.ndarray:
-    """The pairs of a run the screen drops: `x` (..., cells, 2, t) as `screen` takes it, `floors`
-    (cells,). A pair is dropped when main's sample is faulted in any cell, or when the head's is
-    faulted as one of main's samples was: in the same cells, by the same size within the
-    screen's width (module docstring)."""
+def screened_pairs(x: np.ndarray, floors: np.ndarray,
+                   sigmas: float = FAULT_SIGMAS) -> tuple[np.ndarray, np.ndarray]:
+    """(the pairs of a run the screen drops, whether any sample of it is faulted): `x` (...,
+    cells, 2, t) as `screen` takes it, `floors` (cells,). A pair is dropped when main's sample
+    is faulted in any cell, or when the head's is faulted as one of main's samples was: in the
+    same cells, by the same size within the screen's width (module docstring)."""
     s = screen(x, np.asarray(floors, dtype=float), sigmas)
     main, head = s.faulted[..., 0, :], s.faulted[..., 1, :]  # (..., cells, t)
     main_any: np.ndarray = np.any(main, axis=-2)  # (..., t)
     head_any: np.ndarray = np.any(head, axis=-2)
+    faulty = np.asarray(np.any(main_any | head_any, axis=-1))
     if not head_any.any():
-        return np.asarray(main_any)
+        return np.asarray(main_any), faulty
     # head pair j against main pair i: (..., cells, t_j, t_i)
     same_cells = head[..., :, :, None] == main[..., :, None, :]
     gap = np.abs(s.size[..., 1, :][..., :, :, None] - s.size[..., 0, :][..., :, None, :])
@@ -128,7 +135,7 @@ def screened_pairs(x: np.ndarray, floors: np.ndarray, sigmas: float = FAULT_SIGM
     # the first UNSEEN_BELIEVED faults the box has not shown on main yet are believed (a rare
     # fault strikes the head first half the time); the rest are the head's own
     forgiven = unseen & (np.cumsum(unseen, axis=-1) <= UNSEEN_BELIEVED)
-    return np.asarray(main_any | (head_any & ~unseen) | forgiven)
+    return np.asarray(main_any | (head_any & ~unseen) | forgiven), faulty
 
 
 def oriented(values: Sequence[float], higher_is_better: bool) -> np.ndarray:

@@ -41,6 +41,7 @@ class RunLooks:
     values: list[dict[str, tuple[float, float]]] = field(default_factory=list)  # per pair
     throttled: list[bool] = field(default_factory=list)
     faulted: set[int] = field(default_factory=set)  # pairs the screen drops now
+    faulty: bool = False  # a sample of the run is faulted now, dropped or not
     looks: dict[str, list[stats.Look]] = field(default_factory=dict)
     step: int = 0  # the next look
     judged: tuple[int, ...] = ()  # the pairs the last neutral-only look judged
@@ -53,10 +54,17 @@ class RunLooks:
         if self.judged and self.faulted.intersection(self.judged):
             self.step, self.judged = self._neutral_only_before(self.step), ()
         fired = False
-        while not self.done and len(self.kept) >= self.schedule[self.step].pairs:
+        while not self.done and len(self.kept) >= self.schedule[self.step].pairs and \
+                self._may_look(self.schedule[self.step]):
             self._look(self.schedule[self.step])
             fired = True
         return fired
+
+    def _may_look(self, bounds: stats.Bounds) -> bool:
+        """A look that may give a verdict waits for faults.FAULTED_VERDICT_PAIRS pairs measured
+        once a sample of the run is faulted."""
+        return bounds.directional_floor < 0 or not self.faulty or \
+            len(self.values) >= faults.FAULTED_VERDICT_PAIRS
 
     @property
     def kept(self) -> list[int]:
@@ -83,7 +91,8 @@ class RunLooks:
                                        c.higher_is_better) for side in (0, 1)]
                       for c in self.cells])  # (cells, 2, pairs)
         floors = np.array([c.floor for c in self.cells])
-        drop = faults.screened_pairs(x, floors, self.sigmas)
+        drop, faulty = faults.screened_pairs(x, floors, self.sigmas)
+        self.faulty = bool(faulty)
         return {i for i, bad in zip(measured, drop, strict=True) if bad}
 
     def _look(self, bounds: stats.Bounds) -> None:
