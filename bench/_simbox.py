@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import _paces
+from bench import _paces, _stress
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.job import Cell, Job, SpeedRun
@@ -47,6 +47,7 @@ ID_SPACE = 1 << 20  # output ids a simulated witness prints (any vocabulary's si
 # a stepped witness's output line (engine/contract/witness_spec.py; the default keeps the bench
 # running on a harness from before the stepped protocol)
 STEP = getattr(witness_spec, "STEP", "EVALBOT_STEP ")
+FAULTS = ("", "slow first", "throttle")  # World.fault
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,22 @@ class World:
 
     fixtures: str  # the shipped profile whose fixtures apply (bench/_paces.py)
     pace_s: float | None = None  # None: the measured pace
+    fault: str = ""  # a fault of the box's processes (FAULTS), both sides and warm-ups alike
+
+    def fault_factors(self, run: SpeedRun, rng: np.random.Generator) -> list[float]:
+        """Per cell of one process, the factor the box's fault puts on its rate: "slow first",
+        the process's first test 10% slow in a third of the processes (unless the profile
+        throws the first tests away: its parse's discard_first); "throttle", every cell 5%
+        slow in 5% of the processes, unflagged (bench/_stress.py's stresses)."""
+        out = [1.0] * len(run.cells)
+        if self.fault == "slow first" and not run.parse.get("discard_first") and \
+                rng.random() < _stress.SLOW_SHARE:
+            out[0] = _stress.SLOW_FACTOR
+        elif self.fault == "throttle" and rng.random() < _stress.THROTTLE_SHARE:
+            out = [_stress.THROTTLE_FACTOR] * len(out)
+        elif self.fault not in FAULTS:
+            raise ValueError(f"unknown fault {self.fault!r}: one of {FAULTS}")
+        return out
 
     def run(self, run: SpeedRun) -> _paces.RunPace:
         return _paces.run_pace(self.fixtures, run.model, {c.ctx for c in run.cells})
@@ -123,8 +140,8 @@ class SimulatedBox(Measurement):
         self.seq += 1
         pace, head = self.world.run(run), side == "head"
         printed, work = {}, 0.0
-        for cell in run.cells:
-            real = rate(pace, cell) * math.exp(self.rng.normal(0.0, noise(pace, cell)))
+        for cell, fault in zip(run.cells, self.world.fault_factors(run, self.rng), strict=True):
+            real = rate(pace, cell) * fault * math.exp(self.rng.normal(0.0, noise(pace, cell)))
             real *= self.head.sample_factor(cell) if head else 1.0
             printed[cell.key] = real * (self.head.printed.get(cell.key, 1.0) if head else 1.0)
             work += self._tokens(run, cell) / real

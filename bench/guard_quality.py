@@ -46,9 +46,11 @@ from scipy.stats import beta as beta_dist
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evalbot.engine.scoring import drift  # noqa: E402
 from evalbot.engine.scoring.correctness_stats import look  # noqa: E402
 from evalbot.engine.scoring.segments import chunk_looks, long_pieces  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
+from evalbot.grading import correctness_drift  # noqa: E402
 from evalbot.grading.correctness_policy import ALPHA, calibrate_floors, decide, job_correctness  # noqa: E402
 from evalbot.grading.grade import grade  # noqa: E402
 from evalbot.grading.policy import CorrectnessPolicy, Policy, load_labels  # noqa: E402
@@ -72,6 +74,7 @@ class Schedule:
     kinds: list[str]  # per chunk, in scoring order
     windows: list[int]  # the scored window each chunk is cut from
     positions: np.ndarray
+    window_looks: list[int]  # windows per look (the job's correctness looks)
 
 
 def schedule(profile: str, policy: CorrectnessPolicy) -> Schedule:
@@ -84,7 +87,7 @@ def schedule(profile: str, policy: CorrectnessPolicy) -> Schedule:
         kinds.append("short"), windows.append(spec.long_windows + w)
         sizes.append(spec.window_tokens - 1)
     return Schedule(profile, chunk_looks(spec, spec.looks), spec.critical, spec.deep_critical,
-                    kinds, windows, np.array(sizes))
+                    kinds, windows, np.array(sizes), list(spec.looks))
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,10 @@ class Case:
 
 
 def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: CorrectnessPolicy,
-             floors: dict[str, float]) -> dict[str, Any]:
-    """One evaluation: growing looks as the harness runs them; the recorded section."""
+             floors: dict[str, float], drift_test: bool = True) -> dict[str, Any]:
+    """One evaluation: growing looks as the harness runs them; the recorded section. Without
+    `drift_test` (the sections a maintainer calibrates floors on, before there are floors),
+    scoring stops with the head's verdict, main's drift judged once on what it scored."""
     n, k = plan.positions, plan.positions.size
     level = rng.beta(*_beta(BASE_MEAN, BASE_SD), size=max(plan.windows) + 1)
     p = np.clip(level[plan.windows] + case.main_top1, 0.01, 0.999)
@@ -118,7 +123,9 @@ def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: Corre
     base_only = rng.binomial(base, np.clip((half + tilt / 2 + extra) / p, 0, 0.99))
     kl_level = KL_MEAN * rng.lognormal(-0.125, 0.5, max(plan.windows) + 1)[plan.windows]
     chunks, looks, same = [], [], True
-    for count, crit in zip(plan.looks, plan.critical, strict=True):
+    rule = correctness_drift.rule(plan.window_looks, floors, policy)  # the harness's, per look
+    paired, main, told = "", "undecided", []
+    for j, (count, crit) in enumerate(zip(plan.looks, plan.critical, strict=True)):
         for i in range(len(chunks), count):
             bk = _kl(rng, kl_level[i] + case.main_kl, int(n[i]))
             changed = bool(head_only[i] or base_only[i] or half[i] or case.kl_rise)
@@ -129,15 +136,21 @@ def simulate(rng: np.random.Generator, plan: Schedule, case: Case, policy: Corre
                            "head_top1": int(base[i] + head_only[i] - base_only[i]),
                            "head_only_right": int(head_only[i]),
                            "base_only_right": int(base_only[i]), **_sums(bk, hk)})
-        looks.append(look(chunks, crit, policy.margin, policy.kl_margin, ALPHA,
-                          plan.deep_critical))
-        if same or looks[-1]["decision"] != "undecided":
+        if not paired:  # as engine/scoring/correctness.py: the head's verdict, then main's drift
+            looks.append(look(chunks, crit, policy.margin, policy.kl_margin, ALPHA,
+                              plan.deep_critical))
+            paired = "done" if same or looks[-1]["decision"] != "undecided" else ""
+        if main == "undecided":
+            main = drift.status(chunks, rule, j) if drift_test else "clear"
+            told.append({"chunks": len(chunks), "status": main})
+        if paired and main != "undecided":
             break
     return {"seed": 0, "path": "simulated", "identical": same, "chunks": chunks,
-            "looks": looks, "model": plan.name, "floors": floors,
-            "rule": {"looks": plan.looks, "chunk_looks": plan.looks, "critical": plan.critical,
-                     "deep_critical": plan.deep_critical, "alpha": ALPHA,
-                     "margin": policy.margin, "kl_margin": policy.kl_margin}}
+            "looks": looks, "drift_looks": told, "model": plan.name, "floors": floors,
+            "rule": {"looks": plan.window_looks, "chunk_looks": plan.looks,
+                     "critical": plan.critical, "deep_critical": plan.deep_critical,
+                     "alpha": ALPHA, "margin": policy.margin, "kl_margin": policy.kl_margin,
+                     **({"drift": rule} if drift_test else {})}}
 
 
 def damaged(rng: np.random.Generator, plan: Schedule, where: str) -> np.ndarray:
@@ -213,6 +226,7 @@ class Rate:
     hits: int
     shares: dict[str, float]
     tokens: float
+    rejected: int = 0  # runs whose decision was a REJECT
 
 
 def rate(plan: Schedule, case: Case, counts: str, runs: int, policy: CorrectnessPolicy,
@@ -224,7 +238,7 @@ def rate(plan: Schedule, case: Case, counts: str, runs: int, policy: Correctness
                for v in verdicts)
     shares = {d: sum(v["decision"] == d for v in verdicts) / runs for d in SHOWN}
     tokens = float(np.mean([sum(c["positions"] for c in s["chunks"]) for s in sections]))
-    return Rate(runs, hits, shares, tokens)
+    return Rate(runs, hits, shares, tokens, sum(v["decision"] == "reject" for v in verdicts))
 
 
 def rows(plan: Schedule, policy: Policy, rng: np.random.Generator, inert: int, sims: int,
@@ -235,6 +249,7 @@ def rows(plan: Schedule, policy: Policy, rng: np.random.Generator, inert: int, s
         _print(case.name, counts if not bad else f"{counts} (detection)", got.runs, got.hits,
                bad, shares, f"{got.tokens:,.0f}")
     _guard_rows(plan, policy, rng, sims, floors)
+    _drift_rows(plan, policy, rng, sims, floors)
 
 
 def _guard_rows(plan: Schedule, policy: Policy, rng: np.random.Generator, sims: int,
@@ -258,6 +273,29 @@ def _guard_rows(plan: Schedule, policy: Policy, rng: np.random.Generator, sims: 
         _print(name, f"{want} + {label}", shown, hits, True, f"{shown} of {sims} ended so", "")
 
 
+DRIFTS = (0.02, 0.03, 0.04, 0.05, 0.06)  # main's top-1 this far under its calibrated floor
+
+
+def _drift_rows(plan: Schedule, policy: Policy, rng: np.random.Generator, sims: int,
+                floors: dict[str, float]) -> None:
+    """Main drifted under its calibrated floor, the head inert (bit-identical to main): drift
+    must stop the run (infra-error), never REJECT the head; the smallest drift caught in 95%."""
+    corr, caught, rejected, runs = policy.correctness, None, 0, 0
+    for below in DRIFTS:
+        case = Case(f"main {100 * below:g} pt under its calibrated floor, inert head",
+                    main_top1=floors["top1"] - below - BASE_MEAN)
+        got = rate(plan, case, "drift", sims, corr, rng, floors)
+        shares = " / ".join(f"{100 * got.shares[d]:.1f}" for d in SHOWN)
+        _print(case.name, "drift (detection)", got.runs, got.hits, True, shares,
+               f"{got.tokens:,.0f}")
+        rejected += got.rejected
+        runs += got.runs
+        if caught is None and got.hits >= 0.95 * got.runs:
+            caught = below
+    print(f"| smallest drift caught in >= 95% (of {DRIFTS}) | {caught and f'{100 * caught:g} pt'} "
+          f"| | | | inert heads REJECTed through a drifted main: {rejected} of {runs} | |")
+
+
 def _print(name: str, counts: str, runs: int, hits: int, bad: bool, dist: str,
            tokens: str) -> None:
     if bad:
@@ -273,7 +311,8 @@ def _print(name: str, counts: str, runs: int, hits: int, bad: bool, dist: str,
 def calibrated(plan: Schedule, policy: CorrectnessPolicy, rng: np.random.Generator
                ) -> dict[str, float]:
     """Floors as a maintainer calibrates them: calibrate_floors on main's own sections."""
-    mains = [simulate(rng, plan, CASES[0][0], policy, {}) for _ in range(CALIBRATION_RUNS)]
+    mains = [simulate(rng, plan, CASES[0][0], policy, {}, drift_test=False)
+             for _ in range(CALIBRATION_RUNS)]
     return calibrate_floors(mains, policy)
 
 

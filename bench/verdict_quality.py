@@ -91,10 +91,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import _box_stages, _fixedn, _paces, _rows  # noqa: E402
-from bench._scenarios import Scenario, changed_cell, job_of, scenarios  # noqa: E402
+from bench import _fixedn, _paces, _rows  # noqa: E402
+from bench._rule_sim import Sim, pace_s, simulate  # noqa: E402
+from bench._scenarios import STRESSES, Scenario, changed_cell, job_of, scenarios, stresses  # noqa: E402
 from bench._simbox import Head  # noqa: E402
-from evalbot.engine.contract.job import Job, SpeedRun  # noqa: E402
+from evalbot.engine.contract.job import Job  # noqa: E402
 from evalbot.engine.measure import budget, stats  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading import sequential  # noqa: E402
@@ -104,94 +105,6 @@ POWER = (0.02, 0.03, 0.05)
 CENTRES = {"XS": 0.0275, "S": 0.0475, "M": 0.08, "L": 0.14, "XL": 0.22}
 BELOW_S = 0.01
 EFFORT = {"S": CENTRES["S"], "+3%": 0.03, "+5%": 0.05}
-
-
-@dataclass
-class Sim:
-    final: np.ndarray  # (sims, cells) final codes over the whole job
-    estimate: np.ndarray  # (sims,) what its tier is judged on (log-ratio) at its last look
-    pairs: np.ndarray  # (sims, runs) pairs each run measured
-    box_s: np.ndarray  # (sims,) box seconds of the warm-ups and the measuring
-    target_pairs: np.ndarray | None = None  # (sims,) pairs of the changed cell's run
-
-
-def pace_s(profile: str, run: SpeedRun, given: float | None = None) -> float:
-    """Seconds per sample process of a run: `given`, else its fixture's (bench/_paces.py)."""
-    return given or _paces.run_pace(profile, run.model, {c.ctx for c in run.cells}).seconds
-
-
-def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Generator,
-             policy: Policy, given: float | None = None) -> Sim:
-    rule, target = job.rule, changed_cell(job)
-    bounds = [stats.Bounds(n, c, cf, e, ef, q, qf, g, rule.pool_df) for n, c, cf, e, ef, q, qf, g
-              in zip(rule.looks, rule.critical, rule.critical_floor, rule.equivalence,
-                     rule.equivalence_floor, rule.settle or [0.0] * len(rule.looks),
-                     rule.settle_floor or [0.0] * len(rule.looks),
-                     rule.guard or [0.0] * len(rule.looks), strict=True)]
-    last = rule.looks[-1]
-    total = budget.total_s(rule, pace_s(sc.profile, job.runs[0], given))  # main's pace scales it
-    elapsed = np.zeros(sims)
-    finals, used, estimate = [], [], np.zeros(sims)
-    target_pairs = np.zeros(sims)
-    for index, run in enumerate(job.runs):
-        pace = pace_s(sc.profile, run, given)
-        x = sc.noise(rng, sims, 2 * last, index, run)
-        first, second = x[..., 0::2], x[..., 1::2]
-        even = np.arange(last) % 2 == 0  # ABBA: base first in even pairs
-        r = np.where(even, second, first) - np.where(even, first, second)
-        keys = [c.key for c in run.cells]
-        if target in keys and effect:
-            r[:, keys.index(target), :] += math.log1p(effect)
-        warmups = _box_stages.warmups_s(rule.warmup, pace)
-        room = (total - elapsed - warmups) / _box_stages.pairs_s(1, pace)
-        pairs_max = np.clip(np.floor(room) + 1, 0, last).astype(int)
-        final, n_used, mean_at = run_rule(r, bounds, job, run, pairs_max)
-        if target in keys:
-            estimate = mean_at[:, keys.index(target)]
-            target_pairs = n_used
-        elapsed += warmups + _box_stages.pairs_s(n_used, pace)
-        finals.append(final)
-        used.append(n_used)
-    return Sim(np.concatenate(finals, axis=1), estimate, np.stack(used, axis=1), elapsed,
-               target_pairs)
-
-
-def run_rule(r: np.ndarray, bounds: list[stats.Bounds], job: Job, run: SpeedRun,
-             pairs_max: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Final code per (sim, cell), pairs the run used, each cell's mean at its last look."""
-    rule = job.rule
-    sims, cells, _ = r.shape
-    floors = np.array([rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells])
-    edge_rows = [rule.tier_edges.get(c.key) for c in run.cells]
-    edges = None
-    if all(edge_rows):
-        edges = np.array(edge_rows)
-    elif any(edge_rows):  # mixed roles: a cell without tiers settles at once
-        edges = np.array([e or [-1e9, 1e9] for e in edge_rows])
-    csum, csq = np.cumsum(r, axis=2), np.cumsum(r * r, axis=2)
-    code_at = np.full((sims, cells), stats.UNDECIDED, dtype=np.int8)
-    mean_at = np.zeros((sims, cells))
-    decided = np.zeros((sims, cells), dtype=bool)
-    stop = np.full(sims, -1)
-    final_codes = [stats.DECISIONS.index(d) for d in stats.FINAL]
-    for b in bounds:
-        n = b.pairs
-        active = (n <= pairs_max) & (stop < 0)
-        mean = csum[..., n - 1] / n
-        sd = np.sqrt(np.maximum(csq[..., n - 1] - n * mean * mean, 0.0) / (n - 1))
-        refuted = (stats.calibration_refuted(sd, floors[None, :], n)[:, None] if b.pool_df
-                   else False)  # every cell of the run, decided or not, as the harness does
-        code = stats.decide(mean, sd, b, floors[None, :], rule.significance, rule.tolerance,
-                            edges, refuted)
-        fresh = active[:, None] & ~decided
-        code_at = np.where(fresh, code, code_at)
-        # what grading tiers on: an unsettled tier at the end by its interval's lower end (v2)
-        g = stats.half_widths(sd, n, b, floors[None, :], refuted)[2] if b.settle_floor < 0 else 0
-        mean_at = np.where(fresh, np.where(code == stats.IMPROVING, mean - g, mean), mean_at)
-        decided |= fresh & np.isin(code, final_codes)
-        stop[active & decided.all(axis=1)] = n
-    n_used = np.where(stop >= 0, stop, np.minimum(pairs_max, bounds[-1].pairs))
-    return stats.final_codes(code_at), n_used, mean_at
 
 
 def tier_index(gain: np.ndarray, policy: Policy) -> np.ndarray:
@@ -259,22 +172,22 @@ def measure(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
     """Every figure of one row (module docstring)."""
     job = job_of(sc, policy)
     target = [c.key for c in job.cells].index(changed_cell(job))
-    aa = simulate(job, sc, 0.0, sims, rng, policy, given)
+    aa = simulate(job, sc, 0.0, sims, rng, given)
     wrong = np.isin(aa.final, [stats.IMPROVED, stats.REGRESSED, stats.SLOWER])
-    powered = {e: simulate(job, sc, e, sims // 2, rng, policy, given)
+    powered = {e: simulate(job, sc, e, sims // 2, rng, given)
                for e in (*POWER, sc.target)}
     power = [float(np.mean(powered[e].final[:, target] == stats.IMPROVED)) for e in POWER]
     right, far, xs_pairs = [], [], 0.0
     at = dict(powered)
     for i, effect in enumerate(CENTRES.values()):
-        sim = at[effect] = simulate(job, sc, effect, sims // 2, rng, policy, given)
+        sim = at[effect] = simulate(job, sc, effect, sims // 2, rng, given)
         improved = sim.final[:, target] == stats.IMPROVED
         got = tier_index(np.expm1(sim.estimate), policy)
         want = len(TIER_ORDER) - 1 - i
         right.append(float(np.mean(improved & (got == want))))
         far.append(float(np.mean(improved & (np.abs(got - want) >= 2))))
         xs_pairs = xs_pairs or float(np.mean(sim.pairs.max(axis=1)))
-    below = simulate(job, sc, BELOW_S, sims // 2, rng, policy, given).final[:, target] \
+    below = simulate(job, sc, BELOW_S, sims // 2, rng, given).final[:, target] \
         == stats.IMPROVED
     return Figures(len(job.cells), float(np.mean(wrong.any(axis=1))),
                    float(np.mean((aa.final == stats.UNDECIDED).any(axis=1))), power, right,
@@ -312,7 +225,7 @@ def robust_fixed_n(sc: Scenario, policy: Policy, sims: int, rng: np.random.Gener
         bounds = sequential.schedule([n], job.rule.family, policy.alpha,
                                      pool_df=job.rule.pool_df)
         rule = replace(job.rule, looks=[n], **sequential.rule_lists(bounds))
-        aa = simulate(replace(job, rule=rule), sc, 0.0, sims, rng, policy)
+        aa = simulate(replace(job, rule=rule), sc, 0.0, sims, rng)
         if np.mean(np.isin(aa.final, [stats.IMPROVED, stats.REGRESSED, stats.SLOWER])
                    .any(axis=1)) <= 0.01:
             return n
@@ -320,8 +233,12 @@ def robust_fixed_n(sc: Scenario, policy: Policy, sims: int, rng: np.random.Gener
 
 
 def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
-        given: float | None = None) -> str:
+        given: float | None = None) -> tuple[str, Figures]:
     f = measure(sc, policy, sims, rng, given)
+    return line(sc, f), f
+
+
+def line(sc: Scenario, f: Figures) -> str:
     n_aa, n_xs = f.fixed
     tiers = "/".join(f"{100 * x:.0f}" for x in f.tier)
     small = sc.target > 0.2  # the demo: effects of a few percent are below its s by design
@@ -335,6 +252,61 @@ def row(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator,
             f"{f.box_min:>6.1f}{f.box_target:>6.1f}{n_aa:>5}{xs[1]:>5}{f.pairs / n_aa:>6.2f}"
             f"{xs[2]:>6}  " + ("-" if small else
                                " ".join(f"{p:.1f}/{n}/{a}" for p, n, a in f.effort)))
+
+
+def fixed_under_stresses(name: str, policy: Policy, rng: np.random.Generator, robust: int,
+                         effects: tuple[float, ...] = tuple(EFFORT.values())
+                         ) -> list[tuple[int, str]]:
+    """Per effect (EFFORT's): the fixed-n minimum for the bars (95% power, 90% tier; bench/_fixedn.py)
+    under the worst of the profile's stresses, each at its own per-pair sd of the changed cell
+    (a one-look design cannot tell a stressed box from a steady one: it must be sized for the
+    stress), and at least `robust` (its A/A within 1% under a slow first test); and which."""
+    out = []
+    for effect in effects:
+        worst = (robust, "A/A under slow first")
+        for sc in stresses(name):
+            job = job_of(sc, policy)
+            sd = pair_sds(job, sc, rng)[changed_cell(job)]
+            n = _fixedn.fixed_n(effect, sd, job.rule.family, policy, job.rule.significance,
+                                _fixedn.POWER_TARGET, _fixedn.TIER_TARGET)
+            worst = max(worst, (n, sc.name))
+        out.append(worst)
+    return out
+
+
+def stressed_line(name: str, measured: Figures, robust: int, policy: Policy,
+                  rng: np.random.Generator) -> str:
+    """The rule's pairs at the S centre, +3% and +5% on the measured noise against the fixed-n
+    a one-look design needs to meet the bars under every stress the rule survives."""
+    parts = []
+    for label, (pairs, _, _), (fixed, why) in zip(
+            EFFORT, measured.effort, fixed_under_stresses(name, policy, rng, robust), strict=True):
+        parts.append(f"{label} {pairs:.1f}/{fixed} = {pairs / fixed:.2f} ({why})")
+    return ("pairs on the measured noise / fixed-n under the stresses (the worst of "
+            + ", ".join(STRESSES) + "): " + "; ".join(parts))
+
+
+ATTACK_GAIN, ATTACK_NORMAL = 0.06, (0.2, 0.4)
+
+
+def attack_line(sc: Scenario, policy: Policy, sims: int, rng: np.random.Generator) -> str:
+    """A hostile head ATTACK_GAIN faster in the changed cell in most of its processes and at
+    main's speed in the rest (the fault screen must not drop its slow ones for it): the share of
+    PRs tiered above its mean gain's tier, with the screen and without (fault_sigmas 0)."""
+    job = job_of(sc, policy)
+    plain = replace(job, rule=replace(job.rule, fault_sigmas=0.0))
+    target = [c.key for c in job.cells].index(changed_cell(job))
+    parts = []
+    for share in ATTACK_NORMAL:
+        want = tier_index(np.array([(1 - share) * ATTACK_GAIN]), policy)[0]
+        above = []
+        for j in (job, plain):
+            sim = simulate(j, sc, ATTACK_GAIN, sims, rng, normal_share=share)
+            improved = sim.final[:, target] == stats.IMPROVED
+            above.append(np.mean(improved & (tier_index(np.expm1(sim.estimate), policy) < want)))
+        parts.append(f"{1 - share:.0%} fast: {_pct(above[0])} (no screen {_pct(above[1])})")
+    return (f"hostile head +{ATTACK_GAIN:.0%} in some processes, main's speed in the rest, "
+            f"tiered above its mean gain's tier ({sims} PRs each): " + "; ".join(parts))
 
 
 def _pct(x: float) -> str:
@@ -371,15 +343,22 @@ def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) ->
               f"main's pace), floor df {s.sd_floor_df}, pace {pace} per process")
         print(head)
         print("-" * len(head))
+        measured = None
         for sc in scenarios():
             if sc.profile == name:
-                print(row(sc, policy, args.rule_sims, rng, given), flush=True)
+                text, f = row(sc, policy, args.rule_sims, rng, given)
+                print(text, flush=True)
+                measured = f if sc.measured else measured
         slow = next((sc for sc in scenarios() if sc.profile == name and "slow first" in sc.name),
                     None)
+        robust = robust_fixed_n(slow, policy, args.rule_sims, rng) if slow else 0
         if slow:
             print(f"fixed-n minimum with A/A false <= 1% under '{slow.name}' (one look, "
-                  f"verdicts from its first pair): "
-                  f"{robust_fixed_n(slow, policy, args.rule_sims, rng)} pairs")
+                  f"verdicts from its first pair): {robust} pairs")
+        if measured and stresses(name):
+            print(stressed_line(name, measured, robust, policy, rng))
+            print(attack_line(next(sc for sc in scenarios() if sc.profile == name and sc.measured),
+                              policy, args.rule_sims // 2, rng))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,6 +23,8 @@ SHORT = {
     "slow_clients.py": (["8", "10"], "p99"),
     "sparkinfer_noise.py": ([], "decode"),
     "guard_quality.py": (["--inert", "20", "--sims", "10", "--profile", "demo"], "|"),
+    "fault_quality.py": (["--sims", "3", "--aa-sims", "3", "--profiles", "sparkinfer"],
+                         "| sparkinfer | slow first | A/A | 3 |"),
 }
 
 

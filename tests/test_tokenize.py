@@ -30,6 +30,7 @@ from evalbot.engine.scoring.tokens import corpus_bytes, speed_tokens, token_stre
 from evalbot.engine.sides.build import Built
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
+from evalbot.grading import correctness_drift
 from evalbot.grading.policy import load_labels
 
 # Reads the text, writes one id per 2 bytes (big-endian pairs), counts its runs in RUNS.
@@ -89,7 +90,8 @@ def _job(demo: DemoRepo, tmp_path: Path, tokenize_argv: list[str], job_id: str =
     assert job.correctness is not None
     # 2 long windows of 1024 ids and 18 short ones of 128 fit the stub's ~6.6k ids.
     spec = replace(job.correctness, tokenize_argv=tokenize_argv, looks=[10, 20],
-                   critical=job.correctness.critical[:2])
+                   critical=job.correctness.critical[:2],
+                   drift=correctness_drift.rule([10, 20], {}, policy.correctness))
     return replace(job, correctness=spec)
 
 

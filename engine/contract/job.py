@@ -11,6 +11,7 @@ from typing import Any
 from . import sandbox_spec
 from .checks import ContractError, one_of, sha
 from .checks import field as get
+from .rule import StoppingRule, parse_rule
 from .witness_spec import PROMPT_PLACEHOLDERS, WitnessSpec, parse_witness
 
 JOB_SCHEMA = "evalbot.job/1"
@@ -52,50 +53,6 @@ class SpeedRun:
     timeout_s: float = 300.0
     tokens_per_sample: dict[str, int] = field(default_factory=dict)  # metric -> tokens
     witnesses: list[WitnessSpec] = field(default_factory=list)  # harness-timed work (witness.py)
-
-
-@dataclass(frozen=True)
-class StoppingRule:
-    """Per-look critical values computed by the bot; the harness only applies them."""
-
-    looks: list[int]  # cumulative pair counts at which the rule looks
-    critical: list[float]  # one per look, already corrected for the family and the looks
-    sd_floor: float  # minimum sd of the per-pair log-ratio (the box's calibrated noise)
-    significance: float  # s: smallest speedup that counts as an improvement
-    tolerance: float  # t: largest slowdown that still counts as neutral
-    warmup: int = 1
-    budget_s: float = 1800.0
-    budget_pace_s: float | None = None  # main's sample pace budget_s buys its pairs at (budget.py)
-    max_budget_s: float | None = None  # the cap of budget_s scaled by main's pace; None: unscaled
-    alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
-    # The rest of the schedule (engine/measure/stats.py): one value per look; empty means `critical`
-    # (the first rule, where one critical value served every test).
-    critical_floor: list[float] = field(default_factory=list)  # normal quantile x floor
-    equivalence: list[float] = field(default_factory=list)  # per-cell TOST t quantile
-    equivalence_floor: list[float] = field(default_factory=list)
-    equivalence_alpha: float = 0.05
-    family: int = 0  # cells the alpha was split over (0: every cell of the job)
-    sd_floors: dict[str, float] = field(default_factory=dict)  # cell key -> calibrated sd
-    lock_clocks: bool = False  # the box's config allows locking the GPU clocks
-    # The pooled rule (engine/measure/stats.py): the calibration's degrees of freedom (0: the first,
-    # max(t S, z f) rule), the tier interval's quantiles, the F guard, each one per look.
-    pool_df: int = 0
-    # 1: the rule before issue 33; 2: negative per-look values select its tests (too few pairs
-    # for a verdict, the tier settled on its own width; evalbot/grading/sequential.py)
-    rule_version: int = 1
-    settle: list[float] = field(default_factory=list)
-    settle_floor: list[float] = field(default_factory=list)
-    guard: list[float] = field(default_factory=list)
-    # cell key -> the policy's tier thresholds in log-ratio space, ascending: an improved cell
-    # keeps measuring until its tier is settled (empty: no tier test)
-    tier_edges: dict[str, list[float]] = field(default_factory=dict)
-    calibrated: list[str] = field(default_factory=list)  # cells whose floor is the box's A/A
-    # the most box time the witnesses may take, as a share of the measuring's (engine/measure/
-    # witness.py `fits`): a witness that would go past it stops, its claim unconfirmed
-    witness_share: float = 0.25
-    # an A/A calibration (evalbot calibrate --witnesses): every witness runs all its pairs,
-    # whatever the cells' decisions and the share, so the box's per-pair sd of each is measured
-    witness_aa: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +99,9 @@ class Correctness:
     # Critical value of the deep chunks' own test (engine/scoring/segments.py); 0: no deep test.
     deep_critical: float = 0.0
     long_scored: str = "all"  # "deep": long windows' last long_score_tokens only (segments.py)
+    # main's drift against the floors, per look (engine/scoring/drift.py): scoring goes on while
+    # it is undecided; empty: judged once, by the bot, on what the head's verdict scored
+    drift: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -228,56 +188,6 @@ def _witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
     return spec
 
 
-def _share(d: Any) -> float:
-    share = get(d, "rule", "witness_share", float, optional=True)
-    if share is not None and not 0 < share <= 10:
-        raise ContractError("rule.witness_share: a share of the measuring's box time, in (0, 10]")
-    return StoppingRule.witness_share if share is None else share
-
-
-def _rule(d: Any) -> StoppingRule:
-    w = "rule"
-    looks = [int(x) for x in get(d, w, "looks", list)]
-    critical = [float(x) for x in get(d, w, "critical", list)]
-    if not looks or len(looks) != len(critical) or looks != sorted(set(looks)) or looks[0] < 2:
-        raise ContractError("rule: looks must be increasing pair counts >= 2, one critical each")
-    return StoppingRule(
-        looks=looks,
-        critical=critical,
-        sd_floor=get(d, w, "sd_floor", float),
-        significance=get(d, w, "significance", float),
-        tolerance=get(d, w, "tolerance", float),
-        warmup=get(d, w, "warmup", int, optional=True) or 0,
-        budget_s=get(d, w, "budget_s", float, optional=True) or 1800.0,
-        budget_pace_s=get(d, w, "budget_pace_s", float, optional=True),
-        max_budget_s=get(d, w, "max_budget_s", float, optional=True),
-        alpha=get(d, w, "alpha", float, optional=True) or 0.05,
-        critical_floor=_per_look(d, "critical_floor", len(looks)),
-        equivalence=_per_look(d, "equivalence", len(looks)),
-        equivalence_floor=_per_look(d, "equivalence_floor", len(looks)),
-        equivalence_alpha=get(d, w, "equivalence_alpha", float, optional=True) or 0.05,
-        family=get(d, w, "family", int, optional=True) or 0,
-        sd_floors={str(k): float(v) for k, v in (d.get("sd_floors") or {}).items()},
-        lock_clocks=bool(d.get("lock_clocks", False)),
-        pool_df=get(d, w, "pool_df", int, optional=True) or 0,
-        rule_version=get(d, w, "rule_version", int, optional=True) or 1,
-        settle=_per_look(d, "settle", len(looks)),
-        settle_floor=_per_look(d, "settle_floor", len(looks)),
-        guard=_per_look(d, "guard", len(looks)),
-        tier_edges={str(k): [float(x) for x in v] for k, v in (d.get("tier_edges") or {}).items()},
-        calibrated=[str(k) for k in d.get("calibrated") or []],
-        witness_share=_share(d),
-        witness_aa=get(d, w, "witness_aa", bool, optional=True) or False,
-    )
-
-
-def _per_look(d: Any, key: str, looks: int) -> list[float]:
-    values = [float(x) for x in d.get(key) or []]
-    if values and len(values) != looks:
-        raise ContractError(f"rule.{key}: {len(values)} values for {looks} looks")
-    return values
-
-
 def _correctness(d: Any) -> Correctness | None:
     if d is None:
         return None
@@ -317,6 +227,7 @@ def _correctness(d: Any) -> Correctness | None:
         long_score_tokens=get(d, w, "long_score_tokens", int, optional=True) or 0,
         deep_critical=_opt(d, "deep_critical", 0.0),
         long_scored=get(d, w, "long_scored", str, optional=True) or "all",
+        drift=_drift(d.get("drift"), len(looks)),
     )
     if spec.long_scored not in LONG_SCORED or (spec.long_scored == "deep" and spec.long_windows
                                               and spec.long_score_tokens < 1):
@@ -327,6 +238,25 @@ def _correctness(d: Any) -> Correctness | None:
     if set(spec.floors) - {"top1", "kl"}:
         raise ContractError(f"{w}.floors: only top1 and kl, got {sorted(spec.floors)}")
     return spec
+
+
+DRIFT_KEYS = {"top1", "kl", "alpha", "critical", "clear", "top1_margin", "kl_margin"}
+
+
+def _drift(d: Any, looks: int) -> dict[str, Any]:
+    if not d:
+        return {}
+    w = "correctness.drift"
+    if not isinstance(d, dict) or set(d) != DRIFT_KEYS:
+        raise ContractError(f"{w}: the keys {sorted(DRIFT_KEYS)}")
+    out: dict[str, Any] = {k: float(get(d, w, k, float))
+                           for k in DRIFT_KEYS - {"critical", "clear"}}
+    for key in ("critical", "clear"):
+        values = [float(x) for x in get(d, w, key, list)]
+        if len(values) != looks or any(not v > 0 for v in values):
+            raise ContractError(f"{w}.{key}: one positive t quantile per look ({looks})")
+        out[key] = values
+    return out
 
 
 def _tokenize_argv(value: Any, where: str) -> list[str]:
@@ -371,7 +301,7 @@ def parse_job(doc: Any) -> Job:
         artifacts=[str(a) for a in get(doc, "", "artifacts", list)],
         models=models,
         runs=[_run(r, f"runs[{i}]") for i, r in enumerate(get(doc, "", "runs", list))],
-        rule=_rule(get(doc, "", "rule", dict)),
+        rule=parse_rule(get(doc, "", "rule", dict)),
         correctness=_correctness(doc.get("correctness")),
         env={str(k): str(v) for k, v in (doc.get("env") or {}).items()},
         cache_dir=doc.get("cache_dir"),

@@ -3,9 +3,12 @@
 Protocol per run (one process yields one sample of each of its cells): warm up each build, then
 pairs of one base and one head process in ABBA order (base first in even pairs, head first in
 odd ones), so a slow drift of the box cancels within two pairs. A pair where either sample saw
-a distorting throttle reason is dropped whole (never only the head's sample) and re-measured,
-up to as many extra attempts as the rule has pairs. The rule looks at the pair counts the bot
-chose; decided cells stop looking, and a run stops once all its cells are decided.
+a distorting throttle reason, or (rule version 3) where the fault screen finds a sample far
+slower than its side's fastest (engine/measure/faults.py), is dropped whole (never only the
+head's sample) and measured again on the box's account, up to faults.attempts_cap pairs in all.
+The rule looks at the kept-pair counts the bot chose (engine/measure/run_looks.py); decided
+cells stop looking, and a run stops once all its cells are decided. The grader replays it all
+(engine/measure/replay.py, whose names this module also offers).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -23,10 +26,14 @@ from ..contract.job import Cell, Job, SpeedRun
 from ..contract.witness_spec import WitnessSpec
 from ..sandbox import cpu_meter, proc
 from ..sides.build import Built, verify
-from . import budget, gpu, spoof, stats, witness, witness_plan
+from . import budget, faults, gpu, spoof, stats, witness, witness_plan
 from .parsing import ParseError, read_argmax, read_rates
+from .replay import bounds_of, cell_key, replay, replay_all, run_cell, run_looks_of
+from .run_looks import RunLooks
 
 SIDES = ("base", "head")
+__all__ = ["SIDES", "CellRecord", "Measurement", "SampleFailure", "bounds_of", "cell_key",
+           "replay", "replay_all"]
 
 
 @dataclass
@@ -88,7 +95,7 @@ class Measurement:
         self.seq = 0
         self.start = self.now()
         self.deadline = self.start + job.rule.budget_s
-        self.schedule = {b.pairs: b for b in bounds_of(asdict(job.rule))}
+        self.schedule = bounds_of(asdict(job.rule))
         self.witnesses: list[witness.WitnessRecord] = []  # every run's, in run order
         self.wall_reasons: dict[str, str] = {}  # per run's first cell: its unexplained saving
         # box seconds of every sample process (warm-ups included) and of every witness process:
@@ -123,55 +130,56 @@ class Measurement:
             total = budget.total_s(self.job.rule, main[-1] if main else None)
             self.deadline = max(self.deadline, self.start + total)  # never shrinks
         self._reserve_first_verdict(main)
-        pairs, attempts, last = 0, 0, self.job.rule.looks[-1]
-        while pairs < last and attempts < 2 * last:
+        rule = asdict(self.job.rule)
+        looks = run_looks_of([run_cell(self.records[c.key].to_dict(), rule) for c in run.cells],
+                             rule)
+        for attempt in range(faults.attempts_cap(self.job.rule.looks[-1],
+                                                 self.job.rule.fault_sigmas)):
+            if looks.done:
+                break
             if self.now() > self.deadline:
                 self._stop(run, "budget")
                 return
-            order = SIDES if pairs % 2 == 0 else SIDES[::-1]
+            order = SIDES if attempt % 2 == 0 else SIDES[::-1]  # ABBA
             rates = {side: self._sample(run, side) for side in order}
-            attempts += 1
             throttled = any(r[1] for r in rates.values())
             for cell in run.cells:
                 for side in order:
                     self.records[cell.key].samples.append(
-                        {**rates[side][0][cell.key], "pair": pairs, "dropped": throttled}
-                    )
-            if throttled:
-                continue  # drop both samples of the pair, never only the head's
-            pairs += 1
-            if pairs in self.schedule:
-                self._look(run, pairs)
-                if progress is not None:
-                    progress(run, pairs, self.records)
-                if all(self.records[c.key].decided for c in run.cells):
-                    self._stop(run, "decided")
-                    return
-        self._stop(run, "last_look")
+                        {**rates[side][0][cell.key], "pair": attempt, "dropped": throttled})
+            fired = looks.add({c.key: (rates["base"][0][c.key]["value"],
+                                       rates["head"][0][c.key]["value"]) for c in run.cells},
+                              throttled)
+            self._drops(run, looks)
+            if fired and progress is not None:
+                progress(run, len(looks.kept), self.records)
+        self._stop(run, "decided" if looks.done and all(looks.decided(c.key) for c in run.cells)
+                   else "last_look")
+
+    def _drops(self, run: SpeedRun, looks: RunLooks) -> None:
+        """The run's records after a pair: each sample's drop (throttled, or faulted: the screen
+        finds earlier faults too) and each cell's looks. A dropped pair is measured again on the
+        box's account: its seconds move the deadline (the budget is charged for kept pairs)."""
+        dropped, faulted = set(looks.dropped), looks.faulted
+        before = self._dropped_s(run)
+        for cell in run.cells:
+            rec = self.records[cell.key]
+            for sample in rec.samples:
+                sample["dropped"] = sample["pair"] in dropped
+                sample["fault"] = sample["pair"] in faulted
+            rec.looks = [lk.to_dict() for lk in looks.looks.get(cell.key, [])]
+        self.deadline += self._dropped_s(run) - before
+
+    def _dropped_s(self, run: SpeedRun) -> float:
+        return sum(s["wall_s"] for s in self.records[run.cells[0].key].samples if s["dropped"])
 
     def _reserve_first_verdict(self, main_walls: list[float]) -> None:
         """Each run gets the time of its first verdict look at main's pace (a pair: two of main's
         warm-up samples), whatever the runs before it spent: budget_s suits the profile's pace,
         and a slower box must not leave a model unmeasured. The PR cannot set main's pace."""
-        verdict_pairs = min((b.pairs for b in self.schedule.values() if b.directional_floor >= 0),
+        verdict_pairs = min((b.pairs for b in self.schedule if b.directional_floor >= 0),
                             default=self.job.rule.looks[-1])
         self.deadline = max(self.deadline, self.now() + verdict_pairs * 2 * max(main_walls[-1:], default=0.0))
-
-    def _look(self, run: SpeedRun, pairs: int) -> None:
-        rule = self.job.rule
-        ratios = {c.key: stats.log_ratios(self.records[c.key].kept("base"),
-                                          self.records[c.key].kept("head"), c.higher_is_better)
-                  for c in run.cells}
-        floors = [rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells]
-        # every cell of the run, decided or not, tests the calibration (engine/measure/stats.py)
-        (refuted,) = stats.refuted_per_look(list(ratios.values()), floors, [self.schedule[pairs]])
-        for cell, floor in zip(run.cells, floors, strict=True):
-            rec = self.records[cell.key]
-            if rec.decided:
-                continue
-            lk = stats.look(ratios[cell.key], self.schedule[pairs], floor, rule.significance,
-                            rule.tolerance, rule.tier_edges.get(cell.key), refuted)
-            rec.looks.append(lk.to_dict())
 
     def _stop(self, run: SpeedRun, why: str) -> None:
         for cell in run.cells:
@@ -329,69 +337,3 @@ class Measurement:
         if claimed > wall * 1.02 + 0.005:
             raise SampleFailure(side, "spoofed", f"rates imply {claimed:.3f} s of work in a "
                                 f"{wall:.3f} s process", log)
-
-
-def bounds_of(rule: Mapping[str, Any]) -> list[stats.Bounds]:
-    """The schedule of a rule (a StoppingRule as a dict, or a results file's `rule`).
-
-    A rule without the floor and equivalence lists is the first version, where one critical
-    value served every test: each missing list is `critical` again. A rule without `pool_df`
-    has no tier test and no guard (zeros). Lists of another length than `looks` are an error.
-    """
-    looks, critical = list(rule["looks"]), list(rule["critical"])
-    pool_df = int(rule.get("pool_df") or 0)
-
-    def per_look(key: str, default: list[float]) -> list[float]:
-        return list(rule.get(key) or default)
-
-    zeros = [0.0] * len(looks)
-    return [stats.Bounds(int(n), float(c), float(cf), float(e), float(ef), float(q), float(qf),
-                         float(g), pool_df)
-            for n, c, cf, e, ef, q, qf, g in zip(
-                looks, critical, per_look("critical_floor", critical),
-                per_look("equivalence", critical), per_look("equivalence_floor", critical),
-                per_look("settle", zeros), per_look("settle_floor", zeros),
-                per_look("guard", zeros), strict=True)]
-
-
-def cell_key(record: Mapping[str, Any]) -> str:
-    return f"{record['model']}/{record['metric']}@{record['ctx']}"
-
-
-def _ratios(record: Mapping[str, Any]) -> Any:
-    kept = [s for s in record["samples"] if not s["dropped"]]
-    base = [s["value"] for s in kept if s["side"] == "base"]
-    head = [s["value"] for s in kept if s["side"] == "head"]
-    n = min(len(base), len(head))
-    return stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
-
-
-def _floor(record: Mapping[str, Any], rule: Mapping[str, Any]) -> float:
-    return float((rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"]))
-
-
-def replay(record: Mapping[str, Any], rule: Mapping[str, Any],
-           refuted: Sequence[bool] = ()) -> list[stats.Look]:
-    """Recompute a cell's looks from its recorded samples; `refuted` per look comes from its
-    run (replay_all), as the harness computed it."""
-    edges = (rule.get("tier_edges") or {}).get(cell_key(record))
-    return stats.sequential(_ratios(record), bounds_of(rule), _floor(record, rule),
-                            rule["significance"], rule["tolerance"], edges, refuted)
-
-
-def replay_all(records: Sequence[Mapping[str, Any]],
-               rule: Mapping[str, Any]) -> list[list[stats.Look]]:
-    """Every cell's looks, each run's cells testing the calibration together (what the grader
-    does). Cells of one run are those of one model whose samples came from the same processes."""
-    runs: dict[tuple[Any, ...], list[int]] = {}
-    for i, rec in enumerate(records):
-        seqs = tuple(s.get("seq") for s in rec["samples"] if not s["dropped"])
-        runs.setdefault((rec["model"], seqs), []).append(i)
-    schedule = bounds_of(rule)
-    out: list[list[stats.Look]] = [[] for _ in records]
-    for members in runs.values():
-        refuted = stats.refuted_per_look([_ratios(records[i]) for i in members],
-                                         [_floor(records[i], rule) for i in members], schedule)
-        for i in members:
-            out[i] = replay(records[i], rule, refuted)
-    return out

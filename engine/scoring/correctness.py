@@ -3,7 +3,8 @@
 The seed orders a fixed grid of corpus windows; look j scores the first looks[j] chunks of that
 order (long-context windows first, all in round one), so the reference cache never depends on the
 seed. After each round the harness applies the look of engine/scoring/correctness_stats.py with the
-bot's critical value and stops once decided (or bit-identical); the bot replays every look.
+bot's critical value until it decides (or the head is bit-identical), and main's drift test of
+engine/scoring/drift.py until it tells; it stops when both have. The bot replays every look.
 Round one also scores the prefixes of the speed-tokens stream that the timed decodes ran, so the
 greedy tokens of each decode can be checked against what the score run predicts.
 
@@ -28,6 +29,7 @@ from ..contract.job import Correctness, Job
 from ..contract.score_dump import tokens_doc
 from ..sandbox import safe_io
 from ..sides.build import Built, verify
+from . import drift
 from .correctness_stats import TAIL, chunk, consistency_positions, look
 from .failure import ScoreFailure
 from .main_scores import MainScores
@@ -106,6 +108,8 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     chunks: list[dict[str, Any]] = []
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
+    paired, main = "", "undecided"  # how the head's verdict ended ("identical", "decided")
+    drift_looks: list[dict[str, Any]] = []  # main's drift test per look (engine/scoring/drift.py)
     cache = ReferenceCache(job, stream, device, jobdir, harness)
     obtained = {"cached": 0, "scored": 0}  # reference windows read from the cache, scored now
     vocab = vocab_size(model.path)
@@ -141,10 +145,17 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         if j == 0:
             consistency = _consistency(spec, checks, outs, len(batch), cells)
         assert len(chunks) == counts[j], (len(chunks), counts[j])  # the bot's plan, cut alike
-        looks.append(look(chunks, spec.critical[j], spec.margin, spec.kl_margin, spec.alpha,
-                          spec.deep_critical))
-        if identical or looks[-1]["decision"] != "undecided":
-            stopped = "identical" if identical else "decided"
+        if not paired:  # the head's verdict: its first decided look (or bit-identical)
+            looks.append(look(chunks, spec.critical[j], spec.margin, spec.kl_margin,
+                              spec.alpha, spec.deep_critical))
+            if identical or looks[-1]["decision"] != "undecided":
+                paired = "identical" if identical else "decided"
+        if main == "undecided":  # main's drift, told at its first decided look
+            main = drift.status(chunks, spec.drift, j) if spec.drift else "clear"
+            if spec.drift:
+                drift_looks.append({"chunks": len(chunks), "status": main})
+        if paired and main != "undecided":  # main's drift undecided: its windows scored on
+            stopped = paired
             break
     return {
         "seed": spec.seed,
@@ -164,10 +175,12 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
         "identical": identical,
         "chunks": chunks,
         "looks": looks,
+        "drift_looks": drift_looks,
         "stopped": stopped,
         "rule": {"looks": spec.looks, "chunk_looks": counts, "critical": spec.critical,
                  "deep_critical": spec.deep_critical, "alpha": spec.alpha,
-                 "margin": spec.margin, "kl_margin": spec.kl_margin},
+                 "margin": spec.margin, "kl_margin": spec.kl_margin,
+                 **({"drift": spec.drift} if spec.drift else {})},
         "floors": spec.floors,
         "consistency": consistency,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},

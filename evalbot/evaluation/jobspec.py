@@ -19,7 +19,13 @@ from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
-from evalbot.grading.sequential import EQUIVALENCE_ALPHA, RULE_VERSION, rule_lists, schedule
+from evalbot.grading.sequential import (
+    EQUIVALENCE_ALPHA,
+    RULE_VERSION,
+    fault_sigmas,
+    rule_lists,
+    schedule,
+)
 from evalbot.store.noise import WITNESS_FLOOR
 
 CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
@@ -65,6 +71,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         tier_edges=_tier_edges(profile, policy),
         calibrated=sorted(cell_floors),
         witness_share=speed.witness_share,
+        fault_sigmas=fault_sigmas(RULE_VERSION, pool_df),
         **rule_lists(bounds, RULE_VERSION),
     )
     return Job(

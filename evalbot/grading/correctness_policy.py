@@ -18,20 +18,17 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from evalbot.config.errors import ResultsError
 from evalbot.engine.contract.job import Correctness
 from evalbot.engine.scoring.correctness_stats import (
     inconsistent,
-    interval,
     look,
     mcnemar_worse,
     sequential,
     summary,
 )
 from evalbot.engine.scoring.segments import chunk_looks, deep_chunks, window_key
-from evalbot.grading import quantiles
+from evalbot.grading import correctness_drift, quantiles
 from evalbot.grading.policy import CorrectnessPolicy
 
 # Two-sided level of the paired interval, split over the looks (Bonferroni). 0.05: a head
@@ -40,12 +37,6 @@ from evalbot.grading.policy import CorrectnessPolicy
 # window in five is caught in >= 99% within the llamacpp profile's 28.7k tokens (0.01: 92%).
 ALPHA = 0.05
 DIGITS = 6  # critical values travel in JSON: rounded so the replay compares equal numbers
-# One-sided level of main's drift test. Against calibrated floors (which already sit below
-# main's own noise: calibrate_floors takes main's lowest bound) 5%: a main at its calibrated
-# level is flagged far less often than that, and a main 7 points down with windows 7 points
-# apart is caught. Against the policy's uncalibrated defaults 0.5%: main's noise is not in them.
-DRIFT_ALPHA, DRIFT_ALPHA_UNCALIBRATED = 0.05, 0.005
-
 
 def critical_values(looks: Sequence[int], alpha: float = ALPHA) -> list[float]:
     """Student t quantile per look (K chunks -> K - 1 df), two-sided, Bonferroni over looks."""
@@ -84,7 +75,8 @@ def job_correctness(settings: Any, policy: CorrectnessPolicy, seed: int) -> Corr
         tie_nats=settings.tie_nats, max_mismatch=settings.max_mismatch, path=settings.path,
         tokenize_argv=list(settings.tokenize_argv), guards=list(settings.guards),
         long_score_tokens=settings.long_score_tokens, long_scored=settings.long_scored,
-        deep_critical=deep_critical(looks, deep_chunks(settings)))
+        deep_critical=deep_critical(looks, deep_chunks(settings)),
+        drift=correctness_drift.rule(looks, dict(settings.floors or {}), policy))
 
 
 def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[str, Any]:
@@ -94,7 +86,7 @@ def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[st
     replay = _replay(section, rule, policy)
     looks, final = replay["looks"], replay["final"]
     out: dict[str, Any] = {
-        **summary(section["chunks"], final["critical"]),
+        **summary(section["chunks"][: looks[-1]["chunks"]], final["critical"]),
         "seed": section["seed"], "path": section["path"], "tail": section.get("tail", ""),
         "corpus_version": section.get("corpus_version"), "model": section.get("model"),
         "looks": [{"chunks": lk["chunks"], "tokens": lk["tokens"], "decision": lk["decision"]}
@@ -115,7 +107,7 @@ def decide(section: dict[str, Any] | None, policy: CorrectnessPolicy) -> dict[st
         out["reasons"].append("head's log-probabilities equal base's bit for bit")
     else:
         out["decision"] = _paired(out, final["decision"], policy)
-    _floors(out, section.get("floors") or {}, section["chunks"], policy)
+    _floors(out, section.get("floors") or {}, replay["main"], policy)
     out["notes"] = _notes(section, out)
     return out
 
@@ -168,16 +160,34 @@ def _replay(section: dict[str, Any], rule: dict[str, Any],
     margin = rule.get("margin", policy.margin)
     kl_margin = rule.get("kl_margin", policy.kl_margin)
     replayed = sequential(chunks, counts, rule["critical"], margin, kl_margin, alpha, deep)
-    if replayed[-1]["chunks"] != len(chunks):
+    main = _main(section, rule, counts)
+    # the harness scores on while the head's verdict or main's drift test is undecided
+    told = counts[max(len(replayed) - 1, main["look"])]
+    if told != len(chunks):
         raise ResultsError("correctness: chunks scored past the look that decided")
     recorded = section.get("looks")
     if recorded is not None and \
             [lk["decision"] for lk in recorded] != [lk["decision"] for lk in replayed]:
         raise ResultsError(f"correctness: recorded looks {[lk['decision'] for lk in recorded]} "
                            f"disagree with the replay {[lk['decision'] for lk in replayed]}")
-    final = look(chunks, rule["critical"][len(replayed) - 1], policy.margin, policy.kl_margin,
-                 ALPHA, deep)
-    return {"looks": replayed, "final": final}
+    final = look(chunks[: replayed[-1]["chunks"]], rule["critical"][len(replayed) - 1],
+                 policy.margin, policy.kl_margin, ALPHA, deep)
+    return {"looks": replayed, "final": final, "main": main}
+
+
+def _main(section: dict[str, Any], rule: dict[str, Any], counts: Sequence[int]) -> dict[str, Any]:
+    """Main's drift: the look that told and whether it drifted, with main's level there (rules
+    with a `drift` test, replayed look by look); else (older results) judged once, on every
+    chunk scored."""
+    chunks = section["chunks"]
+    if not rule.get("drift"):
+        level = correctness_drift.legacy(chunks, bool(section.get("floors")))
+        return {"look": 0, "level": level}
+    correctness_drift.check_rule(rule["drift"], rule["looks"])
+    j, status = correctness_drift.replay(section, counts)
+    level = correctness_drift.drift.main_level(chunks[: counts[j]], rule["drift"]["critical"][j])
+    return {"look": j, "level": level, "drift": status == "drift",
+            "floors": {"top1": rule["drift"]["top1"], "kl": rule["drift"]["kl"]}}
 
 
 def _paired(out: dict[str, Any], decision: str, policy: CorrectnessPolicy) -> str:
@@ -213,41 +223,30 @@ def _depth_text(out: dict[str, Any]) -> str:
     return f"{depths['min']:,}+" if depths.get("min") else "the deep positions"
 
 
-def main_level(chunks: Sequence[dict[str, Any]], alpha: float = DRIFT_ALPHA) -> dict[str, Any]:
-    """Main's top-1 and KL against the reference, one-sided bounds at `alpha`, over scored
-    windows, each counted once: the pieces of one long window share its text and its cache,
-    so they are not independent, and two 33k-token windows would otherwise outweigh the rest."""
-    merged: dict[tuple[str, int], list[float]] = {}
-    for c in chunks:
-        row = merged.setdefault(window_key(c), [0.0] * 3)
-        for k, key in enumerate(("positions", "base_top1", "base_kl_sum")):
-            row[k] += float(c.get(key, 0.0))
-    n, top, kl = (np.array(col) for col in zip(*merged.values(), strict=True))
-    top, kl, ones = top / n, kl / n, np.ones(len(n))
-    crit = float(quantiles.t_isf(alpha, max(len(n) - 1, 1)))
-    return {"top1": interval(top, top**2, ones, crit), "kl": interval(kl, kl**2, ones, crit),
-            "windows": len(n), "critical": round(crit, DIGITS)}
-
-
-def _floors(out: dict[str, Any], floors: dict[str, float], chunks: Sequence[dict[str, Any]],
+def _floors(out: dict[str, Any], floors: dict[str, float], main: dict[str, Any],
             policy: CorrectnessPolicy) -> None:
     """Floors judge the PR only when main clears them, and only where head is worse than main.
-    Main is judged by its one-sided bound (its whole two-sided interval beyond the floor let a
-    main 15 points down pass in half the PRs): drift stops the evaluation."""
+    Main's drift (evalbot/grading/correctness_drift.py) stops the evaluation: judged by its
+    one-sided bound (its whole two-sided interval beyond the floor let a main 15 points down
+    pass in half the PRs), look by look under the sequential rule."""
     top1_floor = floors.get("top1", policy.top1_floor)
     kl_ceiling = floors.get("kl", policy.kl_ceiling)
-    out["floors"] = {"top1": top1_floor, "kl": kl_ceiling,
-                     "calibrated": bool(floors)}
-    base = main_level(chunks, DRIFT_ALPHA if floors else DRIFT_ALPHA_UNCALIBRATED)
+    out["floors"] = {"top1": top1_floor, "kl": kl_ceiling, "calibrated": bool(floors)}
+    base = main["level"]
     head = out["head"]
-    if base["top1"]["hi"] < top1_floor or base["kl"]["lo"] > kl_ceiling:
+    drifted = main["drift"] if "drift" in main else (
+        base["top1"]["hi"] < top1_floor or base["kl"]["lo"] > kl_ceiling)
+    if "drift" in main:  # the harness told it against the job's floors
+        top1_floor, kl_ceiling = main["floors"]["top1"], main["floors"]["kl"]
+    if drifted:
         out["drift"] = True
         out["reasons"].append(
             f"the reference is unusable: main itself is below the floors (top-1 "
             f"{base['top1']['mean']:.4f}, at most {base['top1']['hi']:.4f}, vs {top1_floor}; KL "
             f"{base['kl']['mean']:.4f}, at least {base['kl']['lo']:.4f}, vs {kl_ceiling}; "
-            f"reference {out.get('corpus_version')}, path: {out['path']}); "
-            "no correctness verdict is possible until the reference or the floors are fixed")
+            f"{base['windows']} windows; reference {out.get('corpus_version')}, path: "
+            f"{out['path']}); no correctness verdict is possible until the reference or the "
+            "floors are fixed")
         if out["decision"] != "reject" or not out["consistency"]["head_mismatch"]:
             out["decision"] = "infra-error"  # only the PR's own speed/score mismatch stands
         return
@@ -296,7 +295,7 @@ def calibrate_floors(sections: Sequence[dict[str, Any]], policy: CorrectnessPoli
         raise ValueError("calibrating floors needs at least one scored evaluation of main")
     tops, kls = [], []
     for section in sections:  # the bounds of the drift test, clustered by window
-        level = main_level(section["chunks"])
+        level = correctness_drift.legacy(section["chunks"], calibrated=True)
         tops.append(level["top1"]["lo"])
         kls.append(level["kl"]["hi"])
     return {"top1": round(max(min(tops), 0.0), 4), "kl": round(max(kls), 4)}

@@ -19,7 +19,7 @@ from evalbot.config.errors import ResultsError
 from evalbot.engine.measure import speed, stats
 from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy, published
 from evalbot.grading.policy import TIER_ORDER, Policy
-from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, schedule
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, fault_sigmas, schedule
 
 VERDICT_SCHEMA = "evalbot.verdict/1"
 RANK = {**{t: len(TIER_ORDER) - i for i, t in enumerate(TIER_ORDER)}, "none": 0}
@@ -126,6 +126,10 @@ def _check_rule(results: dict[str, Any]) -> None:
         if any(abs(getattr(a, attr) - getattr(b, attr)) > 1e-6
                for a, b in zip(expected, recorded, strict=True)):
             raise ResultsError(f"results: recorded rule.{key} does not match the stopping rule")
+    sigmas = fault_sigmas(int(rule.get("rule_version") or 1), int(rule.get("pool_df") or 0))
+    if float(rule.get("fault_sigmas") or 0) != sigmas:
+        raise ResultsError(f"results: rule.fault_sigmas {rule.get('fault_sigmas')} is not the "
+                           f"fault screen of its rule version ({sigmas})")
 
 
 def _cell(record: dict[str, Any], looks: list[stats.Look], rule: dict[str, Any],

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evalbot.engine.measure.faults import FAULT_SIGMAS
 from evalbot.engine.measure.stats import Bounds
 from evalbot.grading import quantiles
 
@@ -31,7 +32,9 @@ MAX_ALPHA = 0.1  # a per-PR false-verdict level above this is no error control
 #   look the directional values are negative (engine/measure/stats.py);
 # - the tier settles when its 90% interval lies inside the estimate's own tier (negative settle
 #   values), not within half the narrowest neighbouring tier (2.2-2.6x the fixed-n pairs).
-RULE_VERSION = 2
+# Version 3 (issue 46): version 2's values, and the fault screen (engine/measure/faults.py): a pair
+# with a sample far slower than its side's fastest is dropped and measured again (`fault_sigmas`).
+RULE_VERSION = 3
 VERDICT_PAIRS = 5
 DIGITS = 6  # critical values travel in JSON: round so the replay compares equal numbers
 
@@ -41,7 +44,7 @@ def schedule(looks: Sequence[int], family: int, alpha: float,
              version: int = 1) -> list[Bounds]:
     """The critical values of every look for a family of `family` cells, under rule `version`
     (1: results before issue 33; RULE_VERSION for new jobs)."""
-    if version not in (1, 2):
+    if version not in (1, 2, 3):
         raise ValueError(f"rule version {version} is unknown")
     if family < 1 or not looks:
         raise ValueError("need at least one cell and one look")
@@ -77,6 +80,12 @@ def schedule(looks: Sequence[int], family: int, alpha: float,
             guard=guard(n, pool_df) if pool_df else 0.0,
             pool_df=int(pool_df)))
     return out
+
+
+def fault_sigmas(version: int, pool_df: int) -> float:
+    """The fault screen's spreads a rule of `version` carries: the pooled rules of version 3 on;
+    0 (no screen) for the first rule and for results written before it."""
+    return FAULT_SIGMAS if version >= 3 and pool_df else 0.0
 
 
 def guard(pairs: int, pool_df: int, alpha: float = GUARD_ALPHA) -> float:

@@ -1,0 +1,114 @@
+"""The job's stopping rule: the per-look values the bot computed, as the harness receives them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checks import ContractError
+from .checks import field as get
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """Per-look critical values computed by the bot; the harness only applies them."""
+
+    looks: list[int]  # cumulative pair counts at which the rule looks
+    critical: list[float]  # one per look, already corrected for the family and the looks
+    sd_floor: float  # minimum sd of the per-pair log-ratio (the box's calibrated noise)
+    significance: float  # s: smallest speedup that counts as an improvement
+    tolerance: float  # t: largest slowdown that still counts as neutral
+    warmup: int = 1
+    budget_s: float = 1800.0
+    budget_pace_s: float | None = None  # main's sample pace budget_s buys its pairs at (budget.py)
+    max_budget_s: float | None = None  # the cap of budget_s scaled by main's pace; None: unscaled
+    alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
+    # The rest of the schedule (engine/measure/stats.py): one value per look; empty means `critical`
+    # (the first rule, where one critical value served every test).
+    critical_floor: list[float] = field(default_factory=list)  # normal quantile x floor
+    equivalence: list[float] = field(default_factory=list)  # per-cell TOST t quantile
+    equivalence_floor: list[float] = field(default_factory=list)
+    equivalence_alpha: float = 0.05
+    family: int = 0  # cells the alpha was split over (0: every cell of the job)
+    sd_floors: dict[str, float] = field(default_factory=dict)  # cell key -> calibrated sd
+    lock_clocks: bool = False  # the box's config allows locking the GPU clocks
+    # The pooled rule (engine/measure/stats.py): the calibration's degrees of freedom (0: the first,
+    # max(t S, z f) rule), the tier interval's quantiles, the F guard, each one per look.
+    pool_df: int = 0
+    # 1: the rule before issue 33; 2: negative per-look values select its tests (too few pairs
+    # for a verdict, the tier settled on its own width; evalbot/grading/sequential.py)
+    rule_version: int = 1
+    settle: list[float] = field(default_factory=list)
+    settle_floor: list[float] = field(default_factory=list)
+    guard: list[float] = field(default_factory=list)
+    # cell key -> the policy's tier thresholds in log-ratio space, ascending: an improved cell
+    # keeps measuring until its tier is settled (empty: no tier test)
+    tier_edges: dict[str, list[float]] = field(default_factory=dict)
+    calibrated: list[str] = field(default_factory=list)  # cells whose floor is the box's A/A
+    # the most box time the witnesses may take, as a share of the measuring's (engine/measure/
+    # witness.py `fits`): a witness that would go past it stops, its claim unconfirmed
+    witness_share: float = 0.25
+    # rule version 3: a pair with a sample slower than its side's fastest by more than this many
+    # spreads is dropped and measured again (engine/measure/faults.py); 0: no screen
+    fault_sigmas: float = 0.0
+    # an A/A calibration (evalbot calibrate --witnesses): every witness runs all its pairs,
+    # whatever the cells' decisions and the share, so the box's per-pair sd of each is measured
+    witness_aa: bool = False
+
+
+def _share(d: Any) -> float:
+    share = get(d, "rule", "witness_share", float, optional=True)
+    if share is not None and not 0 < share <= 10:
+        raise ContractError("rule.witness_share: a share of the measuring's box time, in (0, 10]")
+    return StoppingRule.witness_share if share is None else share
+
+
+def parse_rule(d: Any) -> StoppingRule:
+    w = "rule"
+    looks = [int(x) for x in get(d, w, "looks", list)]
+    critical = [float(x) for x in get(d, w, "critical", list)]
+    if not looks or len(looks) != len(critical) or looks != sorted(set(looks)) or looks[0] < 2:
+        raise ContractError("rule: looks must be increasing pair counts >= 2, one critical each")
+    return StoppingRule(
+        looks=looks,
+        critical=critical,
+        sd_floor=get(d, w, "sd_floor", float),
+        significance=get(d, w, "significance", float),
+        tolerance=get(d, w, "tolerance", float),
+        warmup=get(d, w, "warmup", int, optional=True) or 0,
+        budget_s=get(d, w, "budget_s", float, optional=True) or 1800.0,
+        budget_pace_s=get(d, w, "budget_pace_s", float, optional=True),
+        max_budget_s=get(d, w, "max_budget_s", float, optional=True),
+        alpha=get(d, w, "alpha", float, optional=True) or 0.05,
+        critical_floor=_per_look(d, "critical_floor", len(looks)),
+        equivalence=_per_look(d, "equivalence", len(looks)),
+        equivalence_floor=_per_look(d, "equivalence_floor", len(looks)),
+        equivalence_alpha=get(d, w, "equivalence_alpha", float, optional=True) or 0.05,
+        family=get(d, w, "family", int, optional=True) or 0,
+        sd_floors={str(k): float(v) for k, v in (d.get("sd_floors") or {}).items()},
+        lock_clocks=bool(d.get("lock_clocks", False)),
+        pool_df=get(d, w, "pool_df", int, optional=True) or 0,
+        rule_version=get(d, w, "rule_version", int, optional=True) or 1,
+        settle=_per_look(d, "settle", len(looks)),
+        settle_floor=_per_look(d, "settle_floor", len(looks)),
+        guard=_per_look(d, "guard", len(looks)),
+        tier_edges={str(k): [float(x) for x in v] for k, v in (d.get("tier_edges") or {}).items()},
+        calibrated=[str(k) for k in d.get("calibrated") or []],
+        witness_share=_share(d),
+        witness_aa=get(d, w, "witness_aa", bool, optional=True) or False,
+        fault_sigmas=_fault_sigmas(d),
+    )
+
+
+def _fault_sigmas(d: Any) -> float:
+    sigmas = get(d, "rule", "fault_sigmas", float, optional=True)
+    if sigmas is not None and not 0 <= sigmas <= 100:
+        raise ContractError("rule.fault_sigmas: spreads of the fault screen, in [0, 100]")
+    return sigmas or 0.0
+
+
+def _per_look(d: Any, key: str, looks: int) -> list[float]:
+    values = [float(x) for x in d.get(key) or []]
+    if values and len(values) != looks:
+        raise ContractError(f"rule.{key}: {len(values)} values for {looks} looks")
+    return values
