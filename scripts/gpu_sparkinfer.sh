@@ -127,12 +127,15 @@ stage_refbuild() {  # the pinned llama.cpp (qwen35 architecture) the correctness
   cd "$ROOT" || return 1
   need llama.cpp-pruned.tar.gz || return 1
   mkdir -p "$W/models"
-  local ref=$W/models/llamacpp-reference/$REF_KEY
-  # a build made ahead (scripts/build_reference_ahead.sh, on another distribution) or by an
-  # earlier machine: trusted only once it is whole and runs here, else built here
-  if [ ! -e "$ref/manifest.json" ] && [ -e "$ROOT/shared/llamacpp-reference.tgz" ]; then
-    if tar xzf "$ROOT/shared/llamacpp-reference.tgz" -C "$W/models" && carried_reference_runs "$ref"; then
-      log "reference: the carried build, it runs here ($(grep -m1 CUDA0 "$W/log/reference-carried.txt"))"
+  local ref=$W/models/llamacpp-reference/$REF_KEY carried
+  # a build made ahead (scripts/build_reference_ahead.sh, on another distribution: .tar.xz) or
+  # by an earlier machine (the acceptance chain returns .tgz): trusted only once it is whole and
+  # runs here, else built here
+  carried=$(ls "$ROOT"/shared/llamacpp-reference.tar.xz "$ROOT"/shared/llamacpp-reference.tgz 2>/dev/null | head -1)
+  if [ ! -e "$ref/manifest.json" ] && [ -n "$carried" ]; then
+    if "$PY" -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" \
+         "$carried" "$W/models" && carried_reference_runs "$ref"; then
+      log "reference: the carried build ${carried##*/}, it runs here ($(grep -m1 CUDA0 "$W/log/reference-carried.txt"))"
     else
       rm -rf "$ref"
       log "reference: the carried build does not run here (see reference-carried.txt): building it here"
