@@ -88,7 +88,8 @@ def test_an_admission_cut_short_by_a_401_gets_its_label_and_status_once_the_toke
     assert [s["state"] for s in fake.state.statuses[A]] == ["pending"]
     assert shown([str(c["body"]) for c in fake.comments_on(4)]) == [(A, "queued")]
     assert jobs(store) == [(4, A, "queued")]
-    assert handled(running, "d-4").startswith("d-4: already queued")  # the same delivery, again
+    # the same delivery, again; its line is recorded once its handling returns (after the writes)
+    assert wait_for(lambda: handled(running, "d-4")).startswith("d-4: already queued")
     assert store.inbox_counts() == {"waiting": 0, "retrying": 0, "aside": 0}
 
 
