@@ -17,25 +17,28 @@ skipping liar a tier in <= 1%; the A/A is wrong (a tier, a regression, spoofed) 
 inconclusive in <= 5%. Liars: bench/spoof_quality.py.
 Box seconds, in all and per stage: bench/_rows.py's columns; per verdict kind: bench/box_time.py.
 
-Second table (`--rule`): the stopping rule alone, vectorised. The job is what `make_job` builds
-for the profile under the `default` policy: its cells and runs, looks, floors (and their degrees
-of freedom), critical values, tier edges, warm-ups and box-time budget. Paired samples are drawn
-for many simulated PRs at once and pushed through the decision code the harness and the grader
-run (`engine.measure.stats.decide`), look by look: a cell stops at its first final look, a run
-once all its cells are final, at its last look, or when the budget shared by all runs is spent
-(checked before each pair, as engine/measure/speed.py does; counted in pairs where the profile
-says so: engine/measure/budget.py at the first run's pace); at each look the run's cells test
+Second table (`--rule`): the stopping rule alone, vectorised (bench/_rule_sim.py). The job is
+what `make_job` builds for the profile under the `default` policy: its cells and runs, looks,
+floors (and their degrees of freedom), critical values, tier edges, warm-ups, box-time budget
+and fault screen. Paired samples are drawn for many simulated PRs at once and pushed through
+the decision code the harness and the grader run (`engine.measure.stats.decide`,
+`engine.measure.faults.screened_pairs`), pair by pair: the screen drops faulted pairs (measured
+again, up to its attempts' cap), a look fires when the run's kept pairs reach its count, a cell
+stops at its first final look, a run once all its cells are final, at its last look, or when
+the budget shared by all runs is spent (checked before each pair, charged for kept pairs, each
+run keeping the time of its first verdict look, as engine/measure/speed.py does; counted in
+pairs at the first run's pace: engine/measure/budget.py); at each look the run's cells test
 their calibration together (engine.measure.stats.calibration_refuted). Its pace per process is
 the fixtures' (bench/_paces.py) or `--paces`' first.
 
 Noise per profile (what it is measured to be):
-  llamacpp     resampled processes of tests/data/fixtures/h200-aa-single-rep.json (30 llama-bench
-               processes on an H200, all six tests of a process drawn together); "+slow first":
-               in a third of the processes the first test after the model load runs 10% slow
-               (docs/gpu-e2e.md), which hits a scored cell only when the profile scores the
-               process's first test (its parse `discard_first`); "prefill@0 kept": the profile
-               before version 2, depth-0 prefill scored, its scored copy 10% slow in 24 of 42
-               processes as in the shipped A/A (tests/data/llamacpp/h200-aa.results.json).
+  llamacpp     resampled pairs of the shipped profile's own H200 A/A (tests/data/llamacpp/
+               h200-aa.results.json: 21 pairs of its argv, every cell of a pair drawn together,
+               sides swapped at random); "+slow first": in a third of the processes the first
+               test after the model load runs 10% slow (docs/gpu-e2e.md), which hits a scored
+               cell only when the profile scores the process's first test (its parse
+               `discard_first`); "prefill@0 kept": the profile before version 2, depth-0 prefill
+               scored, as that A/A measured it (its scored copy slow in 24 of 42 processes).
   generic      the llamacpp job at 1% and 2% per sample (normal), with the floors a 12-pair
                `evalbot calibrate` would store (sqrt(2) x sigma, 11 degrees of freedom).
   sparkinfer   0.05% and 0.25% per sample (its rounds on the H200), normal; "1% (stale 4x)":
@@ -67,6 +70,13 @@ table: the fixed-n minimum that keeps the A/A within 1% under its slow-first str
 a verdict possible from the first pair): no design with fewer pairs is safe there.
 First table, heads "centre T model metric": that metric's cells faster by tier T's centre,
 with the witnesses: the right tier >= 90%.
+
+Under each profile's table: the fixed-n minimum under the stresses (the most pairs one look
+needs for the bars under any of slow first, throttle, t(3) tails, drift, at the changed cell's
+per-pair sd there, and at least the A/A's slow-first minimum), against the rule's pairs on the
+measured noise; and the hostile head the fault screen must not help (ATTACK_GAIN faster in most
+of its processes, main's speed in the rest: tiered above its mean's tier, with and without the
+screen).
 
 Usage: python bench/verdict_quality.py [--sims 300] [--liar-sims 1000] [--paces measured,25,60,120]
        [--profiles sparkinfer,llamacpp] [--heads +5%] [--jobs N]

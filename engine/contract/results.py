@@ -143,6 +143,9 @@ def _correctness(corr: dict[str, Any]) -> None:
         for i, lk in enumerate(field(corr, w, "looks", list)):
             one_of(field(lk, f"{w}.looks[{i}]", "decision", str), ("undecided", "pass", "reject"),
                    f"{w}.looks[{i}].decision")
+    for i, lk in enumerate(field(corr, w, "drift_looks", list, optional=True) or []):
+        one_of(field(lk, f"{w}.drift_looks[{i}]", "status", str),
+               ("drift", "clear", "undecided"), f"{w}.drift_looks[{i}].status")
     _reference(field(corr, w, "reference", dict, optional=True))
     _main_scores(field(corr, w, "main_scores", dict, optional=True))
     consistency = field(corr, w, "consistency", dict, optional=True) or {}
