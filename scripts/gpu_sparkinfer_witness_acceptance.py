@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 from gpu_sparkinfer_profile import calibrated_floors  # noqa: E402
 
 from evalbot.grading.box_time import box_time  # noqa: E402
+from evalbot.report.publication import PRIVATE  # noqa: E402
 
 QWEN35 = "runtime/src/models/qwen35.cpp"
 PREFILL = "runtime/src/models/qwen35_prefill.cpp"
@@ -204,7 +205,7 @@ def summary(folder: Path) -> int:
 def raw_results(out: Path) -> Path:
     """The evaluation's raw results: out/private/results.json (docs/trust.md), or, from a
     harness before the publication rule, out/results.json."""
-    private = out / "private" / "results.json"
+    private = out / PRIVATE / "results.json"
     return private if private.is_file() else out / "results.json"
 
 

@@ -20,12 +20,12 @@ from evalbot.store.jobs import Store
 from tests.service_env import wait_for
 
 HOLD = """
-import sys, time
+import signal, sys
 from evalbot.store.jobs import Store
 store = Store(sys.argv[1])
 assert store.claim("o/r#1", "other-worker")
 print("held", flush=True)
-time.sleep(600)
+signal.pause()  # holds the claim until the test kills it
 """
 
 

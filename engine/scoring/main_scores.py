@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ..contract.job import Job, Model
-from ..contract.score_dump import DumpError, check_rows
 from ..sandbox import safe_io
 from ..sides.build import Built
+from .reference_cache import sound_rows
 from .tokens import OUTPUT_CAP
-from .vocab import out_of_vocabulary
 
 FOLDER = "main-scores"  # under the box's cache folder (engine/harness/housekeeping.py evicts it)
 # the rows of the windows asked (by their place in the list), scored now by main's command
@@ -75,14 +74,5 @@ class MainScores:
         return self.folder / f"{_digest([list(window), first])}.json"
 
     def _get(self, window: Sequence[int], first: int) -> list[Any] | None:
-        rows = safe_io.cache_get(self._entry(window, first), OUTPUT_CAP)
-        if rows is None:
-            return None
-        try:
-            checked = check_rows(rows, self.topk, len(window) - 1 - first)
-        except DumpError:
-            return None
-        dump = [{"top": [r["top"] for r in checked], "argmax": [r["argmax"] for r in checked]}]
-        if self.vocab is not None and out_of_vocabulary(dump, self.vocab):
-            return None
-        return checked
+        return sound_rows(safe_io.cache_get(self._entry(window, first), OUTPUT_CAP), self.topk,
+                          len(window) - 1 - first, self.vocab)

@@ -119,13 +119,18 @@ class ReferenceCache:
         return self.folder(window.kind) / f"{window.index}.json"
 
     def _sound(self, rows: Any, window: Window) -> list[Any] | None:
-        """The entry's rows, checked as a fresh dump is; None when it fails (a miss)."""
-        if rows is None:
-            return None
-        try:
-            checked = check_rows(rows, self.spec.topk, self.positions(window))
-        except DumpError:
-            return None
-        vocab = vocab_size(self.model.path)
-        dump = [{"top": [r["top"] for r in checked], "argmax": [r["argmax"] for r in checked]}]
-        return None if vocab is not None and out_of_vocabulary(dump, vocab) else checked
+        return sound_rows(rows, self.spec.topk, self.positions(window),
+                          vocab_size(self.model.path))
+
+
+def sound_rows(rows: Any, topk: int, positions: int, vocab: int | None) -> list[Any] | None:
+    """A cache entry's rows, checked as a fresh dump is (the score contract, exactly
+    `positions` of them, ids inside the vocabulary); None when it fails: a miss."""
+    if rows is None:
+        return None
+    try:
+        checked = check_rows(rows, topk, positions)
+    except DumpError:
+        return None
+    dump = [{"top": [r["top"] for r in checked], "argmax": [r["argmax"] for r in checked]}]
+    return None if vocab is not None and out_of_vocabulary(dump, vocab) else checked
