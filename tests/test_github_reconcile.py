@@ -120,11 +120,11 @@ def small_disk(root: Path) -> Iterator[Path]:
 
 def fill(disk: Path) -> Path:
     filler = disk / "filler"
-    with open(filler, "wb") as out:
+    # unbuffered: a buffered file's close would flush its rest into the full disk and raise
+    with open(filler, "wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * 65536)
-                out.flush()
         except OSError:
             pass
     return filler

@@ -61,10 +61,11 @@ DOUBLED = ('    for r in result.values():\n'
 CRASH = (f'    print("{CANARY} BENCH_JSON {{}}", flush=True)\n'
          f'    print("{CANARY} crashing", file=sys.stderr, flush=True)\n'
          f'    sys.exit({EXIT})\n')
-# Every process that is neither a sample nor a score run (the witness, whoever starts it)
-# prints CANARY among its answers and exits 57 at the end.
-WITNESS_FAILS = ("import atexit as _atexit, os as _os\n"
-                 "if not {'bench', 'score'} & set(_sys.argv):\n"
+# The witness (the harness's driver fed on a pipe, docs/trust.md "What a demo module can still
+# tell"; a sample's or a score run's stdin is /dev/null) prints CANARY among its answers and exits
+# 57 at the end.
+WITNESS_FAILS = ("import atexit as _atexit, os as _os, stat as _stat\n"
+                 "if _stat.S_ISFIFO(_os.fstat(0).st_mode):\n"
                  f"    print('EVALBOT_STEP {CANARY}', flush=True)\n"
                  f"    _atexit.register(lambda: _os._exit({EXIT}))\n")
 

@@ -8,6 +8,7 @@ confirms nothing it has not measured: a head cannot buy a tier by making the wit
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -299,16 +300,17 @@ def test_a_share_out_of_range_is_named(share, tmp_path) -> None:
         parse_job(doc)
     text = (ROOT / "evalbot" / "profiles" / "demo.yaml").read_text()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace("  witness_share: 0.5", f"  witness_share: {share}", 1))
+    bad.write_text(re.sub(r"(?m)^  witness_share: .*$", f"  witness_share: {share}", text, count=1))
     with pytest.raises(ConfigError, match="witness_share"):
         load_profile(str(bad))
 
 
 def test_the_shipped_profiles_bound_the_witnesses_box_time() -> None:
-    # a quarter on the GPU boxes (docs/trust.md); half for the demo's toy samples
+    # a quarter on the GPU boxes (docs/trust.md); one and a half for the demo's toy samples, whose
+    # witness needs its second look in about half the runs (evalbot/profiles/demo.yaml)
     shares = {name: load_profile(name).speed.witness_share
               for name in ("demo", "llamacpp", "sparkinfer")}
-    assert shares == {"demo": 0.5, "llamacpp": 0.25, "sparkinfer": 0.25}
+    assert shares == {"demo": 1.5, "llamacpp": 0.25, "sparkinfer": 0.25}
 
 
 @pytest.mark.parametrize(("head", "settled_by", "kind"), [("honest", "confirmed", "improved"),
