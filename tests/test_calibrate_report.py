@@ -15,6 +15,8 @@ from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.jobspec import WITNESS_FLOOR
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.policy import load_labels
+from evalbot.config.errors import EvalbotError
+from evalbot.service.calibrate import aa_noise
 from evalbot.service.calibrate_report import progress_lines, undecidable
 
 PROFILE = load_profile("demo")
@@ -73,3 +75,25 @@ def test_progress_is_a_line_per_step_and_per_pair_never_a_repeat() -> None:
                      "calibrate: building main again (head = base) (21 s)",
                      "calibrate: measuring (28 s)", "calibrate: measuring tiny: 1/6 pairs (35 s)",
                      "calibrate: measuring tiny: 6/6 pairs (49 s)", "calibrate: done (56 s)"]
+
+
+def test_a_floor_of_100_percent_or_more_is_warned_of_not_a_crash() -> None:
+    [found] = undecidable(_noise(1.5, one=CELLS[0]), PROFILE, POLICY, BOX, SHA)
+    assert found.cell == CELLS[0] and found.floor == 1.5
+
+
+def _aa(ratios: list[float]) -> dict[str, Any]:
+    samples = []
+    for pair, ratio in enumerate(ratios):
+        samples += [{"pair": pair, "side": "base", "value": 100.0, "dropped": False},
+                    {"pair": pair, "side": "head", "value": 100.0 * ratio, "dropped": False}]
+    return {"failures": [], "cells": [{"model": "tiny", "metric": "decode", "ctx": 64,
+                                       "higher_is_better": True, "samples": samples}]}
+
+
+def test_calibrate_stores_no_floor_a_job_would_refuse() -> None:
+    """A floor of 100% or more (sd of ln(head/base) >= 1) would fail every later job on the box
+    (jobspec refuses it): calibrate refuses to store any floor of that run, and says why."""
+    assert 0 < aa_noise(_aa([1.0, 1.1, 0.9, 1.05, 0.95, 1.0]))["tiny/decode@64"][0] < 1
+    with pytest.raises(EvalbotError, match=r"tiny/decode@64 measured a noise of \d+% per pair"):
+        aa_noise(_aa([1.0, 8.0, 0.1, 5.0, 0.2, 1.0]))

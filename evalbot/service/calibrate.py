@@ -78,6 +78,11 @@ def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
         if not sd > 0:  # identical samples: a floor of 0 would make every interval a point
             raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured no noise at all "
                                f"(sd 0 over {n} pairs); the engine's rates are not measurements")
+        if not sd < 1:  # every job would refuse it (jobspec._floors): store none of them
+            raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured a noise of "
+                               f"{100 * sd:.0f}% per pair (sd of ln(head/base) over {n} pairs): "
+                               "the box is not steady enough to measure on; nothing stored. "
+                               "Quiet the box and calibrate again")
         out[speed.cell_key(record)] = (sd, n)
     return out | witness_noise(results)
 
