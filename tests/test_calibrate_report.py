@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from evalbot.config.errors import EvalbotError
 from evalbot.config.resources import LABELS_FILE
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.jobspec import WITNESS_FLOOR
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.policy import load_labels
-from evalbot.config.errors import EvalbotError
 from evalbot.service.calibrate import aa_noise
 from evalbot.service.calibrate_report import progress_lines, undecidable
 
