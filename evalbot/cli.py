@@ -110,7 +110,8 @@ def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> N
 
 @cli.command("eval")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
-              help="evaluate on a box of this config (its sandbox, profile, policy, clone)")
+              help="evaluate on a box of this config (its sandbox, profile, policy, clone, "
+              "and the noise floors `evalbot calibrate` stored for the box)")
 @click.option("--box", "box_name", default=None, help="with --config: which box (default: the "
               "only one)")
 @click.option("--repo", "repo_path", default=None, help="the engine repository (path or URL); "
@@ -147,6 +148,7 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
 
     if not dry_run:
         raise EvalbotError("publishing needs `evalbot serve` and a config; use --dry-run here")
+    calibration = None
     if config_file is not None:
         from evalbot.config.settings import load_config
 
@@ -155,6 +157,7 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
         profile_name, labels_file = config.profile, config.labels_file
         policy_name = policy_name or config.policy
         repo_path = repo_path or box_config.repo
+        calibration = config.store if config.store.is_file() else None  # calibrate's floors
     elif not repo_path:
         raise EvalbotError("eval needs --repo (the engine repository), or --config FILE")
     else:
@@ -174,7 +177,7 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
                                base_sha=base_sha, head_sha=head_sha, out=out,
                                store=Store(out / "evalbot.sqlite3"),
                                redact=for_boxes([box_config]), seed=seed, progress=progress,
-                               signer=signer)
+                               signer=signer, calibration=calibration)
         finally:
             box.close()
     if as_json:

@@ -75,5 +75,9 @@ def test_calibrate_an_ssh_box_from_the_config(sshd: Sshd, box_root: Path, tmp_pa
     store.close()
     assert list(floors) and all(0 < sd < 1 for sd in floors.values()), output
     assert len(list((workdir / "jobs").iterdir())) == 1  # it ran in the SSH box's workdir
+    # it said what it was doing while it measured: its steps and each pair, in order
+    said = re.findall(r"^calibrate: (building main|measuring \S+: \d/6 pairs)", done.stderr,
+                      re.M)
+    assert said[0] == "building main" and "pairs" in said[-1], done.stderr
     assert "127.0.0.1" not in output
     assert not re.search(rf"(?<![\d.]){sshd.port}(?![\d.])", output)

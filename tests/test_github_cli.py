@@ -35,13 +35,14 @@ def test_action_mode_reads_the_event_file(config: Config, fake: FakeGitHub, tmp_
     event = tmp_path / "event.json"
     event.write_text(json.dumps(payloads.pull_request("opened", number=2, head_sha=A,
                                                       author=MAINTAINER)))
+    # The shipped workflow's trigger (.github/workflows/evalbot.yml): a pull_request payload.
     out = evalbot(config, fake, "action", env={"GITHUB_EVENT_NAME": "pull_request_target",
-                                               "GITHUB_EVENT_PATH": str(event)})
-    assert out.returncode == 0 and "ignored" in out.stdout  # pull_request_target: same payload
-    out = evalbot(config, fake, "action", env={"GITHUB_EVENT_NAME": "pull_request",
                                                "GITHUB_EVENT_PATH": str(event)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("queued job")
+    out = evalbot(config, fake, "action", env={"GITHUB_EVENT_NAME": "pull_request",
+                                               "GITHUB_EVENT_PATH": str(event)})
+    assert out.returncode == 0 and out.stdout.startswith("already queued"), out.stderr
     assert [(j.pr, j.head_sha) for j in Store(config.store).jobs()] == [(2, A)]
     assert fake.labels_on(2) == {"eval:pending"}
 

@@ -1,7 +1,9 @@
 """docs/setup.md is followed word for word: every `sh` block runs, in order, in one bash session
 and one empty directory, against the fake GitHub (a bot account's token) and a real sshd on
-loopback; a block not run says why in its first line; every `evalbot` command any of its shell
-blocks names exists; the example config documents every key the loader takes."""
+loopback (the GPU box's entry: doctor, calibrate and the first verdict over SSH; the config
+and the wheel where the workflow reads them); a block not run says why in its first line;
+every `evalbot` command any of its shell blocks names exists; the example config documents
+every key the loader takes."""
 
 from __future__ import annotations
 
@@ -82,23 +84,33 @@ def test_the_install_block_is_what_ci_runs() -> None:
         assert step in install and step in check, step
 
 
-# What `evalbot box init` writes outside the guide's directory, each made private to the guide's
-# shell (a mount namespace of its own): the machine's own sandboxed tests, running beside it,
-# must never see the guide's launcher, sandbox user file or sudo rule.
-BOX_INIT_PATHS = ("/etc/evalbot", "/usr/local/lib/evalbot", "/etc/sudoers.d")
+# What `evalbot box init` and the guide write outside the guide's directory, each made private
+# to the guide's shell (a mount namespace of its own): the machine's own sandboxed tests, running
+# beside it, must never see the guide's launcher, sandbox user file, sudo rule, config, store or
+# wheel.
+BOX_INIT_PATHS = ("/etc/evalbot", "/usr/local/lib/evalbot", "/etc/sudoers.d", "/var/lib/evalbot",
+                  "/opt/evalbot")
+WORKFLOW = REPO_ROOT / ".github" / "workflows" / "evalbot.yml"
 
 
-def in_private_mounts(script: str, root: Path) -> list[str]:
-    """bash running `script` where BOX_INIT_PATHS are directories of `root` (sudo's own
-    sudoers.d copied in); their empty mount points are made on the machine if missing."""
+def private_binds(root: Path) -> str:
+    """The shell commands that bind BOX_INIT_PATHS to directories of `root` (made once, with
+    sudo's own sudoers.d copied in); their empty mount points are made on the machine if
+    missing."""
     binds = []
     for n, target in enumerate(BOX_INIT_PATHS):
         Path(target).mkdir(parents=True, exist_ok=True)
         private = root / f"private-{n}"
-        shutil.copytree(target, private, symlinks=True)
+        if not private.exists():
+            shutil.copytree(target, private, symlinks=True)
         binds.append(f"mount --bind {shlex.quote(str(private))} {shlex.quote(target)}")
+    return " && ".join(binds)
+
+
+def in_private_mounts(script: str, root: Path) -> list[str]:
+    """bash running `script` where BOX_INIT_PATHS are directories of `root`."""
     return ["unshare", "--mount", "--propagation", "private", "bash", "-c",
-            " && ".join(binds) + ' && exec bash -c "$1"', "guide", script]
+            private_binds(root) + ' && exec bash -c "$1"', "guide", script]
 
 
 @pytest.fixture
@@ -109,7 +121,37 @@ def reachable() -> Iterator[Path]:
         yield root
 
 
-def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> None:
+@pytest.fixture
+def box_sshd(reachable: Path) -> Iterator[Sshd]:
+    """The guide's GPU box: a real sshd on loopback that takes the key the guide makes
+    (evalbot_ed25519, what box init's --authorized-key installs on a real box), in a mount
+    namespace of its own that sees the guide's private BOX_INIT_PATHS (box init's launcher and
+    sudo rule, as on the box)."""
+    server = Sshd(reachable / "sshd")
+    authorized = server.root / "authorized_keys"
+    authorized.unlink()
+    authorized.symlink_to(reachable / "work" / "evalbot_ed25519.pub")
+    server.start(("unshare", "--mount", "--propagation", "private", "bash", "-c",
+                  private_binds(reachable) + ' && exec "$@"', "box"))
+    yield server
+    server.stop()
+
+
+def _workflow_paths() -> dict[str, str]:
+    """Where the workflow's `work` job reads the config and the wheel (its env)."""
+    import yaml
+
+    env = yaml.safe_load(WORKFLOW.read_text())["jobs"]["work"]["env"]
+    return {k: str(env[k]) for k in ("EVALBOT_CONFIG", "EVALBOT_WHEEL")}
+
+
+def private_copy(reachable: Path, path: str) -> Path:
+    """Where a file the guide wrote under one of BOX_INIT_PATHS is, seen from outside."""
+    [(n, top)] = [(n, t) for n, t in enumerate(BOX_INIT_PATHS) if path.startswith(t + "/")]
+    return reachable / f"private-{n}" / path[len(top) + 1:]
+
+
+def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, box_sshd: Sshd) -> None:
     token = "github_pat_" + secrets.token_hex(12)
     fake.add_user("perf-bot", "write", token)
     # Section 1's venv: the install steps are .ci/wheel-check's (not run here); the venv here
@@ -118,18 +160,26 @@ def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> Non
     home = reachable / "home"
     venv = home / ".local" / "share" / "evalbot" / "venv"
     venv.parent.mkdir(parents=True)
-    wheel_venv(build_wheel(reachable / "wheel"), venv)
     work = reachable / "work"
-    work.mkdir()
+    (work / "dist").mkdir(parents=True)
+    wheel = build_wheel(reachable / "wheel")
+    wheel_venv(wheel, venv)
+    shutil.copy2(wheel, work / "dist" / wheel.name)  # section 1's `pip wheel --wheel-dir dist`
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALBOT_", "VIRTUAL_ENV"))}
     env.update(HOME=str(home), EVALBOT_GITHUB_TOKEN=token,  # Actions mode: no webhook secret
                PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                     if not p.startswith(sys.prefix)))  # only the guide's venv
     # This checkout's own sandbox user (the sandbox kills every process of its user after each
     # run: two suites must never share one).
+    # The GPU box is the sshd on this machine, as root (the harness user box init makes on a
+    # real box), its /srv/evalbot section 3's box directory (box init's).
+    port = box_sshd.port
     swaps = {"https://api.github.com": fake.api_url, "example-org/example-engine": REPO,
-             "-p 22 gpu-a.internal.example": f"-p {sshd.port} 127.0.0.1",
-             "evalbot-sandbox": SANDBOX_USER}
+             "-p 22 gpu-a.internal.example": f"-p {port} 127.0.0.1",
+             "-P 22 ": f"-P {port} ", "evalbot@gpu-a.internal.example": "root@127.0.0.1",
+             "host: gpu-a.internal.example": "host: 127.0.0.1", "port: 22\n": f"port: {port}\n",
+             "user: evalbot                       # box init's harness user": "user: root",
+             "/srv/evalbot": str(work / "box"), "evalbot-sandbox": SANDBOX_USER}
     script, run = _script(swaps)
     got = subprocess.run(in_private_mounts(script, reachable), cwd=work, env=env,
                          capture_output=True, text=True, timeout=1500)
@@ -146,9 +196,20 @@ def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, sshd: Sshd) -> Non
     assert (work / "signing.pem").stat().st_mode & 0o777 == 0o600
     assert "ok    signing key file" not in text or "Ed25519 key" in text
     assert "ED25519" in text or "ECDSA" in text or "RSA" in text  # the pinned key's fingerprint
-    assert "stored " in text and "for box 'local', profile 'demo'" in text  # calibrate
-    assert (work / "first-verdict" / "verdict.json").is_file()
-    assert "improved" in (work / "first-verdict" / "verdict.json").read_text()
+    assert "ok    box gpu-a: model tiny sha256" in text  # doctor over SSH
+    # calibrate, over SSH: a line as it measures, the floors stored in the config's store
+    pairs = [int(n) for n in re.findall(r"^calibrate: measuring tiny: (\d)/6 pairs", text, re.M)]
+    assert pairs and pairs == sorted(pairs), text[-3000:]
+    assert "stored " in text and "for box 'gpu-a', profile 'demo'" in text
+    # the first verdict, over SSH, graded with those floors
+    verdict = work / "first-verdict" / "verdict.json"
+    assert "improved" in verdict.read_text()
+    results = json.loads((work / "first-verdict" / "private" / "results.json").read_text())
+    assert results["box"]["name"] == "gpu-a" and results["rule"]["calibrated"], results["rule"]
+    # the config and the wheel at the workflow's paths
+    paths = _workflow_paths()
+    assert "name: gpu-a" in private_copy(reachable, paths["EVALBOT_CONFIG"]).read_text()
+    assert private_copy(reachable, paths["EVALBOT_WHEEL"]).read_bytes() == wheel.read_bytes()
     assert re.search(r"last\s+verdicts\s+\(1\)", text)  # status shows the evaluation's verdict
     assert token not in text
     # box init's launcher, sandbox user and sudo rule, in the guide's private directories

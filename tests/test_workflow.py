@@ -308,6 +308,9 @@ def test_nothing_is_cancelled_by_a_newer_run() -> None:
 def test_the_worker_renews_often_enough_to_stop_a_superseded_run_within_a_minute() -> None:
     run = _workflow()["jobs"]["work"]["steps"][-1]["run"]
     assert "--until-idle" in run
+    # the worker reads the PR at each renewal: the push's `intake` waits for this runner
+    # (tests/test_workflow_push.py)
+    assert "--watch-pushes" in run
     ttl = float(re.search(r"--lease-ttl (\d+(?:\.\d+)?)", run)[1])  # type: ignore[index]
     # one renewal period + stopping the run over SSH (~10 s) <= 60 s
     assert ttl / 3 + 10 <= 60

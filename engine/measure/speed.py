@@ -147,11 +147,11 @@ class Measurement:
                 for side in order:
                     self.records[cell.key].samples.append(
                         {**rates[side][0][cell.key], "pair": attempt, "dropped": throttled})
-            fired = looks.add({c.key: (rates["base"][0][c.key]["value"],
+            looks.add({c.key: (rates["base"][0][c.key]["value"],
                                        rates["head"][0][c.key]["value"]) for c in run.cells},
                               throttled)
             self._drops(run, looks)
-            if fired and progress is not None:
+            if progress is not None:  # every pair: a calibration's one look comes at its end
                 progress(run, len(looks.kept), self.records)
         self._stop(run, "decided" if looks.done and all(looks.decided(c.key) for c in run.cells)
                    else "last_look")

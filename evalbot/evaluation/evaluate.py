@@ -43,11 +43,13 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
              store: Store, redact: Redactor, seed: int | None = None,
              progress: pipeline.Progress | None = None,
              signer: SigningKey | None = None, reports_url: str = "",
-             links: CommentContext | None = None) -> Outcome:
+             links: CommentContext | None = None, calibration: Path | None = None) -> Outcome:
     """Queue, lease, run on the box, grade, record and write the run's published files.
 
     The comment links under `reports_url` (config `service.reports_url`), or where `links`
-    says (the demo: relative paths); main's recent levels come from the store either way."""
+    says (the demo: relative paths); main's recent levels come from the store either way.
+    The box's calibrated floors come from the store `calibration` names (`evalbot eval
+    --config`: the config's, where `evalbot calibrate` put them), else from `store`."""
     row = store.enqueue(repo, pr, head_sha, policy.ident, base_sha=base_sha)
     worker = f"cli-{box_config.name}"
     leased = store.lease(worker, ttl_s=6 * 3600, box=box_config.name)
@@ -55,13 +57,14 @@ def evaluate(box: Box, box_config: BoxConfig, profile: Profile, policy: Policy, 
         raise PipelineError(f"{store.path}: another job is queued ahead of this one; "
                             "run `evalbot status` and let the service take it")
     store.set_base(row.id, base_sha)
-    noise = NoiseStore(store.path)
+    calibrated = calibration or store.path
+    noise = NoiseStore(calibrated)
     floors = noise.floors(box_config.name, profile.name)  # the box's A/A calibration, if any
     floor_df = noise.degrees(box_config.name, profile.name)
     noise.close()
     job = make_job(profile, policy, box_config, base_sha, head_sha, seed=seed, job_id=row.id,
                    sd_floors=floors, floor_df=floor_df or CALIBRATION_DF,
-                   stale_witnesses=stale_witnesses(store.path, box_config.name, profile.name))
+                   stale_witnesses=stale_witnesses(calibrated, box_config.name, profile.name))
     out.mkdir(parents=True, exist_ok=True)
     try:
         # the raw results are the operator's: under private/, never published

@@ -87,6 +87,9 @@ def action(config_file: Path) -> None:
         raise EvalbotError("GITHUB_EVENT_NAME and GITHUB_EVENT_PATH must be set (Actions mode)")
     require_sandbox(load_config(config_file))  # the next step runs the jobs it queues: refuse first
     config, handlers = _setup(config_file, os.environ.get("GITHUB_TOKEN"))
+    # The shipped workflow runs on pull_request_target (from the base branch): its payload is
+    # a pull_request event's.
+    name = "pull_request" if name == "pull_request_target" else name
     event = parse_event(name, json.loads(Path(path).read_text()))
     click.echo("ignored: not an event evalbot handles" if event is None
                else handlers.handle(event))

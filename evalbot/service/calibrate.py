@@ -29,6 +29,7 @@ from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import Policy
 from evalbot.grading.sequential import rule_lists, schedule
+from evalbot.service.calibrate_report import progress_lines, undecidable
 from evalbot.store.noise import NoiseStore
 
 MIN_PAIRS = 6  # fewer pairs give an sd too uncertain to floor anything on
@@ -77,6 +78,11 @@ def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
         if not sd > 0:  # identical samples: a floor of 0 would make every interval a point
             raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured no noise at all "
                                f"(sd 0 over {n} pairs); the engine's rates are not measurements")
+        if not sd < 1:  # every job would refuse it (jobspec._floors): store none of them
+            raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured a noise of "
+                               f"{100 * sd:.0f}% per pair (sd of ln(head/base) over {n} pairs): "
+                               "the box is not steady enough to measure on; nothing stored. "
+                               "Quiet the box and calibrate again")
         out[speed.cell_key(record)] = (sd, n)
     return out | witness_noise(results)
 
@@ -195,9 +201,12 @@ def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, label
     policy = load_labels(labels_file).policy(policy_name)
     job = calibration_job(profile, policy, box_config, sha, pairs, witnesses)
     out.mkdir(parents=True, exist_ok=True)
+    click.echo(f"calibrate: an A/A run of {sha[:10]} on box {box_config.name!r}, {pairs} pairs "
+               f"per run{' and per witness' if witnesses else ''} (minutes)", err=True)
     box = open_box(box_config)
     try:
-        results = pipeline.evaluate(box, box_config, job, out)
+        results = pipeline.evaluate(box, box_config, job, out, progress=progress_lines(
+            lambda line: click.echo(line, err=True), pairs))
     finally:
         box.close()
     noise = aa_noise(results)
@@ -210,6 +219,8 @@ def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, label
             continue
         click.echo(f"{key:<32} sd of ln(head/base) {100 * sd:6.3f}%  over {n} pairs  "
                    f"(per run about {100 * sd / math.sqrt(2):.3f}%)")
+    for cell in undecidable(noise, profile, policy, box_config, sha):
+        click.echo(cell.warning(policy), err=True)
     sick = sick_cells(results)
     if sick:
         raise EvalbotError(f"A/A not neutral in {', '.join(sick)}: the box is not steady")

@@ -1,5 +1,7 @@
 """A running job's lease, renewed on a thread of its own while the worker runs the job
-(evalbot.service.worker); a lease no longer the worker's stops the run on the box."""
+(evalbot.service.worker); a lease no longer the worker's stops the run on the box. Before each
+renewal, `watch` (evalbot.service.head_watch) may read the PR on GitHub and supersede the job,
+so a push stops the run at that renewal even while the push's own `intake` job waits."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ class Renewal:
     longer ours it kills the run on the box, so the pipeline's follow loop ends at once."""
 
     def __init__(self, store_path: Path, job_id: str, worker: str, lease_ttl_s: float,
-                 on_lost: Callable[[], object], stopping: threading.Event | None = None) -> None:
-        self.store_path, self.job_id, self.worker = store_path, job_id, worker
+                 on_lost: Callable[[], object], stopping: threading.Event | None = None,
+                 watch: Callable[[Store], object] | None = None) -> None:
+        self.store_path, self.job_id, self.worker, self.watch = store_path, job_id, worker, watch
         self.lease_ttl_s, self.on_lost = lease_ttl_s, on_lost
         self.stopping = stopping or threading.Event()
         self.lost = threading.Event()
@@ -42,6 +45,8 @@ class Renewal:
             while not self._stop.wait(self.lease_ttl_s / 3):
                 if self.stopping.is_set() and _handed_back(store, self.job_id):
                     return  # the drain gave the lease to the next worker: keep it expired
+                if self.watch is not None and not self.stopping.is_set():
+                    self._watch(self.watch, store)
                 if not store.renew(self.job_id, self.worker, self.lease_ttl_s):
                     self.lost.set()
                     if not self.stopping.is_set():  # draining: the run is the next worker's
@@ -49,6 +54,12 @@ class Renewal:
                     return
         finally:
             store.close()
+
+    def _watch(self, watch: Callable[[Store], object], store: Store) -> None:
+        try:
+            watch(store)
+        except Exception:  # the store or a bug: the evaluation goes on, the lease is renewed
+            log.exception("job %s: the PR's head could not be checked", self.job_id)
 
     def _stop_box_run(self) -> None:
         try:

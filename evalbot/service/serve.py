@@ -28,7 +28,7 @@ from evalbot.evaluation.evaluate import regrade
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.report.render import render_comment
-from evalbot.service import drain, migrations
+from evalbot.service import drain, head_watch, migrations
 from evalbot.service.health import MetricsApp, setup_json_logging
 from evalbot.service.pool import check_pool
 from evalbot.service.queue_metrics import process_gauges
@@ -268,10 +268,14 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
               "workflow run was cancelled)")
 @click.option("--run-url", default="", help="this GitHub Actions run's URL: each job's pending "
               "commit status links to it, which is how `/evalbot cancel` finds the run")
+@click.option("--watch-pushes", is_flag=True, help="read the running job's PR on GitHub at each "
+              "lease renewal: a push supersedes the job then (Actions: `intake` waits for the "
+              "busy runner)")
 @settings_options
 def worker(config_file: Path, box_name: str | None, until_idle: bool, on_signal: str,
-           run_url: str, lease_ttl: float, max_tries: int, retry_backoff: float, poll: float,
-           throttle: bool, out_root: Path | None, drain_grace: float) -> None:
+           run_url: str, watch_pushes: bool, lease_ttl: float, max_tries: int,
+           retry_backoff: float, poll: float, throttle: bool, out_root: Path | None,
+           drain_grace: float) -> None:
     """Workers only: lease jobs from the store, evaluate, publish."""
     setup_json_logging()
     rt = runtime(config_file, throttle=throttle)
@@ -281,8 +285,12 @@ def worker(config_file: Path, box_name: str | None, until_idle: bool, on_signal:
     owner = _owner(rt.config.store)  # another host's store is refused before it is opened
     prepare_store(rt.config)
     actions = ActionsRun(rt, run_url)
+    watch = head_watch.for_config(rt.config, rt.token, throttle) if watch_pushes else None
+    if watch_pushes and watch is None:
+        raise ConfigError(f"{config_file}: --watch-pushes reads the PR on GitHub: the config "
+                          "needs a `github:` section and its token")
     for w in workers:
-        w.on_start = actions.started
+        w.on_start, w.head_watch = actions.started, watch
     try:
         run_workers(workers, until_idle, grace_s=drain_grace, owner=owner,
                     on_signal=(lambda: actions.cancelled(workers)) if on_signal == "cancel"

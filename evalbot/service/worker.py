@@ -82,6 +82,8 @@ class Worker:
         # Called with each job as it starts, and this worker's box name (Actions mode links
         # the PR's status to the run: evalbot.service.serve.ActionsRun).
         self.on_start: Callable[[JobRow, str], None] = lambda _job, _box: None
+        # Read at each renewal: the PR's head on GitHub (`--watch-pushes`, head_watch.py).
+        self.head_watch: Callable[[Store, JobRow], object] | None = None
         self._box: Box | None = None
         self.store_hold, self.publishing_hold = Hold(), Hold()  # after a store fault
         self.started = time.time()  # a box never checked gets its first A/A one period later
@@ -141,9 +143,10 @@ class Worker:
         log.info("%s: job %s (%s #%s %s), try %d", self.name, job.id, job.repo, job.pr,
                  job.head_sha[:10], job.tries)
         self.on_start(job, self.box_config.name)
+        watch = self.head_watch
         renewal = Renewal(self.store_path, job.id, self.name, self.settings.lease_ttl_s,
                           lambda: stop_run(open_box(self.box_config), self.box_config, job.id),
-                          self.stopping)
+                          self.stopping, None if watch is None else lambda s: watch(s, job))
         with renewal:
             try:
                 self._handle(store, job, renewal)
