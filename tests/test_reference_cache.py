@@ -23,7 +23,7 @@ from evalbot.engine.harness.housekeeping import Retention, housekeep
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.sandbox import safe_io
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.scoring.reference_cache import ReferenceCache, cache_key
+from evalbot.engine.scoring.reference_cache import ReferenceCache, cache_key, reference_build
 from evalbot.engine.scoring.tokens import speed_tokens, token_stream
 from evalbot.engine.scoring.windows import Window, grid_windows
 from evalbot.engine.sides.build import Built
@@ -38,7 +38,7 @@ DEEP = 100  # deep positions at the end of the demo's 1024-id long windows
 
 KEY = {"model_sha256": "a" * 64, "recipe": ["{python}", "-m", "engine.demo.reference", "score"],
        "text_version": "5f3a9e1c0d2b4a68/7c1e", "window_tokens": 128, "topk": 8,
-       "first_scored": 0, "device": "gpu NVIDIA H100 80GB HBM3, 550.54.15"}
+       "first_scored": 0, "device": "gpu NVIDIA H100 80GB HBM3, 550.54.15", "build": ""}
 
 
 @pytest.mark.parametrize("change", [
@@ -51,6 +51,7 @@ KEY = {"model_sha256": "a" * 64, "recipe": ["{python}", "-m", "engine.demo.refer
     {"device": "gpu NVIDIA H100 80GB HBM3, 555.42.02"},  # another driver
     {"device": "gpu NVIDIA H200, 550.54.15"},
     {"device": "cpu AMD EPYC 9654 96-Core Processor"},  # the CPU build of the same reference
+    {"build": "10971c26a0b1c2d3e4f5a6b7"},  # the carried build, not the box's own
 ], ids=lambda change: next(iter(change)))
 def test_each_thing_the_reference_depends_on_changes_its_cache_key(change: dict[str, Any]) -> None:
     assert cache_key(**KEY) == cache_key(**dict(KEY))  # a function of its arguments alone
@@ -248,3 +249,18 @@ def test_a_long_window_scored_deep_gets_the_reference_of_its_deep_positions_alon
     again = _section(demo, tmp_path, "deep")
     assert again["reference"] == {"cached": 10, "scored": 0, "device": device_identity()}
     assert again["chunks"] == deep["chunks"]
+
+
+def test_the_reference_build_is_named_by_its_manifests_artifacts(tmp_path: Path) -> None:
+    recipe = ["{python}", "{harness}/engine/llamacpp/score.py", "--reference", "git-6f4f53f",
+              "--model", "{model}"]
+    model = tmp_path / "m.gguf"
+    ref = tmp_path / "llamacpp-reference" / "git-6f4f53f"
+    assert reference_build(recipe, str(model)) == "unread"  # no build: no entry can match one
+    ref.mkdir(parents=True)
+    (ref / "manifest.json").write_text(json.dumps({"artifacts": {"evalbot-topk": "a" * 64}}))
+    carried = reference_build(recipe, str(model))
+    (ref / "manifest.json").write_text(json.dumps({"artifacts": {"evalbot-topk": "b" * 64}}))
+    built_here = reference_build(recipe, str(model))
+    assert len({carried, built_here, "unread", ""}) == 4
+    assert reference_build(KEY["recipe"], str(model)) == ""  # the demo's reference: no build

@@ -32,12 +32,33 @@ Key = tuple[str, int]  # a window's (kind, index in its grid)
 
 
 def cache_key(model_sha256: str, recipe: Sequence[str], text_version: str, window_tokens: int,
-              topk: int, first_scored: int, device: str) -> str:
+              topk: int, first_scored: int, device: str, build: str = "") -> str:
     """The folder of one kind of window's entries: a hash of everything their numbers depend
     on. `first_scored` > 0: entries hold positions from it on only, so they are never read as
-    whole windows, nor the reverse. `device`: CUDA and CPU builds of one reference disagree."""
-    doc = [model_sha256, list(recipe), text_version, window_tokens, topk, first_scored, device]
+    whole windows, nor the reverse. `device`: CUDA and CPU builds of one reference disagree.
+    `build`: the reference build's identity (`reference_build`): a build carried to the box and
+    one built there from the same commit need not agree to the last bit."""
+    doc = [model_sha256, list(recipe), text_version, window_tokens, topk, first_scored, device,
+           build]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:24]
+
+
+def reference_build(recipe: Sequence[str], model_path: str) -> str:
+    """The digest of the artifacts the pinned llama.cpp reference's manifest lists (a recipe
+    `... --reference KEY ...`: MODELS_DIR/llamacpp-reference/KEY/manifest.json, as
+    engine/llamacpp/score.py finds it), or "" for a recipe with no such build (its scorer's
+    code is the harness's, already in the recipe's path). The manifest is checked against the
+    artifacts when the reference runs; an unreadable one here is a miss-only key ("unread")."""
+    args = list(recipe)
+    if "--reference" not in args or args.index("--reference") + 1 >= len(args):
+        return ""
+    key = args[args.index("--reference") + 1]
+    manifest = Path(model_path).parent / "llamacpp-reference" / key / "manifest.json"
+    try:
+        artifacts = json.loads(manifest.read_text())["artifacts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unread"
+    return hashlib.sha256(json.dumps(artifacts, sort_keys=True).encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)
@@ -104,7 +125,8 @@ class ReferenceCache:
         size = spec.long_window_tokens if kind == "long" else spec.window_tokens
         version = stream.long_version if kind == "long" and stream.long_ids else stream.version
         key = cache_key(self.model.sha256, spec.reference_argv, version, size, spec.topk,
-                        scored_from(spec, kind, size), self.device)
+                        scored_from(spec, kind, size), self.device,
+                        reference_build(spec.reference_argv, self.model.path))
         root = Path(self.job.cache_dir) if self.job.cache_dir else self.jobdir
         return root / "reference" / key
 
