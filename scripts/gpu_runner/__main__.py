@@ -81,16 +81,17 @@ def commands(cfg: Config) -> dict[str, str]:
             if e.kind == "sandbox-ab":
                 out[stage.name] = f"bash -c '. scripts/gpu_stages.sh && stage_sandbox_ab {cfg.ab_pairs}'"
                 continue
-            shas = {e.base: f"${e.base.upper().replace('-', '_')}", e.head: f"${e.head.upper().replace('-', '_')}"}
+            shas = {b: f"${b.upper().replace('-', '_')}" for b in (e.base, e.head)}
             profile = cfg.work / "profiles" / f"{e.name}.yaml"
-            out[stage.name] = (f"python3 -m gpu_runner.profiles {shlex.join(profile_argv(cfg, e))} > {profile}; "
-                               + shlex.join(eval_argv(cfg, e, shas, profile)))
+            write = f"python3 -m gpu_runner.profiles {shlex.join(profile_argv(cfg, e))} > {profile}; "
+            out[stage.name] = write + shlex.join(eval_argv(cfg, e, shas, profile))
     return out
 
 
 def show_plan(cfg: Config) -> str:
     done = cfg.work / "done"
-    lines = [f"run {cfg.run}: {cfg.engine}" + (f", the {cfg.synth} Qwythos file" if cfg.engine == "sparkinfer" else "")
+    synth = f", the {cfg.synth} Qwythos file" if cfg.engine == "sparkinfer" else ""
+    lines = [f"run {cfg.run}: {cfg.engine}{synth}"
              + f", budget {cfg.budget_s} s, warm {'yes' if cfg.warm else 'no'}, work {cfg.work}", "stages:"]
     cmds = commands(cfg)
     for stage in cfg.plan():
@@ -107,7 +108,8 @@ def check_heads(shared: Path) -> int:
             with tarfile.open(shared / name) as tar:
                 tar.extractall(tmp, filter="data")
             problems = heads.check(Path(tmp), engine)
-        print(f"{engine}: {len(heads.ENGINES[engine])} heads, " + ("; ".join(problems) or "every edit applies"))
+        said = "; ".join(problems) or "every edit applies"
+        print(f"{engine}: {len(heads.ENGINES[engine])} heads, {said}")
         bad += len(problems)
     return 1 if bad else 0
 

@@ -116,5 +116,6 @@ def evaluations_of(issue: str, only: list[str] | None = None) -> list[Evaluation
     picked = [EVALUATIONS[n] for n in names]
     engines = {e.engine for e in picked} | {EVALUATIONS[n].engine for n in ISSUES[issue][0]}
     if len(engines) > 1:
-        raise ValueError(f"run {issue} is one engine's: {', '.join(names)} mixes {' and '.join(sorted(engines))}")
+        raise ValueError(f"run {issue} is one engine's: {', '.join(names)} mixes "
+                         f"{' and '.join(sorted(engines))}")
     return picked

@@ -127,7 +127,8 @@ class Chain:
                 return 124
 
     def run(self) -> int:
-        self.note(f"run {self.cfg.run}: {' '.join(s.name for s in self.cfg.plan())}; budget {self.cfg.budget_s}s")
+        names = " ".join(s.name for s in self.cfg.plan())
+        self.note(f"run {self.cfg.run}: {names}; budget {self.cfg.budget_s}s")
         failed = 0
         for stage in self.cfg.plan():
             marker = self.cfg.work / "done" / stage.name.replace(":", "-")

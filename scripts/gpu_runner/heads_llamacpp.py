@@ -14,7 +14,8 @@ DECODE = ("int llama_context::decode(const llama_batch_ext & batch_inp) {\n"
           "    if (!memory) {\n")
 
 HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
-    "aa": ("docs: one line in the README", [("README.md", "", "Benchmarks: see docs/gpu-e2e.md of evalbot.\n")]),
+    "aa": ("docs: one line in the README",
+           [("README.md", "", "Benchmarks: see docs/gpu-e2e.md of evalbot.\n")]),
     # a real code change that slows decode: CUDA graphs never used (the base of the speedup)
     "slow": ("cuda: do not capture CUDA graphs",
              [(CUDA, "    bool use_cuda_graph = true;\n",
@@ -25,14 +26,14 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     # writes and the logits are the same numbers, single-id decode steps are untouched
     "slow-prefill": ("context: compute each multi-id batch twice",
                      [(CONTEXT, COMPUTE, "    if (ubatch.n_tokens > 1) {\n"
-                                         "        graph_compute(res->get_gf(), true);  // the same work again\n"
+                                         "        graph_compute(res->get_gf(), true);  // again\n"
                                          "    }\n" + COMPUTE)]),
     # damage tied to a window (its first id, read when a decode starts on an empty memory): in
     # one window in five, every 7th logits row read has its top-1 removed (the second choice
     # wins), a copy so that reading a row twice gives the same row; other windows are untouched
     "window-damage": ("context: logits of some prompts lose their top-1",
                       [(CONTEXT, LOGITS_ITH,
-                        "static bool evalbot_window_bad = false;  // the current window's first id is 0 mod 5\n"
+                        "static bool evalbot_window_bad = false;  // the window's first id is 0 mod 5\n"
                         "static std::vector<float> evalbot_row;\n\n" + LOGITS_ITH),
                        (CONTEXT, LOGITS_ROW,
                         "        const int64_t j = output_resolve_row(i);\n"

@@ -40,7 +40,8 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "aa": ("docs: one line in the runtime README",
            [("runtime/README.md", "", "Benchmarks: see docs/gpu-e2e.md of evalbot.\n")]),
     "slow": ("prefill: int8 projections for prompts up to 2048 tokens",
-             [(PREFILL, I8_GATE, I8_GATE.replace("(N <= 8192);", "(N <= 2048);   // int8 scratch only for short prompts"))]),
+             [(PREFILL, I8_GATE, I8_GATE.replace(
+                 "(N <= 8192);", "(N <= 2048);   // int8 scratch only for short prompts"))]),
     "slow-decode": ("decode: the LM head twice per step (a slower decode path)", lm_head_twice("true")),
     "slow-deep-decode": ("decode: the LM head twice per step at depth >= 32768",
                          lm_head_twice("seqlen >= 32768")),

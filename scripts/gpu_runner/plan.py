@@ -24,10 +24,13 @@ def stages(evaluations: list[Evaluation], warm: bool) -> list[Stage]:
     correctness = any(e.correctness for e in evaluations)
     qwen36 = any(e.qwen36 for e in evaluations)
     out = [Stage("setup", 30, "the wheels into /tmp/site; the engine repository, every head a commit"),
-           Stage("box", 30, "bubblewrap and sudo from shared/debs; `evalbot box init`; CUDA as the sandbox user"),
-           Stage("model", 60, "the synthetic model files" + (" (and the 4-layer Qwen3.6 file)" if qwen36 else ""))]
+           Stage("box", 30, "bubblewrap and sudo from shared/debs; `evalbot box init`; CUDA as the "
+                            "sandbox user"),
+           Stage("model", 60, "the synthetic model files"
+                 + (" (and the 4-layer Qwen3.6 file)" if qwen36 else ""))]
     if correctness:
-        out.append(Stage("reference", 60, "the carried CUDA reference unpacked and checked (else built); a probe"))
+        out.append(Stage("reference", 60, "the carried CUDA reference unpacked and checked (else "
+                                          "built); a probe"))
         if warm:
             out.append(Stage("warm", 120, "the reference's whole window grid scored once, timed"))
     for e in evaluations:
@@ -51,7 +54,8 @@ def shared_needs(engine: str, evaluations: list[Evaluation], synth: str) -> list
             needs.append(("synth_qwen35.py", "the random-weight Qwythos file (model)"))
         if correctness:
             needs += [("llamacpp-reference.tar.xz", "the carried CUDA reference (reference)"),
-                      ("llama.cpp-pruned.tar.gz", "the reference's source: built only where the carried build fails")]
+                      ("llama.cpp-pruned.tar.gz",
+                       "the reference's source: built only where the carried build fails")]
         if any(e.kind == "sandbox-ab" for e in evaluations):
             needs.append(("old_sandbox_exec.py", "the launcher before bubblewrap (sandbox A/B)"))
     elif engine == LLAMACPP:
@@ -95,7 +99,8 @@ def shared_report(root: Path, shared: Path, needs: list[tuple[str, str]]) -> lis
     lines.append(f"  {'together':28s} {mib(total):>12s}; the tree besides shared/ {mib(tree)}; "
                  f"{mib(total + (tree or 0))} of {mib(TREE_LIMIT)}"
                  + (" (OVER the limit)" if total + (tree or 0) > TREE_LIMIT else ""))
-    spare = sorted(p.name for p in shared.iterdir() if p.name not in {r for r, _ in needs}) if shared.is_dir() else []
+    named = {r for r, _ in needs}
+    spare = sorted(p.name for p in shared.iterdir() if p.name not in named) if shared.is_dir() else []
     if spare:
         lines.append("shared/ files this run does not read (move them aside): "
                      + ", ".join(f"{n} ({mib(size_of(shared / n))})" for n in spare))

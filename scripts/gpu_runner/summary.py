@@ -121,7 +121,8 @@ def _s(value: Any) -> str:
 
 def markdown(summary: dict[str, Any]) -> str:
     lines = [f"# GPU run {summary['run']}", "", "| stage | state | seconds |", "|---|---|---:|"]
-    lines += [f"| {name} | {s.get('state')} | {_s(s.get('seconds'))} |" for name, s in summary["stages"].items()]
+    lines += [f"| {name} | {s.get('state')} | {_s(s.get('seconds'))} |"
+              for name, s in summary["stages"].items()]
     lines += ["", "| evaluation | verdict | want | ok | tier | moved | box time per stage (s) | "
               "correctness s: reference / main / PR | grid | top-1 main / PR (short; deep) |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -129,7 +130,8 @@ def markdown(summary: dict[str, Any]) -> str:
         times = " ".join(f"{k} {_s(v)}" for k, v in (r.get("box_time_s") or {}).items() if v)
         corr = r.get("correctness") or {}
         secs = corr.get("seconds") or {}
-        agree = "; ".join(f"{k} {a['main']:.1%} / {a['pr']:.1%}" for k, a in (corr.get("agreement") or {}).items())
+        agree = "; ".join(f"{k} {a['main']:.1%} / {a['pr']:.1%}"
+                          for k, a in (corr.get("agreement") or {}).items())
         lines.append(f"| {r['name']} | {r['headline']} | {r['expected']} | {'yes' if r['ok'] else 'NO'} | "
                      f"{r.get('tier') or '-'} | {', '.join(r.get('moved') or []) or '-'} | {times or '-'} | "
                      + (f"{_s(secs.get('reference'))} / {_s(secs.get('main'))} / {_s(secs.get('pr'))} "
