@@ -255,3 +255,44 @@ def test_every_head_applies_to_the_carried_sources_and_touches_only_what_it_name
     for branch, (_, edits) in heads.ENGINES["sparkinfer"].items():
         changed = heads.git(repo, "diff", "--name-only", "main", branch).split()
         assert sorted(changed) == sorted({rel for rel, _, _ in edits}), branch
+
+
+@pytest.mark.parametrize("run, only", [(run, []) for run in sorted(ISSUES)]
+                         + [("49", ["--only", "aa,decode-a"])])  # correctness on the random file
+def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: str, only: list[str],
+                                                                          tmp_path: Path) -> None:
+    from gpu_runner.chain import profile_argv
+
+    from evalbot.evaluation.profile import load_profile
+
+    _, cfg, _ = config(["plan", run, *only, "--work", str(tmp_path / "w")])
+    assert cfg is not None
+    (cfg.work / "log").mkdir(parents=True)
+    (cfg.work / "log" / "models.sha256").write_text(
+        "".join(f"{c * 64}  {n}\n" for c, n in (("a", "qwythos-synth.gguf"),
+                                                ("b", "qwen36-synth-4l.gguf"),
+                                                ("c", "qwen3-0p6b-synth-f16.gguf"))))
+    (cfg.work / "sandbox-env.txt").write_text("LD_LIBRARY_PATH=/usr/lib/wsl/lib\n")
+    shipped = load_profile(cfg.engine)
+    for e in cfg.evaluations:
+        if e.kind != "eval":
+            continue
+        path = tmp_path / f"{e.name}.yaml"
+        with open(path, "w") as out:  # as the chain writes it
+            subprocess.run([sys.executable, "-m", "gpu_runner.profiles", *profile_argv(cfg, e)], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": f"{ROOT}:{SCRIPTS}"}, stdout=out, check=True)
+        p = load_profile(str(path))
+        cells = {(r.model, c.metric, c.ctx) for r in p.runs for c in r.cells}
+        assert (p.correctness is not None) is e.correctness, e.name
+        assert p.speed == shipped.speed, e.name  # the statistics as shipped
+        if cfg.engine == "llamacpp":
+            assert p.models[0].sha256 == "c" * 64 and "--shared-build" in p.build_argv
+            assert cells == {(r.model, c.metric, c.ctx) for r in shipped.runs for c in r.cells}
+            continue
+        assert p.env["LD_LIBRARY_PATH"] == "/usr/lib/wsl/lib"
+        assert any(m == "qwen3.6-35b-a3b" for m, _, _ in cells) is e.qwen36, e.name
+        assert any(ctx == 131072 for _, _, ctx in cells) is e.long_run, e.name
+        if e.correctness:
+            assert p.correctness is not None
+            stable = p.correctness.floors == shipped.correctness.floors  # type: ignore[union-attr]
+            assert stable is (run == "51"), e.name  # the stable file: the shipped floors
