@@ -8,13 +8,18 @@ fail() { echo "FAIL: $*" >&2; return 1; }
 need() { local f; for f in "$@"; do [ -e "$SHARED/$f" ] || { fail "shared/$f is missing"; return 1; }; done; }
 
 stage_setup() {  # the wheels, and the engine's repository with every head as a real commit
-  local tarball
-  if [ "$ENGINE" = sparkinfer ]; then tarball=sparkinfer-ba8add3.tar.gz; else tarball=llama.cpp-pruned.tar.gz; fi
-  need wheels "$tarball" || return 1
+  need wheels || return 1
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$SHARED"/wheels/*.whl ||
     fail "pip install of shared/wheels" || return 1
   (cd "$ROOT" && "$PY" -c "import github, paramiko, waitress, gguf, scipy, rich, evalbot") ||
     fail "evalbot's dependencies do not import" || return 1
+  engine_repository
+}
+
+engine_repository() {  # $W/repo: the engine's tarball as `main`, each head a branch; $W/heads.env
+  local tarball
+  if [ "$ENGINE" = sparkinfer ]; then tarball=sparkinfer-ba8add3.tar.gz; else tarball=llama.cpp-pruned.tar.gz; fi
+  need "$tarball" || return 1
   rm -rf "$W/repo" && mkdir -p "$W/repo" && tar xzf "$SHARED/$tarball" -C "$W/repo" || return 1
   rm -f "$W/repo/.git"  # the llama.cpp vendor tree's submodule pointer: not a repository here
   git -C "$W/repo" init -q -b main && git -C "$W/repo" add -Af &&

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ sys.path.insert(0, str(SCRIPTS))
 from gpu_runner import heads, summary  # noqa: E402
 from gpu_runner.__main__ import config, show_plan  # noqa: E402
 from gpu_runner.catalogue import EVALUATIONS, ISSUES  # noqa: E402
-from gpu_runner.chain import Chain  # noqa: E402
+from gpu_runner.chain import Chain, stage_env  # noqa: E402
 from gpu_runner.plan import TREE_LIMIT, shared_needs  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "sparkinfer"
@@ -143,7 +144,6 @@ def _chain_root(tmp: Path, stages: str) -> Path:
 def _chain(root: Path, work: Path, budget: int) -> int:
     _, cfg, _ = config(["run", "49", "--work", str(work), "--budget-s", str(budget)])
     assert cfg is not None
-    from dataclasses import replace
     return Chain(replace(cfg, root=root)).run()
 
 
@@ -245,16 +245,21 @@ def test_every_head_applies_to_the_carried_sources_and_touches_only_what_it_name
         with tarfile.open(CARRIED[0] / name) as tar:
             tar.extractall(tree, filter="data")
         assert heads.check(tree, engine) == []
-    repo = tmp_path / "sparkinfer"
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null"}
-    for argv in (["init", "-q", "-b", "main"], ["add", "-Af"],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "main"]):
-        subprocess.run(["git", *argv], cwd=repo, check=True, env=env)
-    shas = heads.commit_heads(repo, "sparkinfer")
-    assert set(shas) == {"main", *heads.ENGINES["sparkinfer"]} and len(set(shas.values())) == len(shas)
+    # the setup stage's repository, made by the stage's own bash with the run's settings
+    _, cfg, _ = config(["plan", "51", "--work", str(tmp_path / "w"), "--shared", str(CARRIED[0])])
+    assert cfg is not None
+    (cfg.work / "log").mkdir(parents=True)
+    env = {**stage_env(replace(cfg, root=ROOT)), "HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": "/dev/null"}
+    subprocess.run(["bash", "-c", ". scripts/gpu_stages.sh && engine_repository"], cwd=ROOT, env=env,
+                   check=True, capture_output=True)
+    shas = dict(line.split("=") for line in (cfg.work / "heads.env").read_text().split())
+    assert set(shas) == {"MAIN", *(h.upper().replace("-", "_") for h in heads.ENGINES["sparkinfer"])}
+    assert len(set(shas.values())) == len(shas)
+    repo = cfg.work / "repo"
     for branch, (_, edits) in heads.ENGINES["sparkinfer"].items():
         changed = heads.git(repo, "diff", "--name-only", "main", branch).split()
         assert sorted(changed) == sorted({rel for rel, _, _ in edits}), branch
+    assert heads.git(repo, "rev-parse", "HEAD") == shas["MAIN"]  # left on main
 
 
 @pytest.mark.parametrize("run, only", [(run, []) for run in sorted(ISSUES)]

@@ -97,7 +97,7 @@ def read_shas(work: Path) -> dict[str, str]:
 class Chain:
     def __init__(self, cfg: Config) -> None:
         self.cfg, self.start = cfg, time.monotonic()
-        self.env = {**stage_env(cfg)}
+        self.env = {**os.environ, **stage_env(cfg)}  # the device's own (HOME, CUDA) and the run's
         for sub in ("done", "log", "eval", "profiles"):
             (cfg.work / sub).mkdir(parents=True, exist_ok=True)
 
