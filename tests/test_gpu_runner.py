@@ -202,6 +202,10 @@ def test_the_summary_of_results_that_ran_on_the_gpu(tmp_path: Path) -> None:
     assert aa["correctness"]["grid"] == "warm" and aa["correctness"]["decision"] == "inert"
     short = aa["correctness"]["agreement"]["short"]
     assert short["positions"] == 3302 and round(short["main"], 3) == 0.050
+    # against the verdict-cost issue's targets: the A/A's 267 s over its 240, its sides' 86 s
+    # of correctness over 60; the honest head's 475 s within its 480
+    assert aa["targets"] == ["total 267s OVER 240s", "correctness 86s OVER 60s"]
+    assert rows["prefill-4k"]["targets"][0] == "total 475s <= 480s"
     assert (rows["prefill-4k"]["tier"], rows["prefill-4k"]["ok"]) == ("M", True)
     assert "prefill@4096 improved (confirmed)" in rows["prefill-4k"]["moved"]
     # the eps head that was not caught: the summary says it missed, not that it passed

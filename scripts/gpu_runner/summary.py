@@ -44,6 +44,20 @@ def judge(expected: str, verdict: dict[str, Any]) -> bool:
     return headline == expected
 
 
+def targets(expected: str, total: float | None, corr: dict[str, Any] | None) -> list[str]:
+    """The verdict-cost issue's targets (44: a warmed reference, main's build cached): an A/A in
+    4 minutes, an honest tier in 8, correctness of both sides in 60 s; each met or over."""
+    said = []
+    limit = {"eval:none": 240, "neutral": 240, "tier": 480}.get(expected)
+    if limit and total is not None:
+        said.append(f"total {total:.0f}s {'<=' if total <= limit else 'OVER'} {limit}s")
+    sides = [(corr or {}).get("seconds", {}).get(k) for k in ("main", "pr")]
+    if corr and None not in sides:
+        both = sum(s for s in sides if s is not None)
+        said.append(f"correctness {both:.0f}s {'<=' if both <= 60 else 'OVER'} 60s")
+    return said
+
+
 def grid(corr: dict[str, Any]) -> str:
     """How the reference's windows came: all from the warmed (or earlier) cache, all scored now,
     or some of each."""
@@ -89,6 +103,7 @@ def row(evaluation: Evaluation, results: dict[str, Any], verdict: dict[str, Any]
             "seconds": {"reference": seconds.get("reference"), "main": seconds.get("base"),
                         "pr": seconds.get("head")},
             "grid": grid(corr), "agreement": agreement(corr)}
+    out["targets"] = targets(evaluation.expected, t.total_s, out["correctness"])
     return out
 
 
@@ -124,19 +139,20 @@ def markdown(summary: dict[str, Any]) -> str:
     lines += [f"| {name} | {s.get('state')} | {_s(s.get('seconds'))} |"
               for name, s in summary["stages"].items()]
     lines += ["", "| evaluation | verdict | want | ok | tier | moved | box time per stage (s) | "
-              "correctness s: reference / main / PR | grid | top-1 main / PR (short; deep) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "correctness s: reference / main / PR | grid | top-1 main / PR (short; deep) | targets |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary["evaluations"]:
         times = " ".join(f"{k} {_s(v)}" for k, v in (r.get("box_time_s") or {}).items() if v)
         corr = r.get("correctness") or {}
         secs = corr.get("seconds") or {}
+        aims = "; ".join(r.get("targets") or []) or "-"
         agree = "; ".join(f"{k} {a['main']:.1%} / {a['pr']:.1%}"
                           for k, a in (corr.get("agreement") or {}).items())
         lines.append(f"| {r['name']} | {r['headline']} | {r['expected']} | {'yes' if r['ok'] else 'NO'} | "
                      f"{r.get('tier') or '-'} | {', '.join(r.get('moved') or []) or '-'} | {times or '-'} | "
                      + (f"{_s(secs.get('reference'))} / {_s(secs.get('main'))} / {_s(secs.get('pr'))} "
                         f"({corr.get('decision')})" if corr else "-")
-                     + f" | {corr.get('grid') or '-'} | {agree or '-'} |")
+                     + f" | {corr.get('grid') or '-'} | {agree or '-'} | {aims} |")
     return "\n".join(lines) + "\n"
 
 
