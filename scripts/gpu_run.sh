@@ -37,10 +37,11 @@ collect() {  # the current run's summary and files into $OUT
   run=$(head -1 "$S/current" 2>/dev/null) || return 0
   w=$S/$run out=${OUT:-$S/out}
   mkdir -p "$out"
-  PYTHONPATH=/tmp/site runner "$S/src" summary "$run" --work "$w" > /dev/null 2>&1
+  # the chain's own evaluations (its --only), from the arguments `start` kept
+  PYTHONPATH=/tmp/site runner "$S/src" summary $(tail -n +2 "$S/current") --work "$w" > /dev/null 2>&1
   cp "$w/summary.md" "$w/summary.json" "$w/timeline.txt" "$out/" 2>/dev/null
   tar czf "$out/run-$run.tgz" -C "$w" --exclude=./repo --exclude=./box --exclude=./models \
-    --exclude=./shared-build --exclude=./ab-build --exclude='*.gguf' --exclude='./eval/*/artifacts' . 2>/dev/null
+    --exclude=./ab-build --exclude='*.gguf' --exclude='./eval/*/artifacts' . 2>/dev/null
   if ! running && [ -e "$w/log/reference-build.txt" ] && [ -d "$w/models/llamacpp-reference" ]; then
     tar czf "$out/llamacpp-reference.tgz" -C "$w/models" llamacpp-reference 2>/dev/null
     [ "$(stat -c %s "$out/llamacpp-reference.tgz")" -lt 60000000 ] || rm -f "$out/llamacpp-reference.tgz"
@@ -57,7 +58,7 @@ case $cmd in
     if running; then echo "a chain is already running: $(cat "$S/current")"; else
       runner "$HERE" plan "${args[@]}" --work "$S/$run" || exit 2  # a bad option stops here, before any copy
       rm -rf "$S/src" && mkdir -p "$S/src" && cp -a "$HERE/." "$S/src/"
-      echo "$run" > "$S/current"
+      printf '%s\n' "$run" "${args[@]}" > "$S/current"  # the run, then its arguments, one a line
       export S
       setsid bash -c "$(declare -f runner); runner \"$S/src\" run ${args[*]} --work \"$S/$run\"" \
         > "$S/chain-$run.log" 2>&1 < /dev/null &

@@ -89,13 +89,14 @@ def test_the_dry_run_marks_what_is_done_and_shows_each_command(tmp_path: Path) -
     (cfg.work / "done").mkdir(parents=True)
     for name in ("setup", "eval-llama-aa"):
         (cfg.work / "done" / name).touch()
-    text = show_plan(cfg)
+    text, _ = show_plan(cfg)
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and
              line.split()[0] in PLANS["52"]}
     assert "done earlier, skipped" in lines["setup"] and "done earlier" in lines["eval:llama-aa"]
     assert "to run" in lines["box"] and "to run" in lines["eval:llama-broken"]
     assert "--base '$SLOW' --head '$MAIN'" in text  # the speedup: CUDA graphs off as the base
-    assert "--shared-build" in text and "-DGGML_CUDA_FA=OFF" in text
+    # each SHA built in its own tree: the sandbox lets a build write its side's tree alone
+    assert "--shared-build" not in text and "-DGGML_CUDA_FA=OFF" in text
 
 
 def _shared(tmp: Path, sizes: dict[str, int]) -> Path:
@@ -121,15 +122,21 @@ def test_the_plan_lists_the_files_to_move_aside_and_the_64_mib_sum(tmp_path: Pat
     assert "ggml-vocab-qwen35.gguf (6.0 MiB)" in aside and "sparkinfer-ba8add3.tar.gz" in aside
     assert "llama.cpp-pruned" not in aside and "OVER" not in out and "MISSING" not in out
     # a carried file too large for the device's copy is said, before any device time is spent
+    # a plan that cannot run exits 1, so `start` stops before it copies or starts anything
     with open(shared / "llamacpp-reference.tar.xz", "wb") as f:
         f.truncate(TREE_LIMIT)
-    out = subprocess.run(["bash", str(SCRIPTS / "gpu_run.sh"), "plan", "52", "--shared", str(shared)],
-                         capture_output=True, text=True, check=True).stdout
-    assert "OVER the limit" in out
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_run.sh"), "plan", "52", "--shared", str(shared)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "OVER the limit" in done.stdout
+    # without the carried reference the run can start: it builds the reference, and says so
+    (shared / "llamacpp-reference.tar.xz").unlink()
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_run.sh"), "plan", "52", "--shared", str(shared)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "the reference stage builds it" in done.stdout
     (shared / "synth_gguf.py").unlink()
-    out = subprocess.run(["bash", str(SCRIPTS / "gpu_run.sh"), "plan", "52", "--shared", str(shared)],
-                         capture_output=True, text=True, check=True).stdout
-    assert "MISSING under shared/: synth_gguf.py" in out
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_run.sh"), "plan", "52", "--shared", str(shared)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "MISSING under shared/: synth_gguf.py" in done.stdout
 
 
 def _chain_root(tmp: Path, stages: str) -> Path:
@@ -295,7 +302,7 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
         assert (p.correctness is not None) is e.correctness, e.name
         assert p.speed == shipped.speed, e.name  # the statistics as shipped
         if cfg.engine == "llamacpp":
-            assert p.models[0].sha256 == "c" * 64 and "--shared-build" in p.build_argv
+            assert p.models[0].sha256 == "c" * 64 and "--cmake-flag=-DGGML_CUDA_FA=OFF" in p.build_argv
             assert cells == {(r.model, c.metric, c.ctx) for r in shipped.runs for c in r.cells}
             continue
         assert p.env["LD_LIBRARY_PATH"] == "/usr/lib/wsl/lib"

@@ -88,7 +88,8 @@ def commands(cfg: Config) -> dict[str, str]:
     return out
 
 
-def show_plan(cfg: Config) -> str:
+def show_plan(cfg: Config) -> tuple[str, bool]:
+    """The dry run's text, and whether the run can start (its shared/ files there and fitting)."""
     done = cfg.work / "done"
     synth = f", the {cfg.synth} Qwythos file" if cfg.engine == "sparkinfer" else ""
     lines = [f"run {cfg.run}: {cfg.engine}{synth}"
@@ -98,7 +99,8 @@ def show_plan(cfg: Config) -> str:
         state = "done earlier, skipped" if (done / stage.name.replace(":", "-")).exists() else "to run"
         lines += [f"  {stage.name:26s} {state:22s} {stage.what}", f"  {'':26s} $ {cmds[stage.name]}"]
     needs = plan.shared_needs(cfg.engine, list(cfg.evaluations), cfg.synth)
-    return "\n".join(lines + plan.shared_report(cfg.root, cfg.shared, needs)) + "\n"
+    report, ready = plan.shared_report(cfg.root, cfg.shared, needs)
+    return "\n".join(lines + report) + "\n", ready
 
 
 def check_heads(shared: Path) -> int:
@@ -118,9 +120,10 @@ def main(argv: list[str]) -> int:
     command, cfg, a = config(argv)
     if cfg is None:
         return check_heads(a.shared)
-    if command == "plan":
-        sys.stdout.write(show_plan(cfg))
-        return 0
+    if command == "plan":  # exit 1 where the run cannot start: `start` stops before any copy
+        text, ready = show_plan(cfg)
+        sys.stdout.write(text)
+        return 0 if ready else 1
     if command == "summary":
         sys.stdout.write(summary.markdown(summary.write(cfg.work, list(cfg.evaluations), cfg.run)))
         return 0

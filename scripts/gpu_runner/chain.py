@@ -64,9 +64,10 @@ def stage_env(cfg: Config) -> dict[str, str]:
 
 
 def build_flags(cfg: Config) -> str:
-    """llama.cpp's builds: one source and build tree for every SHA, flash attention off."""
-    return (f"--backend cuda --cuda-arch 90 --jobs {cfg.jobs} --shared-build {cfg.work}/shared-build "
-            "--cmake-flag=-DGGML_CUDA_FA=OFF")
+    """llama.cpp's builds: each SHA in its own tree (the sandbox binds only the side's tree
+    writable, so build.py's --shared-build, one tree across SHAs, cannot run there: a full build
+    per SHA, ~3-5 min on 16 cores), with the reference's flags (flash attention off)."""
+    return f"--backend cuda --cuda-arch 90 --jobs {cfg.jobs} --cmake-flag=-DGGML_CUDA_FA=OFF"
 
 
 def profile_argv(cfg: Config, e: Evaluation) -> list[str]:

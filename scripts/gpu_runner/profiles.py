@@ -6,8 +6,8 @@ sparkinfer: the synthetic files and their pins (the Qwythos file; the 4-layer qw
   built from the tarball, KEY), its floors the shipped ones on the stable file (the policy's) and
   calibrated from main on the random-weight file (phase 2's A/A, tests/data/sparkinfer/), and the
   box's environment (NAME=VALUE: LD_LIBRARY_PATH where libcuda is not on the loader's path).
-llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, and the build flags of one source and
-  build tree across SHAs with flash attention off (the reference's flags), nothing else.
+llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, and the build flags of the reference
+  (flash attention off, chain.build_flags), nothing else.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
         [--long-run] [--stable] [NAME=VALUE ...] > P.yaml
