@@ -214,7 +214,7 @@ def test_the_summary_of_results_that_ran_on_the_gpu(tmp_path: Path) -> None:
     assert aa["targets"] == ["total 267s OVER 240s", "correctness 86s OVER 60s"]
     assert rows["prefill-4k"]["targets"][0] == "total 475s <= 480s"
     assert (rows["prefill-4k"]["tier"], rows["prefill-4k"]["ok"]) == ("M", True)
-    assert "prefill@4096 improved (confirmed)" in rows["prefill-4k"]["moved"]
+    assert rows["prefill-4k"]["moved"] == ["qwythos-9b/prefill@4096 improved (confirmed)"]
     # the eps head that was not caught: the summary says it missed, not that it passed
     assert (rows["broken-prefill"]["headline"], rows["broken-prefill"]["ok"]) == ("eval:none", False)
     assert rows["broken-prefill"]["correctness"]["grid"] == "cold"

@@ -90,7 +90,7 @@ def row(evaluation: Evaluation, results: dict[str, Any], verdict: dict[str, Any]
         "name": evaluation.name, "base": evaluation.base, "head": evaluation.head,
         "expected": evaluation.expected, "headline": verdict.get("headline"), "tier": verdict.get("tier"),
         "ok": judge(evaluation.expected, verdict),
-        "moved": [f"{c['key'].split('/')[-1]} {c['decision']}"
+        "moved": [f"{c['key']} {c['decision']}"  # model/cell: a head must move only its model's
                   + (f" ({c['confirmation']})" if c.get("confirmation") not in (None, "no witness") else "")
                   for c in verdict.get("cells") or [] if c["decision"] != "neutral"],
         "box_time_s": {"total": t.total_s, **t.stages},
