@@ -29,8 +29,9 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                                          "        graph_compute(res->get_gf(), true);  // again\n"
                                          "    }\n" + COMPUTE)]),
     # damage tied to a window (its first id, read when a decode starts on an empty memory): in
-    # one window in five, every 7th logits row read has its top-1 removed (the second choice
-    # wins), a copy so that reading a row twice gives the same row; other windows are untouched
+    # one window in five, every 7th logits row of a batch with several outputs (a scored window,
+    # not a decode step: the witness's ids stay main's, so correctness alone must see it) has its
+    # top-1 removed (the second choice wins), on a copy, so a row read twice is the same row
     "window-damage": ("context: logits of some prompts lose their top-1",
                       [(CONTEXT, LOGITS_ITH,
                         "static bool evalbot_window_bad = false;  // the window's first id is 0 mod 5\n"
@@ -38,7 +39,7 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                        (CONTEXT, LOGITS_ROW,
                         "        const int64_t j = output_resolve_row(i);\n"
                         "        float * row = logits.data + j*model.vocab.n_tokens();\n"
-                        "        if (!evalbot_window_bad || j % 7 != 0) {\n"
+                        "        if (!evalbot_window_bad || n_outputs <= 1 || j % 7 != 0) {\n"
                         "            return row;\n"
                         "        }\n"
                         "        evalbot_row.assign(row, row + model.vocab.n_tokens());\n"
