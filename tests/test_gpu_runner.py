@@ -182,6 +182,22 @@ def test_a_chain_resumes_stops_at_a_failed_set_up_and_keeps_to_its_budget(tmp_pa
     assert [r["headline"] for r in made["evaluations"]] == ["not run"] * 4 and not made["ok"]
 
 
+def test_a_stage_cut_by_the_budget_takes_its_processes_with_it(tmp_path: Path) -> None:
+    # the set-up stage starts a child that outlives the stage's own bash unless the chain
+    # kills the stage's whole process group when the budget runs out
+    stages = ('stage_setup() { sleep 300 & echo $! > "$W/child.pid"; wait; }\n')
+    root, work = _chain_root(tmp_path, stages), tmp_path / "w"
+    _, cfg, _ = config(["run", "49", "--work", str(work), "--budget-s", "31"])
+    assert cfg is not None
+    assert Chain(replace(cfg, root=root)).run() == 1
+    record = json.loads((work / "stages.json").read_text())
+    assert record["setup"]["state"] == "failed rc=124"
+    stat = Path(f"/proc/{int((work / 'child.pid').read_text())}/stat")
+    # gone, or dead and waiting for its reaper (a zombie: the state after the name is Z)
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", \
+        "the stage's child survived its stage"
+
+
 def _fixtures(tmp: Path) -> Path:
     folder = tmp / "eval"
     folder.mkdir()

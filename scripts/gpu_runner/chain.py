@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from contextlib import nullcontext
@@ -121,10 +122,16 @@ class Chain:
         """argv from the checkout, its stderr (and its stdout, unless given a file of its own) in log."""
         env = {**self.env, "PYTHONPATH": f"/tmp/site:{self.cfg.root}:{self.cfg.root / 'scripts'}"}
         with open(log, "w") as err, open(stdout, "w") if stdout else nullcontext(err) as out:
+            # a group of its own: a stage cut by the budget takes its builds and samples with it,
+            # none left running beside the next stage's measuring
+            proc = subprocess.Popen(argv, cwd=self.cfg.root, env=env, stdout=out, stderr=err,
+                                    start_new_session=True)
             try:
-                return subprocess.run(argv, cwd=self.cfg.root, env=env, stdout=out, stderr=err,
-                                      timeout=max(timeout, 1), check=False).returncode
+                return proc.wait(timeout=max(timeout, 1))
             except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                err.write(f"\ncut by the chain's budget after {timeout}s\n")
                 return 124
 
     def run(self) -> int:
