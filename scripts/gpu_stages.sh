@@ -112,8 +112,8 @@ stage_reference() {  # the pinned llama.cpp: the carried CUDA build if it runs h
   fi
   chmod -R a+rX "$W/models"
   # can the reference score the primary model? (else no evaluation with correctness can run)
-  local model
-  model=$(awk 'NR == 1 {print $2}' "$W/log/models.sha256")
+  local model=qwythos-synth.gguf
+  [ "$ENGINE" = llamacpp ] && model=qwen3-0p6b-synth-f16.gguf
   "$PY" -c "import random; r=random.Random(20); print([[r.randrange(1000, 150000) for _ in range(64)]])" > "$W/probe.json"
   (cd "$ROOT" && "$PY" engine/llamacpp/score.py --reference "$REF_KEY" --model "$W/models/$model" \
     --tokens "$W/probe.json" --topk 8 --out "$W/probe.out.json") > "$W/log/probe.txt" 2>&1 ||
