@@ -316,12 +316,12 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
         p = load_profile(str(path))
         cells = {(r.model, c.metric, c.ctx) for r in p.runs for c in r.cells}
         assert (p.correctness is not None) is e.correctness, e.name
+        assert p.env == {**shipped.env, "LD_LIBRARY_PATH": "/usr/lib/wsl/lib"}, e.name  # the box's env
         assert p.speed == shipped.speed, e.name  # the statistics as shipped
         if cfg.engine == "llamacpp":
             assert p.models[0].sha256 == "c" * 64 and "--cmake-flag=-DGGML_CUDA_FA=OFF" in p.build_argv
             assert cells == {(r.model, c.metric, c.ctx) for r in shipped.runs for c in r.cells}
             continue
-        assert p.env["LD_LIBRARY_PATH"] == "/usr/lib/wsl/lib"
         assert any(m == "qwen3.6-35b-a3b" for m, _, _ in cells) is e.qwen36, e.name
         assert any(ctx == 131072 for _, _, ctx in cells) is e.long_run, e.name
         if e.correctness:

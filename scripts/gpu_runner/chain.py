@@ -77,7 +77,7 @@ def profile_argv(cfg: Config, e: Evaluation) -> list[str]:
     env_file = cfg.work / "sandbox-env.txt"
     env = env_file.read_text().split() if env_file.is_file() else []
     if e.engine == LLAMACPP:
-        return ["llamacpp", shipped, sums, build_flags(cfg)]
+        return ["llamacpp", shipped, sums, build_flags(cfg), *env]
     flags = [f for f, on in (("--correctness", e.correctness), ("--qwen36", e.qwen36),
                              ("--long-run", e.long_run), ("--stable", cfg.synth == "stable")) if on]
     return ["sparkinfer", shipped, sums, stage_env(cfg)["REF_KEY"], *flags, *env]

@@ -6,12 +6,12 @@ sparkinfer: the synthetic files and their pins (the Qwythos file; the 4-layer qw
   built from the tarball, KEY), its floors the shipped ones on the stable file (the policy's) and
   calibrated from main on the random-weight file (phase 2's A/A, tests/data/sparkinfer/), and the
   box's environment (NAME=VALUE: LD_LIBRARY_PATH where libcuda is not on the loader's path).
-llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, and the build flags of the reference
-  (flash attention off, chain.build_flags), nothing else.
+llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of the reference
+  (flash attention off, chain.build_flags), and the box's environment, nothing else.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
         [--long-run] [--stable] [NAME=VALUE ...] > P.yaml
-    python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS > P.yaml
+    python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [NAME=VALUE ...] > P.yaml
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str]) -
     return doc
 
 
-def llamacpp(doc: dict, digests: dict[str, str], build_flags: str) -> dict:
+def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, env: list[str]) -> dict:
     doc["name"] = "llamacpp-e2e"
+    doc.setdefault("env", {}).update(dict(f.split("=", 1) for f in env))
     doc["build"]["argv"] = ["{python}", "{harness}/engine/llamacpp/build.py", "--tree", "{tree}",
                             *build_flags.split()]
     doc["models"][0].update(file=LLAMA_FILE, sha256=digests[LLAMA_FILE])
@@ -90,7 +91,7 @@ def main() -> int:
     if engine == "sparkinfer":
         out = sparkinfer(doc, digests, rest[0], rest[1:])
     elif engine == "llamacpp":
-        out = llamacpp(doc, digests, rest[0])
+        out = llamacpp(doc, digests, rest[0], rest[1:])
     else:
         print(__doc__, file=sys.stderr)
         return 2
