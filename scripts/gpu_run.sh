@@ -11,7 +11,8 @@
 #   bash scripts/gpu_run.sh check-heads           every head's edits against shared/'s tarballs
 #
 # OPTIONS (scripts/gpu_runner/__main__.py): --only NAME[,NAME...], --warm, --budget-s S, --jobs N,
-# --ab-pairs N; --wait-s S (start and wait: how long this call waits, default 560).
+# --ab-pairs N; --wait-s S (start and wait: how long this call waits, default 560); --state DIR
+# (where the chains keep their state and copy of the checkout, default /tmp/gpu-run).
 # A device command lasts 10 minutes at most: `start` copies this checkout to $S/src (a later
 # call's copy cannot change the code under a running evaluation) and starts the chain
 # (python3 -m gpu_runner run) with setsid; it keeps its state in $S/RUN, so a second `start` of
@@ -23,12 +24,12 @@ set -uo pipefail
 S=/tmp/gpu-run
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 WAIT_S=560
-mkdir -p "$S"
 cmd=${1:-}; shift || true
 args=()
 while [ $# -gt 0 ]; do
-  case $1 in --wait-s) WAIT_S=$2; shift 2 ;; *) args+=("$1"); shift ;; esac
+  case $1 in --wait-s) WAIT_S=$2; shift 2 ;; --state) S=$2; shift 2 ;; *) args+=("$1"); shift ;; esac
 done
+mkdir -p "$S"
 runner() { (cd "$1" && PYTHONPATH="$1/scripts${PYTHONPATH:+:$PYTHONPATH}" python3 -m gpu_runner "${@:2}"); }
 running() { [ -e "$S/chain.pid" ] && kill -0 "$(cat "$S/chain.pid")" 2>/dev/null; }
 

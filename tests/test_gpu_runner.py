@@ -328,3 +328,32 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
             assert p.correctness is not None
             stable = p.correctness.floors == shipped.correctness.floors  # type: ignore[union-attr]
             assert stable is (run == "51"), e.name  # the stable file: the shipped floors
+
+
+def test_start_and_wait_run_the_chain_detached_and_bring_back_its_summary(tmp_path: Path) -> None:
+    # the device's two calls on the CPU: `start` checks the plan, copies the checkout, starts the
+    # chain with setsid and waits; `wait` collects. shared/ here has every file the run reads but
+    # no wheel in wheels/, so the chain's setup stage fails, as a device without them would.
+    mib = 2**20
+    shared = _shared(tmp_path, {"wheels/README": 10, "debs/b.deb": mib, "sparkinfer-ba8add3.tar.gz": mib,
+                                "ggml-vocab-qwen35.gguf": mib, "synth_qwen35.py": 100})
+    state, out = tmp_path / "state", tmp_path / "out"
+    env = {**os.environ, "OUT": str(out)}
+    base = ["bash", str(SCRIPTS / "gpu_run.sh")]
+    refused = subprocess.run([*base, "start", "49", "--shared", str(tmp_path / "none"),
+                              "--state", str(state)], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "MISSING under shared/" in refused.stdout
+    assert not (state / "src").exists()  # nothing copied, nothing started
+    started = subprocess.run([*base, "start", "49", "--only", "decode-b", "--shared", str(shared),
+                              "--state", str(state), "--wait-s", "300"],
+                             capture_output=True, text=True, env=env, timeout=600)
+    assert "started run 49" in started.stdout and "chain ended" in started.stdout, started.stdout
+    table = (out / "summary.md").read_text()
+    assert "| setup | failed rc=1 |" in table and "| decode-b | not run | tier | NO |" in table
+    assert "stopping: setup failed" in (out / "timeline.txt").read_text()
+    with tarfile.open(out / "run-49.tgz") as tar:
+        assert "./log/stage-setup.txt" in tar.getnames()
+    assert (state / "src" / "scripts" / "gpu_run.sh").is_file()  # the chain ran from its own copy
+    again = subprocess.run([*base, "wait", "--state", str(state), "--wait-s", "5"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert "chain ended" in again.stdout and "| decode-b | not run |" in again.stdout
