@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the pinned llama.cpp reference's CUDA build ahead, on a CPU machine, for a GPU run to carry
 # (docs/gpu-e2e.md, "The reference built ahead"): the same source, key and flags as
-# scripts/gpu_sparkinfer.sh's stage_refbuild, compiled for sm_90 with CUDA 13.0 assembled from
+# stage_reference of scripts/gpu_stages.sh, compiled for sm_90 with CUDA 13.0 assembled from
 # PyPI wheels, linked so that it runs on the GPU machine's image (another distribution).
 #
 #   bash scripts/build_reference_ahead.sh [SHARED_DIR]     (default: ./shared)
@@ -20,7 +20,7 @@ WHEELS=${AHEAD_WHEELS:-/opt/cuda-13-pip-wheels}
 BUILD=${AHEAD_BUILD:-/var/tmp/evalbot-reference-ahead}
 JOBS=${AHEAD_JOBS:-2}
 PY=${AHEAD_PYTHON:-python3}
-# the pin and key of stage_refbuild (scripts/gpu_sparkinfer.sh)
+# the pin and key of stage_reference (scripts/gpu_runner/chain.py: REF_SHA)
 REF_SHA=90e3f6adf8120749245a83e9d2bc25eecb9bb58013397b247a263b8c4d279220
 REF_KEY=src-${REF_SHA:0:16}
 # CUDA 13.0. The runtime and cuBLAS as first released (13.0.0): linked against the oldest 13.0

@@ -1,4 +1,4 @@
-"""The GPU run's check of a carried reference build (scripts/gpu_sparkinfer.sh, stage_refbuild's
+"""The GPU run's check of a carried reference build (scripts/gpu_stages.sh, stage_reference's
 `carried_reference_runs`): a build made ahead on another machine is trusted only when its
 artifacts match the manifest, every library it needs resolves, and it starts and sees a CUDA
 device. The function runs as the script defines it, on real ELF binaries compiled here that
@@ -17,7 +17,7 @@ import pytest
 from evalbot.engine.llamacpp.manifest import write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "gpu_sparkinfer.sh"
+SCRIPT = ROOT / "scripts" / "gpu_stages.sh"
 BENCH_C = r"""#include <stdio.h>
 #include <string.h>
 int main(int argc, char **argv) {
@@ -54,10 +54,10 @@ def reference(tmp: Path, devices: str = '"  CUDA0: NVIDIA H200 (143156 MiB, 1425
 
 
 def carried_runs(ref: Path, work: Path) -> tuple[bool, str]:
-    """Run the function exactly as scripts/gpu_sparkinfer.sh defines it."""
+    """Run the function exactly as scripts/gpu_stages.sh defines it."""
     text = SCRIPT.read_text()
     match = re.search(r"^carried_reference_runs\(\) \{.*?^\}$", text, re.S | re.M)
-    assert match, "scripts/gpu_sparkinfer.sh defines no carried_reference_runs"
+    assert match, "scripts/gpu_stages.sh defines no carried_reference_runs"
     (work / "log").mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(["bash", "-c", match.group(0) + '\ncarried_reference_runs "$1"', "check",
                            str(ref)], cwd=ROOT, env={"PATH": "/usr/bin:/bin", "W": str(work),

@@ -1,36 +1,61 @@
-"""The GPU session's scripts (scripts/gpu_sparkinfer.sh) run each stage in a fresh bash
-(`bash -c stage_NAME`), which sees only exported variables: a top-level setting a stage reads but
-the script does not export is silently empty there. The 2026-12-06 run lost its stable Qwythos
-file that way (STABLE_SYNTH: docs/gpu-e2e.md, "A verdict in minutes, second run")."""
+"""The GPU runner's set-up stages (scripts/gpu_stages.sh) run each in a fresh bash that sees
+exactly the settings the chain passes (gpu_runner.chain.stage_env): a setting a stage reads that
+the chain does not pass is silently empty there. The 2026-12-06 run lost its stable Qwythos file
+that way (STABLE_SYNTH, set at the top of the script before the runner and never exported:
+docs/gpu-e2e.md, "A verdict in minutes, second run")."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-import pytest
-
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from gpu_runner.catalogue import evaluations_of  # noqa: E402
+from gpu_runner.chain import Config, stage_env  # noqa: E402
+
+# bash's own, and settings read only with a default (${NAME:-...}: absent is a value)
+BASH = {"PIPESTATUS"}
 
 
-def _stage_reads(text: str) -> set[str]:
-    bodies = re.findall(r"^stage_\w+\(\) \{.*?^\}", text, flags=re.S | re.M)
-    return {m for body in bodies for m in re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", body)}
+def _functions(text: str) -> dict[str, str]:
+    """name -> body of each function written over several lines (`name() {  # comment`)."""
+    return dict(re.findall(r"^(\w+)\(\) \{[ \t]*(?:#[^\n]*)?\n(.*?)^\}", text, flags=re.S | re.M))
 
 
-def _top_level(text: str) -> tuple[set[str], set[str]]:
-    """Names the script sets outside any function, and the names it exports."""
-    outside = re.sub(r"^\w+\(\) \{.*?^\}", "", text, flags=re.S | re.M)
-    assigned = set(re.findall(r"^([A-Z_][A-Z0-9_]*)=", outside, flags=re.M))
-    exported = {name.split("=")[0] for line in re.findall(r"^export (.*)$", outside, flags=re.M)
-                for name in line.split() if re.match(r"[A-Z_][A-Z0-9_]*(=|$)", name)}
-    return assigned, exported
+def _reads(body: str) -> set[str]:
+    defaulted = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):-", body))
+    return set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", body)) - defaulted - BASH
 
 
-@pytest.mark.parametrize("script", ["gpu_sparkinfer.sh"])
-def test_every_setting_a_stage_reads_is_exported(script: str) -> None:
-    text = (SCRIPTS / script).read_text()
-    assigned, exported = _top_level(text)
-    reads = _stage_reads(text)
-    assert "STABLE_SYNTH" in reads and reads & assigned  # the parse sees the stages
-    assert sorted((reads & assigned) - exported) == []
+def test_every_setting_a_stage_reads_is_passed_by_the_chain() -> None:
+    text = (SCRIPTS / "gpu_stages.sh").read_text()
+    functions = _functions(text)
+    assert {"stage_setup", "stage_box", "stage_model", "stage_reference", "stage_sandbox_ab",
+            "carried_reference_runs"} <= set(functions)  # the parse sees the stages
+    cfg = Config("51", tuple(evaluations_of("51")), 100, False, Path("/r"), Path("/w"), Path("/s"),
+                 "python3", 2)
+    passed = set(stage_env(cfg))
+    reads = {name: _reads(body) for name, body in functions.items()}
+    assert "SYNTH" in reads["stage_model"] and "REF_KEY" in reads["stage_reference"]
+    assert {name: sorted(r - passed) for name, r in reads.items() if r - passed} == {}
+
+
+def test_the_stage_library_sets_nothing_at_the_top() -> None:
+    # sourced by every stage: a top-level setting would be a second, unexported source of truth
+    text = (SCRIPTS / "gpu_stages.sh").read_text()
+    outside = re.sub(r"^\w+\(\) \{.*\}$", "", text, flags=re.M)  # one-line helpers
+    outside = re.sub(r"^\w+\(\) \{.*?^\}", "", outside, flags=re.S | re.M)
+    code = [line for line in outside.splitlines() if line.strip() and not line.startswith("#")]
+    assert code == []
+
+
+def test_the_stable_file_is_chosen_by_the_run_not_by_the_environment() -> None:
+    runs = {run: stage_env(Config(run, tuple(evaluations_of(run)), 100, False, Path("/r"),
+                                  Path("/w"), Path("/s"), "python3", 2)) for run in ("49", "51", "52")}
+    assert (runs["49"]["SYNTH"], runs["51"]["SYNTH"]) == ("random", "stable")
+    assert runs["52"]["ENGINE"] == "llamacpp" and runs["51"]["ENGINE"] == "sparkinfer"
+    body = _functions((SCRIPTS / "gpu_stages.sh").read_text())["stage_model"]
+    assert '"$SYNTH" = stable' in body and "--branch-scale 0.001" in body

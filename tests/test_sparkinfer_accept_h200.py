@@ -1,4 +1,4 @@
-"""Issue 30's GPU acceptance on the H200, as it ran (scripts/gpu_sparkinfer_witness_acceptance.sh,
+"""Issue 30's GPU acceptance on the H200, as it ran (its chain is now scripts/gpu_run.sh,
 docs/gpu-e2e.md): real sparkinfer ba8add3, the synthetic Qwythos-9B, the shipped profile with
 only the model pin, the correctness section and the 131072 run removed, `evalbot eval` as the
 sandbox user of `evalbot box init`. Each results file regrades to the verdict the run published,
@@ -213,16 +213,15 @@ def test_the_eps_1e16_prefill_moved_short_windows_less_than_the_margin() -> None
 
 def test_the_stable_models_profile_keeps_the_shipped_floors(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # ACCEPT_STABLE=1 (scripts/gpu_sparkinfer_witness_acceptance.sh): the Qwythos file main and
-    # the reference agree on is judged by the shipped correctness section, floors included (none:
+    # run 51 of scripts/gpu_run.sh (the stable Qwythos file, --stable): the file main and the
+    # reference agree on is judged by the shipped correctness section, floors included (none:
     # the policy's); the random-weight file keeps the floors calibrated on it
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "scripts"))
-    from gpu_sparkinfer_witness_acceptance import profile
-    sums = tmp_path / "models.sha256"
-    sums.write_text("".join(f"{c * 64}  {n}\n" for c, n in (("a", "qwythos-synth.gguf"),
-                                                             ("b", "qwen36-synth-4l.gguf"))))
+    from gpu_runner.profiles import sparkinfer
+    digests = {"qwythos-synth.gguf": "a" * 64, "qwen36-synth-4l.gguf": "b" * 64}
     shipped = Path(__file__).parents[1] / "evalbot" / "profiles" / "sparkinfer.yaml"
-    docs = {flag: profile(shipped, sums, "src-0123456789abcdef", ["--no-128k", *flag])
+    docs = {flag: sparkinfer(yaml.safe_load(shipped.read_text()), digests, "src-0123456789abcdef",
+                             ["--correctness", *flag])
             for flag in ((), ("--stable",))}
     assert "floors" not in docs[("--stable",)]["correctness"]
     assert docs[()]["correctness"]["floors"]["top1"] < 0.1  # main's level on random weights

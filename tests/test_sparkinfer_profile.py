@@ -1,5 +1,6 @@
 """The sparkinfer profile against real outputs of its engine (tests/data/sparkinfer/, recorded on
-the H200 at sparkinfer ba8add3 with the synthetic models by scripts/gpu_sparkinfer_measure.sh)."""
+the H200 at sparkinfer ba8add3 with the synthetic models by scripts/gpu_sparkinfer_measure.sh, since
+replaced by scripts/gpu_run.sh)."""
 
 from __future__ import annotations
 
@@ -152,35 +153,15 @@ def test_the_score_tool_is_sized_for_the_longest_window_and_scores_int8_kv() -> 
 
 
 def _profile_writer() -> Any:
-    """scripts/gpu_sparkinfer_profile.py, the e2e profile writer of phase 2 (not a package)."""
+    """scripts/gpu_runner/profiles.py, the e2e profile writer of the GPU runner (not a package)."""
     import importlib.util
 
-    script = Path(__file__).parents[1] / "scripts" / "gpu_sparkinfer_profile.py"
-    spec = importlib.util.spec_from_file_location("gpu_sparkinfer_profile", script)
+    script = Path(__file__).parents[1] / "scripts" / "gpu_runner" / "profiles.py"
+    spec = importlib.util.spec_from_file_location("gpu_runner_profiles", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_the_phase_2_profile_is_the_shipped_one_cut_to_the_device(tmp_path: Path) -> None:
-    import yaml
-
-    module = _profile_writer()
-    shipped_path = Path(__file__).parents[1] / "evalbot" / "profiles" / "sparkinfer.yaml"
-    digests = {"qwythos-synth.gguf": "a" * 64, "qwen36-synth-4l.gguf": "b" * 64}
-    doc = module.e2e(yaml.safe_load(shipped_path.read_text()), digests, "src-90e3f6adf8120749")
-    path = tmp_path / "e2e.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    e2e, shipped = load_profile(str(path)), load_profile("sparkinfer")
-    assert {(r.model, c.metric, c.ctx) for r in e2e.runs for c in r.cells} == {
-        ("qwythos-9b", "decode", 128), ("qwythos-9b", "decode", 4096),
-        ("qwythos-9b", "prefill", 4096), ("qwen3.6-35b-a3b", "decode", 128),
-        ("qwen3.6-35b-a3b", "decode", 512), ("qwen3.6-35b-a3b", "prefill", 512)}
-    assert e2e.speed.looks == shipped.speed.looks and e2e.speed.sd_floor == shipped.speed.sd_floor
-    assert e2e.env == shipped.env and e2e.build_argv == shipped.build_argv
-    assert e2e.correctness is not None and "src-90e3f6adf8120749" in e2e.correctness.reference_argv
-    assert [m.sha256 for m in e2e.models] == ["a" * 64, "b" * 64]
 
 
 def test_the_phase_2_floors_are_main_s_own_and_main_clears_them() -> None:

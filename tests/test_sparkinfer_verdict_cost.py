@@ -1,6 +1,6 @@
 """The verdict-cost run on an H100 (docs/gpu-e2e.md, "A verdict in minutes"): real sparkinfer
 ba8add3, the synthetic Qwythos-9B, the shipped profile (version 3) with one model and without the
-131072 run, the reference's whole window grid warmed first (`scripts/gpu_warm_reference.py`),
+131072 run, the reference's whole window grid warmed first (`scripts/gpu_runner/warm.py`),
 then an honest head and an A/A, both with the correctness section, through `evalbot eval` in the
 bubblewrap sandbox. Each results file regrades to the verdict the run published, its stages add
 up to its total, and no evaluation ran the reference."""

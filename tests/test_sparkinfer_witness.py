@@ -548,7 +548,7 @@ def test_measurement_times_the_placeholder_as_a_failed_witness(tmp_path: Path, t
     assert "[FAIL] evalbot-sparkinfer-witness was not built for this tree" in timed.output
 
 
-# ---- the real tool on the H200 (scripts/gpu_sparkinfer_witness_smoke.sh), as fixtures ---------
+# ---- the real tool on the H200 (the smoke script before scripts/gpu_run.sh), as fixtures ------
 
 H200 = ROOT / "tests" / "data" / "sparkinfer" / "witness-h200-qwythos-synth.txt"
 TIMINGS = ROOT / "tests" / "data" / "sparkinfer" / "witness-h200-timings.jsonl"

@@ -216,8 +216,8 @@ def test_the_sparkinfer_witnesses_carry_the_measured_floor_into_the_job(tmp_path
     specs = {w.name: w for r in job.runs for w in r.witnesses}
     for spec in specs.values():
         assert len(spec.pooled_stop_t) == len(spec.guard) == len(spec.looks)
-    # each floor bounds what the tool measured on the H200 (scripts/gpu_sparkinfer_witness_
-    # smoke.sh): a pair's saving as the difference of two processes of the same build, its df
+    # each floor bounds what the tool measured on the H200 (the smoke script before
+    # scripts/gpu_run.sh): a pair's saving as the difference of two processes of the same build, its df
     # no more than the processes' count less one
     rows = [json.loads(line) for line in (Path(__file__).parent / "data" / "sparkinfer"
                                           / "witness-h200-timings.jsonl").read_text().splitlines()
@@ -237,8 +237,9 @@ def test_the_sparkinfer_witnesses_carry_the_measured_floor_into_the_job(tmp_path
 
 
 def test_the_llamacpp_witness_floor_is_its_h200_a_a() -> None:
-    # scripts/gpu_witness_timings.sh: A/A pairs of the shipped tool (FA off, "nofa") on the
-    # handoff clock, one fresh prompt a pair; "base" is the tool before, with FA left on auto
+    # the witness timings of 2026-12-02 (a script before scripts/gpu_run.sh): A/A pairs of the
+    # shipped tool (FA off, "nofa") on the handoff clock, one fresh prompt a pair; "base" is the
+    # tool before, with FA left on auto
     rows = list(csv.DictReader(open(Path(__file__).parent / "data" / "llamacpp"
                                     / "h200-witness-aa.tsv"), delimiter="\t"))
     pairs: dict[int, dict[str, float]] = {}

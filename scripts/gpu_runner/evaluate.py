@@ -1,11 +1,11 @@
-"""`evalbot eval --dry-run --json` on the local box with the box's sandbox (scripts/gpu_sparkinfer.sh).
+"""`evalbot eval --dry-run --json` on the local box with the box's sandbox (a stage of scripts/gpu_run.sh).
 
 The CLI's `eval` builds a local box without a sandbox user; production boxes have one (`evalbot
 box init`). This is the same call with the sandbox of a box set up by `evalbot box init`: PR
 builds and samples run as SANDBOX_USER through the launcher (none when the harness is root, as
 docs/box.md says for a root harness; `sudo -n` and the installed launcher otherwise).
 
-    python scripts/gpu_sparkinfer_eval.py --repo R --base SHA --head SHA --profile P.yaml
+    python scripts/gpu_runner/evaluate.py --repo R --base SHA --head SHA --profile P.yaml
         --models-dir D --workdir W --out OUT --sandbox-user evalbot-sandbox
 """
 
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from evalbot.config.redact import for_boxes  # noqa: E402
 from evalbot.config.resources import LABELS_FILE as LABELS  # noqa: E402

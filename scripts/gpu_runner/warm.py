@@ -1,11 +1,11 @@
-"""`evalbot warm-reference` on the local box of the GPU runs (scripts/gpu_sparkinfer_eval.py's box).
+"""`evalbot warm-reference` on the local box of the GPU runs (scripts/gpu_runner/evaluate.py's box).
 
 The CLI's command reads a config file; the GPU chains have a profile, a models directory and a
 workdir instead. This is the same warm-up (evalbot/service/warm_reference.py: the harness copied
 into a job directory, `python -m engine warm-reference` under the box's lock, into the cache the
 evaluations read), its progress lines printed as they come, and its exit status.
 
-    python scripts/gpu_warm_reference.py --profile P.yaml --models-dir D --workdir W [--batch 16]
+    python scripts/gpu_runner/warm.py --profile P.yaml --models-dir D --workdir W [--batch 16]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from evalbot.config.resources import LABELS_FILE as LABELS  # noqa: E402
 from evalbot.config.settings import BoxConfig  # noqa: E402

@@ -1,0 +1,121 @@
+"""Every evaluation a GPU run makes, and which run (issue) makes which.
+
+An evaluation is a base and a head of one engine's repository (branches the setup stage commits:
+heads_sparkinfer.HEADS, heads_llamacpp.HEADS, and `main`), the verdict it must get, and the e2e
+profile it runs with (profiles.py: the shipped profile, with or without its correctness section,
+with or without the Qwen3.6 model, with or without the 131072 run). `sandbox-ab` is the one
+measurement that is not an `evalbot eval`: main's sweep through the bubblewrap sandbox and the
+launcher before it, in alternating pairs (scripts/sandbox_ab.py).
+
+What an evaluation must get (`expected`), as summary.judge reads it:
+  eval:none, eval:REJECT       the verdict's headline;
+  neutral                      eval:none with every cell neutral;
+  tier                         one of the tier labels (eval:XS .. eval:XL);
+  no tier                      no tier label, and not an infra-error;
+  regressed:CELL               the cell CELL (e.g. prefill@4096) regressed, nothing improved;
+  pass                         correctness not REJECTed, no infra-error;
+  measured                     any verdict that is not an infra-error (a figure, not a test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SPARKINFER, LLAMACPP = "sparkinfer", "llamacpp"
+EXPECTATIONS = ("eval:none", "eval:REJECT", "neutral", "tier", "no tier", "pass", "measured")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    name: str
+    engine: str
+    base: str
+    head: str
+    expected: str
+    correctness: bool = False  # the profile keeps its correctness section (needs the reference)
+    qwen36: bool = False  # sparkinfer: the 4-layer Qwen3.6 file as the second model, with its guard
+    long_run: bool = False  # sparkinfer: the shipped 131072 run kept (31 s a sample)
+    kind: str = "eval"  # "eval": evalbot eval in the sandbox; "sandbox-ab": scripts/sandbox_ab.py
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.engine not in (SPARKINFER, LLAMACPP):
+            raise ValueError(f"{self.name}: unknown engine {self.engine!r}")
+        if self.expected not in EXPECTATIONS and not self.expected.startswith("regressed:"):
+            raise ValueError(f"{self.name}: unknown expectation {self.expected!r}")
+        if self.kind not in ("eval", "sandbox-ab"):
+            raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
+
+
+def _spk(name: str, base: str, head: str, expected: str, **kw: object) -> Evaluation:
+    return Evaluation(name, SPARKINFER, base, head, expected, **kw)  # type: ignore[arg-type]
+
+
+def _llama(name: str, base: str, head: str, expected: str, **kw: object) -> Evaluation:
+    return Evaluation(name, LLAMACPP, base, head, expected, correctness=True, **kw)  # type: ignore[arg-type]
+
+
+EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
+    # sparkinfer's speed (issue 49 and the runs before it): no correctness section
+    _spk("decode-a", "slow-decode", "main", "tier", correctness=True,
+         why="main with the LM head twice per decode step -> main (+9% decode)"),
+    _spk("decode-b", "slow-decode", "main", "tier", why="the same, without correctness: rule 2's witness"),
+    _spk("deep-decode", "slow-deep-decode", "main", "tier",
+         why="main with the LM head twice only at depth >= 32768 -> main"),
+    _spk("prefill-4k", "slow", "main", "tier", why="int8 prefill projections only to 2048 -> main"),
+    _spk("prefill-32k", "slow-attn-32k", "main", "tier", why="the batched attention twice above 8192"),
+    _spk("liar-decode-105", "main", "liar-decode-105", "no tier", why="the bench prints decode x1.05"),
+    _spk("liar-decode-110", "main", "liar-decode-110", "no tier", why="the bench prints decode x1.10"),
+    _spk("liar-prefill-110", "main", "liar-prefill-110", "no tier", why="the bench prints prefill x1.10"),
+    # the rest of sparkinfer (issue 50)
+    _spk("lazy-prefill", "main", "lazy-prefill", "no tier",
+         why="the batched prefill skips the second half of prompts over 2048 ids"),
+    _spk("aa-131k", "main", "aa", "neutral", long_run=True,
+         why="an A/A with the shipped 131072 run: its box time per sample"),
+    _spk("qwen36-aa", "main", "aa", "neutral", qwen36=True, why="an A/A with the Qwen3.6 file"),
+    _spk("qwen36-slow", "slow-moe", "main", "tier", qwen36=True,
+         why="main with the MoE layer's routed experts twice -> main: only Qwen3.6's cells move"),
+    _spk("sandbox-ab", "main", "main", "measured", kind="sandbox-ab",
+         why="main's sweep through the bubblewrap sandbox and the launcher before it, 6 pairs"),
+    # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
+    _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
+    _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
+         why="V written to the cache x1024 in the batched prefill"),
+    _spk("broken-long-prefill", "main", "broken-long-prefill", "eval:REJECT", correctness=True,
+         why="the same, only in fills over 32000 ids: the deep positions carry it"),
+    _spk("bf16-reduction", "main", "bf16-reduction", "pass", correctness=True,
+         why="the RMS norm's sum of squares reduced in the reverse order (a named honest change)"),
+    # llama.cpp (issue 52): the shipped llamacpp profile, correctness on
+    _llama("llama-aa", "main", "aa", "neutral", why="a docs-only head: every cell neutral"),
+    _llama("llama-speedup", "slow", "main", "tier", why="CUDA graphs off as base -> main"),
+    _llama("llama-slow-prefill", "main", "slow-prefill", "regressed:prefill@4096",
+           why="each prompt batch of more than one id computed twice"),
+    _llama("llama-window-damage", "main", "window-damage", "eval:REJECT",
+           why="windows whose first id is 0 mod 5: the top-1 of every 7th position dropped"),
+    _llama("llama-broken", "main", "broken", "eval:REJECT", why="qwen3 attention scaled 1/d"),
+]}
+
+# issue -> (its evaluations in the order they run, the Qwythos file it scores, its default budget)
+ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
+    "49": (("decode-b", "deep-decode", "liar-decode-105", "liar-prefill-110"), "random", 1500),
+    "50": (("lazy-prefill", "qwen36-aa", "qwen36-slow", "aa-131k", "sandbox-ab"), "random", 1500),
+    "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction"), "stable", 1500),
+    "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
+           "", 1500),
+}
+
+
+def evaluations_of(issue: str, only: list[str] | None = None) -> list[Evaluation]:
+    """The issue's evaluations, or the ones named (in the order named); one engine per run."""
+    if issue not in ISSUES:
+        raise ValueError(f"unknown run {issue!r}: one of {', '.join(ISSUES)}")
+    names = only or list(ISSUES[issue][0])
+    unknown = [n for n in names if n not in EVALUATIONS]
+    if unknown:
+        raise ValueError(f"unknown evaluation(s) {', '.join(unknown)}: one of {', '.join(EVALUATIONS)}")
+    picked = [EVALUATIONS[n] for n in names]
+    engines = {e.engine for e in picked} | {EVALUATIONS[n].engine for n in ISSUES[issue][0]}
+    if len(engines) > 1:
+        raise ValueError(f"run {issue} is one engine's: {', '.join(names)} mixes "
+                         f"{' and '.join(sorted(engines))}")
+    return picked

@@ -1,0 +1,103 @@
+"""The e2e profiles: the shipped profile with only what the device needs changed.
+
+sparkinfer: the synthetic files and their pins (the Qwythos file; the 4-layer qwen35moe file in the
+  Qwen3.6 model's place with `qwen36`, else that model, its run and its guard are removed), the
+  131072 run only with `long_run`, the correctness section only with `correctness` (the reference
+  built from the tarball, KEY), its floors the shipped ones on the stable file (the policy's) and
+  calibrated from main on the random-weight file (phase 2's A/A, tests/data/sparkinfer/), and the
+  box's environment (NAME=VALUE: LD_LIBRARY_PATH where libcuda is not on the loader's path).
+llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of the reference
+  (flash attention off, chain.build_flags), and the box's environment, nothing else.
+
+    python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
+        [--long-run] [--stable] [NAME=VALUE ...] > P.yaml
+    python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [NAME=VALUE ...] > P.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PHASE2_AA = ROOT / "tests/data/sparkinfer/phase2-aa-correctness-h200.json"
+SPK_FILES = {"qwythos-9b": "qwythos-synth.gguf", "qwen3.6-35b-a3b": "qwen36-synth-4l.gguf"}
+LLAMA_FILE = "qwen3-0p6b-synth-f16.gguf"
+
+
+def calibrated_floors() -> dict[str, float]:
+    """The floors both models of the random-weight files clear: main's lowest top-1 bound, twice
+    main's highest KL bound (a random-weight model's next token is nearly flat: main agrees with
+    llama.cpp in distribution, KL < 0.001, and not in argmax, top-1 0.057)."""
+    sys.path.insert(0, str(ROOT))
+    from evalbot.config.resources import LABELS_FILE
+    from evalbot.grading.correctness_policy import calibrate_floors
+    from evalbot.grading.policy import load_labels
+
+    results = json.loads(PHASE2_AA.read_text())
+    policy = load_labels(LABELS_FILE).policy("default").correctness
+    per_model = [calibrate_floors([s], policy)
+                 for s in [results["correctness"], *results["correctness_guards"]]]
+    return {"top1": min(f["top1"] for f in per_model),
+            "kl": round(2 * max(f["kl"] for f in per_model), 4)}
+
+
+def digests_of(sums: Path) -> dict[str, str]:
+    return {name: digest for digest, name in (line.split() for line in sums.read_text().splitlines()
+                                              if line.strip())}
+
+
+def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str]) -> dict:
+    qwen36, stable = "--qwen36" in flags, "--stable" in flags
+    doc["name"] = "sparkinfer-e2e"
+    doc["env"].update(dict(f.split("=", 1) for f in flags if "=" in f))
+    doc["models"] = [m for m in doc["models"] if qwen36 or m["name"] == "qwythos-9b"]
+    for m in doc["models"]:
+        m["file"], m["sha256"] = SPK_FILES[m["name"]], digests[SPK_FILES[m["name"]]]
+    names = {m["name"] for m in doc["models"]}
+    doc["speed"]["runs"] = [r for r in doc["speed"]["runs"] if r["model"] in names and (
+        "--long-run" in flags or not any(c["ctx"] == 131072 for c in r["cells"]))]
+    corr = doc.get("correctness")
+    if "--correctness" not in flags or corr is None:
+        doc.pop("correctness", None)
+        return doc
+    corr["guards"] = [g for g in corr.get("guards", []) if g in names]
+    if not corr["guards"]:
+        corr.pop("guards")
+    for argv in ("reference_argv", "tokenize_argv"):
+        corr[argv] = [key if a.startswith("git-") else a for a in corr[argv]]
+    if stable:  # a file main and the reference agree on: the shipped floors (none: the policy's)
+        corr.pop("floors", None)
+    else:
+        corr["floors"] = calibrated_floors()
+    return doc
+
+
+def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, env: list[str]) -> dict:
+    doc["name"] = "llamacpp-e2e"
+    doc.setdefault("env", {}).update(dict(f.split("=", 1) for f in env))
+    doc["build"]["argv"] = ["{python}", "{harness}/engine/llamacpp/build.py", "--tree", "{tree}",
+                            *build_flags.split()]
+    doc["models"][0].update(file=LLAMA_FILE, sha256=digests[LLAMA_FILE])
+    return doc
+
+
+def main() -> int:
+    engine, shipped, sums, *rest = sys.argv[1:]
+    doc, digests = yaml.safe_load(Path(shipped).read_text()), digests_of(Path(sums))
+    if engine == "sparkinfer":
+        out = sparkinfer(doc, digests, rest[0], rest[1:])
+    elif engine == "llamacpp":
+        out = llamacpp(doc, digests, rest[0], rest[1:])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump(out, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
