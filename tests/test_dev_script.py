@@ -36,6 +36,7 @@ def _checkout_with_a_failing_step(root: Path) -> Path:
     """A copy of ./dev with a venv whose mypy runs until killed (its pid in mypy.pid), set-up
     steps that pass, and one that fails."""
     shutil.copy2(REPO_ROOT / "dev", root / "dev")
+    shutil.copy2(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
     venv = root / ".venv" / "bin"
     _script(venv / "python", "exit 0\n")  # pip install: nothing to do
     _script(venv / "ruff", "exit 0\n")
@@ -82,6 +83,30 @@ def test_interrupted_dev_kills_its_background_jobs(tmp_path: Path) -> None:
             time.sleep(0.1)
         assert not _alive(pid), started
     assert dev.returncode == 143 and "set-up: .ci/setup-b-slow failed" in err
+
+
+def test_a_second_run_does_not_install_what_the_first_did(tmp_path: Path) -> None:
+    """pip install -e .[test] runs again only when pyproject.toml changed (it resolves every
+    dependency anew on each run, for nothing, when the editable install is current)."""
+    shutil.copy2(REPO_ROOT / "dev", tmp_path / "dev")
+    shutil.copy2(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    venv = tmp_path / ".venv" / "bin"
+    _script(venv / "python", f'echo "$*" >> {tmp_path / "python.calls"}\n')
+    _script(venv / "ruff", "exit 0\n")
+    _script(venv / "mypy", "exit 0\n")
+
+    def run() -> list[str]:
+        (tmp_path / "python.calls").unlink(missing_ok=True)
+        done = subprocess.run([str(tmp_path / "dev"), "test", "tests/none.py"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return (tmp_path / "python.calls").read_text().splitlines()
+
+    assert run() == ["-m pip install -q -e .[test]", "-m pytest tests/none.py"]
+    assert run() == ["-m pytest tests/none.py"]
+    with (tmp_path / "pyproject.toml").open("a") as toml:
+        toml.write("# a new dependency\n")
+    assert run() == ["-m pip install -q -e .[test]", "-m pytest tests/none.py"]
 
 
 def _fake_apt(bin_dir: Path, held_for: int) -> Path:
