@@ -4,14 +4,18 @@ never cut or folded at rich's assumed 80 columns; and `evalbot demo`'s short rep
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
-from evalbot.cli import _summary
+from evalbot.cli import _summary, cli
 from evalbot.cli_console import output_console
+from evalbot.config.settings import REPO_ROOT
 from evalbot.store.jobs import Store
 
 LONG_REPO = "an-organisation-with-a-long-name/an-inference-engine-with-an-even-longer-name"
@@ -47,3 +51,40 @@ def test_the_verdict_summary_into_a_pipe_keeps_every_cell_whole(
     (row,) = [line for line in out.splitlines() if "0123456789" in line]
     assert " ".join(labels) in row and "decode@64k +76.1% [+1.9, +204.3]" in row
     assert "…" not in out
+
+
+def _commands(group: click.Group, ctx: click.Context) -> Iterator[tuple[str, click.Command]]:
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            for sub, inner in _commands(command, click.Context(command, parent=ctx)):
+                yield f"{name} {sub}", inner
+        else:
+            yield name, command
+
+
+def test_the_readme_names_every_command_with_json_output() -> None:
+    """README's list of the commands with --json is the command line's own."""
+    with_json = {name for name, command in _commands(cli, click.Context(cli))
+                 if any("--json" in param.opts for param in command.params)}
+    readme = (REPO_ROOT / "README.md").read_text()
+    (sentence,) = [p for p in readme.split("\n\n") if p.startswith("Output for scripts: `--json`")]
+    named = set(re.findall(r"`evalbot ([a-z -]+)`", sentence.split(";")[0]))
+    assert named == with_json
+
+
+@pytest.mark.parametrize(("words", "offered"), [
+    ("evalbot da", "plain,dashboard"),  # a lazy command's name, not imported to list it
+    ("evalbot verify --", "plain,--keys"),  # a lazy command's options
+    ("evalbot status --", "plain,--json"),
+])
+def test_shell_completion_as_the_readme_sets_it_up(words: str, offered: str) -> None:
+    env = {**os.environ, "_EVALBOT_COMPLETE": "bash_complete", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - 1)}
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'evalbot'; "
+                           "from evalbot.cli import main; main()"], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert offered in done.stdout.splitlines()
+    assert "_EVALBOT_COMPLETE=bash_source evalbot" in (REPO_ROOT / "README.md").read_text()
