@@ -41,6 +41,7 @@ def _checkout_with_a_failing_step(root: Path) -> Path:
     _script(venv / "python", "exit 0\n")  # pip install: nothing to do
     _script(venv / "ruff", "exit 0\n")
     _script(venv / "mypy", f'echo $$ > {root / "mypy.pid"}\nexec sleep 600\n')
+    _script(root / ".ci" / "wheel-check", f'echo $$ > {root / "wheel.pid"}\nexec sleep 600\n')
     _script(root / ".ci" / "setup-a-fine", "exit 0\n")
     _script(root / ".ci" / "setup-b-broken", 'echo "setup-b-broken: no disk" >&2\nexit 7\n')
     _script(root / ".ci" / "setup-c-never", f"touch {root / 'ran-c'}\n")
@@ -54,15 +55,16 @@ def test_a_failing_setup_step_is_named_and_leaves_nothing_running(tmp_path: Path
     assert done.returncode == 7
     assert "./dev: set-up: .ci/setup-b-broken failed (exit 7)" in done.stderr
     assert not (root / "ran-c").exists()  # the steps after it did not run
-    pid_file = root / "mypy.pid"
     deadline = time.monotonic() + DEADLINE_S
-    while not pid_file.exists() and time.monotonic() < deadline:  # written before it was killed?
-        time.sleep(0.05)
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(pid), "the background mypy outlived ./dev"
+    for started in ("mypy.pid", "wheel.pid"):  # the background mypy and wheel check
+        pid_file = root / started
+        while not pid_file.exists() and time.monotonic() < deadline:  # killed before it began?
+            time.sleep(0.05)
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not _alive(pid), f"{started}: outlived ./dev"
 
 
 def test_interrupted_dev_kills_its_background_jobs(tmp_path: Path) -> None:
@@ -72,12 +74,12 @@ def test_interrupted_dev_kills_its_background_jobs(tmp_path: Path) -> None:
     dev = subprocess.Popen([str(root / "dev"), "test"], cwd=root, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + DEADLINE_S
-    while not ((root / "slow.pid").exists() and (root / "mypy.pid").exists()):
+    while not all((root / name).exists() for name in ("slow.pid", "mypy.pid", "wheel.pid")):
         assert time.monotonic() < deadline and dev.poll() is None
         time.sleep(0.05)
     dev.terminate()  # SIGTERM to ./dev alone, as a CI runner's timeout sends it
     _, err = dev.communicate(timeout=DEADLINE_S)
-    for started in ("mypy.pid", "slow.pid"):  # the background job and the step it was in
+    for started in ("mypy.pid", "wheel.pid", "slow.pid"):  # background jobs, the step they were in
         pid = int((root / started).read_text())
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
