@@ -55,12 +55,13 @@ class LazyGroup(click.Group):
 
 
 def _unavailable(name: str, summary: str, why: str) -> click.Command:
-    """A stand-in whose help is the command's summary and why it cannot run here; run, it fails
-    with that reason (exit 1, one line)."""
+    """A stand-in whose help is the command's summary and why it cannot run here (unwrapped:
+    `\\b`, so the install command stays on one line); run, it fails with that reason (exit 1,
+    one line)."""
 
     def refuse(**_: object) -> None:
         raise EvalbotError(why)
 
-    return click.Command(name, callback=refuse, help=f"{summary}\n\nNot available here: {why}",
+    return click.Command(name, callback=refuse, help=f"{summary}\n\n\b\nNot available here: {why}",
                          context_settings={"ignore_unknown_options": True,
                                            "allow_extra_args": True})
