@@ -117,3 +117,21 @@ def test_only_evalbot_is_a_top_level_package_beside_a_demo_output(tmp_path: Path
         (tmp_path / folder / "__init__.py").write_text("")
     found = find_namespace_packages(str(tmp_path), include=include)
     assert sorted(found) == ["evalbot", "evalbot.report"]
+
+
+def test_the_demo_replaces_only_its_own_engine_folder(tmp_path: Path) -> None:
+    """`evalbot demo --out DIR` keeps its generated engine in DIR/demo-engine/ (Reproduce names
+    it): an earlier demo's is replaced, a folder of the user's by that name is never deleted."""
+    from evalbot.config.errors import EvalbotError
+    from evalbot.engine.demo import generate
+    from evalbot.evaluation.demo import ENGINE_DIR, fresh_engine_dir
+
+    earlier = generate(tmp_path / ENGINE_DIR)
+    assert fresh_engine_dir(tmp_path / ENGINE_DIR) == tmp_path / ENGINE_DIR
+    assert not earlier.path.exists()
+    mine = tmp_path / "other" / ENGINE_DIR
+    (mine / "engine-repo").mkdir(parents=True)
+    (mine / "notes.txt").write_text("the user's")
+    with pytest.raises(EvalbotError, match="not an earlier demo's engine .*; choose another --out"):
+        fresh_engine_dir(mine)
+    assert (mine / "notes.txt").read_text() == "the user's"

@@ -70,7 +70,7 @@ class DemoPR:
         out, name, verdict = demo_run
         comment = (out / name / "comment.md").read_text()
         (repo,) = set(re.findall(r"evalbot eval --repo (\S+) ", comment))
-        assert Path(repo) == (out / "engine" / "engine-repo").resolve()
+        assert Path(repo) == (out / "demo-engine" / "engine-repo").resolve()
         for sha in (verdict["provenance"]["base_sha"], verdict["provenance"]["head_sha"]):
             subprocess.run(["git", "-C", repo, "cat-file", "-e", f"{sha}^{{commit}}"], check=True,
                            timeout=60)

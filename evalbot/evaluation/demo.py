@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from evalbot.config.errors import EvalbotError
 from evalbot.config.redact import for_boxes
 from evalbot.config.resources import LABELS_FILE
 from evalbot.config.settings import BoxConfig
@@ -28,7 +29,9 @@ from evalbot.store.jobs import Store
 EXPECTED = {"faster": "improved", "neutral": "neutral", "slow_long": "regressed",
             "broken": "incorrect"}
 DEMO_REPO = "demo/engine"
-ENGINE_DIR = "engine"  # out/engine/: the generated repository and model, kept for Reproduce
+ENGINE_DIR = "demo-engine"  # out/demo-engine/: the generated repository and model, kept for
+# the comments' Reproduce block
+GENERATED = ["engine-repo", "models"]  # what engine.demo.generate writes there
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,8 @@ def run_demo(out: Path, console: Console, seed: int | None = None,
     policy = load_labels(LABELS_FILE).policy("default")
     store = Store(out / "evalbot.sqlite3")
     results = []
-    # The repository stays under out/ (the Reproduce block names it); an earlier demo's copy is
-    # replaced: generation is deterministic, so its commits are the same.
-    shutil.rmtree(out / ENGINE_DIR, ignore_errors=True)
     console.print("generating the demo engine repository (main + 4 PR commits)")
-    repo = generate(out / ENGINE_DIR)
+    repo = generate(fresh_engine_dir(out / ENGINE_DIR))
     missing = dashboard_missing()
     links = demo_links(repo.path, with_dashboard=not missing)
     with tempfile.TemporaryDirectory(prefix="evalbot-demo-") as tmp:
@@ -79,10 +79,20 @@ def run_demo(out: Path, console: Console, seed: int | None = None,
     return results
 
 
+def fresh_engine_dir(path: Path) -> Path:
+    """The folder the demo generates its engine into, under --out: the Reproduce block names it,
+    so it stays. An earlier demo's is replaced (generation is deterministic: the same commits);
+    anything else there is the user's, and is refused, never deleted."""
+    if path.exists():
+        if not path.is_dir() or sorted(p.name for p in path.iterdir()) != GENERATED:
+            raise EvalbotError(f"{path} exists and is not an earlier demo's engine "
+                               f"({' and '.join(GENERATED)}); choose another --out")
+        shutil.rmtree(path)
+    return path
+
+
 def dashboard_missing() -> str:
     """Why this install cannot draw the dashboard (no `dashboard` extra: matplotlib), or ""."""
-    from evalbot.config.errors import EvalbotError
-
     try:
         import evalbot.report.dashboard  # noqa: F401  (charts.py says what is missing)
     except EvalbotError as exc:
