@@ -87,21 +87,22 @@ def cli() -> None:
               help="evaluate only this demo PR (repeatable; default: all four)")
 def demo(out: Path, seed: int | None, as_json: bool, only: tuple[str, ...]) -> None:
     """Run the whole pipeline on the bundled demo engine (no GPU, no GitHub)."""
-    from rich.console import Console
+    from rich.markup import escape
 
+    from evalbot.cli_console import output_console
     from evalbot.evaluation.demo import EXPECTED, run_demo
 
-    console = Console(stderr=as_json, width=max(Console().width, 120))
+    console = output_console(stderr=as_json, min_width=120)
     started = time.monotonic()
     results = run_demo(out, console, seed=seed, only=only)
     if as_json:
         click.echo(json.dumps({r.name: r.outcome.verdict for r in results}, indent=2))
-    else:
+    else:  # one line per PR: each comment is a file, not a page of raw markdown here
         for r in results:
-            console.rule(f"PR #{r.pr} {r.name}: {r.outcome.verdict['headline']}")
-            click.echo(r.outcome.comment)
+            console.print(escape(f"PR #{r.pr} {r.name}: {r.outcome.verdict['headline']}, "
+                                 f"comment in {out / r.name / 'comment.md'}"))
         console.print(_summary([(f"#{r.pr} {r.name}", r.outcome.verdict) for r in results]))
-        console.print(f"outputs in {out}/  ·  {time.monotonic() - started:.0f} s")
+        console.print(escape(f"outputs in {out}/  ·  {time.monotonic() - started:.0f} s"))
     wrong = [r.name for r in results if not r.as_expected]
     if wrong:
         raise EvalbotError(f"demo verdicts not as expected for {', '.join(wrong)} "
@@ -132,9 +133,8 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
           base_sha: str, head_sha: str, profile_name: str, policy_name: str | None, models_dir: str,
           workdir: Path, seed: int | None, out: Path, dry_run: bool, as_json: bool) -> None:
     """Evaluate one head against one base on the local box (or a configured box)."""
-    from rich.console import Console
-
     from evalbot.audit.signing import KEY_ENV, load_signing_key
+    from evalbot.cli_console import output_console
     from evalbot.config.redact import for_boxes
     from evalbot.config.resources import LABELS_FILE
     from evalbot.config.settings import BoxConfig
@@ -167,7 +167,7 @@ def eval_(config_file: Path | None, box_name: str | None, repo_path: str | None,
         labels_file = LABELS_FILE
     profile = load_profile(profile_name)
     policy = load_labels(labels_file).policy(policy_name or "default")
-    console = Console(stderr=True)
+    console = output_console(stderr=True)
     # Sign when the operator has named a key (the same variable the service falls back to).
     signer = load_signing_key() if os.environ.get(KEY_ENV) else None
     with evaluation_bar(console, f"{head_sha[:10]} vs {base_sha[:10]}") as progress:
@@ -216,8 +216,7 @@ def grade_(results_file: Path, policy_name: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(store_file: Path | None, config_file: Path | None, last: int, as_json: bool) -> None:
     """Show the queue, the boxes and the last verdicts."""
-    from rich.console import Console
-
+    from evalbot.cli_console import output_console
     from evalbot.config.settings import load_config
     from evalbot.service.status import render_status, snapshot
     from evalbot.store.jobs import Store
@@ -233,7 +232,7 @@ def status(store_file: Path | None, config_file: Path | None, last: int, as_json
     if as_json:
         click.echo(json.dumps(snap, indent=2, sort_keys=True))
     else:
-        Console().print(*render_status(snap))
+        output_console().print(*render_status(snap))
 
 
 def _summary(rows: list[tuple[str, dict[str, Any]]]) -> Table:

@@ -4,6 +4,9 @@
 PyGithub. Click's documented pattern for this (Group.get_command importing on demand) still
 imports every command to print its one-line help, so each lazy command's summary is kept here;
 tests/test_cli.py checks that each equals the command's own docstring summary.
+
+A command whose module needs an extra that is not installed (`dashboard`: matplotlib) raises
+EvalbotError on import, naming the extra; its `--help` still works, and says so.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import importlib
 
 import click
+
+from evalbot.config.errors import EvalbotError
 
 
 class LazyGroup(click.Group):
@@ -25,7 +30,11 @@ class LazyGroup(click.Group):
         if cmd_name in self.commands or cmd_name not in self.lazy:
             return super().get_command(ctx, cmd_name)
         module_name, attribute = self.lazy[cmd_name][0].split(":")
-        command = getattr(importlib.import_module(module_name), attribute)
+        try:
+            module = importlib.import_module(module_name)
+        except EvalbotError as exc:  # an extra this install lacks
+            return _unavailable(cmd_name, self.lazy[cmd_name][1], str(exc))
+        command = getattr(module, attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{module_name}:{attribute} is not a click command")
         return command
@@ -43,3 +52,16 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def _unavailable(name: str, summary: str, why: str) -> click.Command:
+    """A stand-in whose help is the command's summary and why it cannot run here (unwrapped:
+    `\\b`, so the install command stays on one line); run, it fails with that reason (exit 1,
+    one line)."""
+
+    def refuse(**_: object) -> None:
+        raise EvalbotError(why)
+
+    return click.Command(name, callback=refuse, help=f"{summary}\n\n\b\nNot available here: {why}",
+                         context_settings={"ignore_unknown_options": True,
+                                           "allow_extra_args": True})

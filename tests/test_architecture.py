@@ -51,7 +51,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 # refuse a pool without sandboxes before they queue work for it, as `evalbot serve` does.
 EXCEPTIONS = {("evalbot.github.cli", "evalbot.service.pool")}
 # Modules whose package is the top of its tree: the CLI and the entry points compose everything.
-TOP = {"evalbot.cli", "evalbot.lazy_group", "evalbot.__main__", "engine.__main__"}
+TOP = {"evalbot.cli", "evalbot.cli_console", "evalbot.lazy_group", "evalbot.__main__", "engine.__main__"}
 HEAVY = ("github", "paramiko", "torch", "numpy", "scipy", "matplotlib", "jinja2", "yaml", "rich",
          "waitress", "cryptography", "werkzeug", "evalbot.engine", "evalbot.remote")
 # The installed names of the top-level engine/ and remote/ (evalbot/engine -> ../engine): the

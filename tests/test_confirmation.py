@@ -172,25 +172,34 @@ def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str,
     return make_repo(tmp_path_factory.mktemp("stub"), variants, main={"decode": 200.0})
 
 
-def _verdict(stub: tuple[Path, str, dict[str, str]], head: str, out: Path) -> dict[str, Any]:
+def _verdict(stub: tuple[Path, str, dict[str, str]], head: str, out: Path
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
     repo, main, shas = stub
     doc = job_doc(repo, main, shas[head], witnesses=[decode_witness()])
     results = validate(run_job(parse_job(doc), out))
     verdict = grade(results, DEFAULT)
     assert grade(json.loads(json.dumps(results)), DEFAULT) == verdict  # re-grading agrees
-    return verdict
+    return results, verdict
 
 
 @pytest.mark.parametrize("head", ["lie1.3", "lie2", "lie10"])
 def test_stub_printing_inflated_rates_earns_no_tier(stub, tmp_path, head):
-    verdict = _verdict(stub, head, tmp_path)
+    results, verdict = _verdict(stub, head, tmp_path)
     assert verdict["tier"] is None and verdict["headline"] not in TIERS
     assert not any(c["decision"] == "improved" for c in verdict["cells"])
     assert verdict["kind"] in {"spoofed", "inconclusive"}
+    # The harness's own check of the samples' wall time fails no head (issue 46: wall times
+    # alone are no REJECT); whatever failure it records of a liar is the PR's, as spoofed.
+    for failure in results["failures"]:
+        assert (failure["side"], failure["attribution"], failure["kind"]) == \
+            ("head", "pr", "spoofed")
+    if head == "lie10":  # ten times: the harness-owned witness contradicts it outright
+        assert verdict["kind"] == "spoofed"
 
 
 def test_stub_with_a_real_speedup_keeps_its_tier(stub, tmp_path):
-    verdict = _verdict(stub, "honest", tmp_path)
+    results, verdict = _verdict(stub, "honest", tmp_path)
+    assert results["failures"] == []
     decode = next(c for c in verdict["cells"] if c["metric"] == "decode")
     assert (decode["decision"], decode["confirmation"]) == ("improved", "confirmed"), \
         verdict["witnesses"]

@@ -9,6 +9,7 @@ plain `evalbot demo` runs over all four (evalbot/evaluation/demo.py).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,12 +25,17 @@ TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 @pytest.fixture(scope="class")
 def demo_run(request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Any]]:
-    name = request.cls.PR
+    """One `evalbot demo --only NAME` per class: with --json (the verdicts on stdout) or as a
+    user runs it (a short report on stdout, kept in out/stdout.txt for the tests)."""
+    name, as_json = request.cls.PR, request.cls.JSON
     out = tmp_path_factory.mktemp(f"demo-{name}")
     done = subprocess.run([sys.executable, "-m", "evalbot", "demo", "--only", name,
-                           "--out", str(out), "--json"],
+                           "--out", str(out), *(["--json"] if as_json else [])],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
+    if not as_json:
+        (out / "stdout.txt").write_text(done.stdout)
+        return out, name, json.loads((out / name / "verdict.json").read_text())
     verdicts = json.loads(done.stdout)
     assert list(verdicts) == [name]  # --only: this PR and no other
     return out, name, verdicts[name]
@@ -39,6 +45,7 @@ class DemoPR:
     """The checks every demo PR gets; a subclass names the PR."""
 
     PR = ""
+    JSON = False
 
     def test_gets_its_verdict(self, demo_run) -> None:
         _, name, verdict = demo_run
@@ -56,6 +63,17 @@ class DemoPR:
         assert json.loads((out / name / "verdict.json").read_text()) == verdict
         assert (out / name / "labels.txt").read_text().split() == verdict["labels"]
         assert (out / "dashboard").is_dir()
+
+    def test_reproduce_names_the_repository_it_kept(self, demo_run) -> None:
+        """The Reproduce block's --repo is the generated repository, kept under --out, holding
+        both commits the verdict names (it was once a temporary folder the demo deleted)."""
+        out, name, verdict = demo_run
+        comment = (out / name / "comment.md").read_text()
+        (repo,) = set(re.findall(r"evalbot eval --repo (\S+) ", comment))
+        assert Path(repo) == (out / "demo-engine" / "engine-repo").resolve()
+        for sha in (verdict["provenance"]["base_sha"], verdict["provenance"]["head_sha"]):
+            subprocess.run(["git", "-C", repo, "cat-file", "-e", f"{sha}^{{commit}}"], check=True,
+                           timeout=60)
 
     def test_grade_recomputes_the_same_verdict(self, demo_run) -> None:
         out, name, verdict = demo_run
@@ -99,16 +117,28 @@ class DemoPR:
         assert [h["verdict"]["kind"] for h in history] == [EXPECTED[name]]
 
 
+class PrintedReport:
+    """A class that runs the demo as a user does (no --json): what it prints."""
+
+    def test_prints_a_short_report_not_the_comment(self, demo_run) -> None:
+        out, name, verdict = demo_run
+        printed = (out / "stdout.txt").read_text()
+        assert f"{verdict['headline']}, comment in {out / name / 'comment.md'}" in printed
+        assert "<!-- evalbot" not in printed and "|---" not in printed
+        assert len(printed.splitlines()) < 20
+
+
 # Slowest first (the faster PR runs its witness; the broken one measures to its budget): the
 # classes are handed out in this order.
 class TestFasterPR(DemoPR):
     PR = "faster"
+    JSON = True
 
     def check_headline(self, verdict: dict[str, Any]) -> None:
         assert verdict["headline"] in TIERS
 
 
-class TestBrokenPR(DemoPR):
+class TestBrokenPR(DemoPR, PrintedReport):
     PR = "broken"
 
     def check_headline(self, verdict: dict[str, Any]) -> None:
@@ -118,12 +148,13 @@ class TestBrokenPR(DemoPR):
 
 class TestNeutralPR(DemoPR):
     PR = "neutral"
+    JSON = True
 
     def check_headline(self, verdict: dict[str, Any]) -> None:
         assert verdict["headline"] == "eval:none"
 
 
-class TestSlowLongPR(DemoPR):
+class TestSlowLongPR(DemoPR, PrintedReport):
     PR = "slow_long"
 
     def check_headline(self, verdict: dict[str, Any]) -> None:

@@ -9,10 +9,12 @@ must agree.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -154,14 +156,29 @@ def _run(job: Job, tmp: Path) -> dict[str, Any]:
     return validate(json.loads(json.dumps(run_job(job, tmp / "jobs" / job.job_id))))
 
 
+@pytest.fixture(scope="module")
+def evaluated(repo: tuple[Path, dict[str, str]], profile: Profile,
+              tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
+    """Each variant's evaluation against main, run once for the tests that read it (a copy
+    each: a test may doctor its samples)."""
+    path, shas = repo
+    done: dict[str, dict[str, Any]] = {}
+
+    def get(variant: str) -> dict[str, Any]:
+        if variant not in done:
+            tmp = tmp_path_factory.mktemp(f"evaluated-{variant}")
+            done[variant] = _run(make_job(profile, POLICY, _box(path, tmp), shas["main"],
+                                          shas[variant], job_id=variant), tmp)
+        return copy.deepcopy(done[variant])
+
+    return get
+
+
 @pytest.mark.parametrize("variant,kind", [("faster", "improved"), ("neutral", "neutral"),
                                           ("slower", "regressed"), ("noisy", "inconclusive")])
-def test_harness_decisions_agree_with_grade(repo: tuple[Path, dict[str, str]], profile: Profile,
-                                            tmp_path: Path, variant: str, kind: str) -> None:
-    path, shas = repo
-    job = make_job(profile, POLICY, _box(path, tmp_path), shas["main"], shas[variant],
-                   job_id=variant)
-    results = _run(job, tmp_path)
+def test_harness_decisions_agree_with_grade(evaluated: Callable[[str], dict[str, Any]],
+                                            variant: str, kind: str) -> None:
+    results = evaluated(variant)
     assert results["failures"] == []
     for record in results["cells"]:  # the replay reproduces every recorded look exactly
         replayed = [lk.to_dict() for lk in speed.replay(record, results["rule"])]
@@ -178,11 +195,9 @@ def test_harness_decisions_agree_with_grade(repo: tuple[Path, dict[str, str]], p
         assert verdict["regression_labels"] == ["regression-512-pp"]
 
 
-def test_a_doctored_sample_breaks_the_replay(repo: tuple[Path, dict[str, str]],
-                                             profile: Profile, tmp_path: Path) -> None:
-    path, shas = repo
-    results = _run(make_job(profile, POLICY, _box(path, tmp_path), shas["main"],
-                            shas["faster"], job_id="doctored"), tmp_path)
+def test_a_doctored_sample_breaks_the_replay(evaluated: Callable[[str], dict[str, Any]]) -> None:
+    results = evaluated("faster")
+    assert grade(results, POLICY)["kind"] == "improved"  # as measured, it replays
     cell = next(c for c in results["cells"] if c["metric"] == "decode" and c["ctx"] == 4096)
     for s in cell["samples"]:
         if s["side"] == "base":

@@ -7,6 +7,7 @@ confirms nothing it has not measured: a head cannot buy a tier by making the wit
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -198,11 +199,20 @@ def _timed(results: dict[str, Any]) -> dict[str, Any]:
     return timed
 
 
-def test_an_honest_witness_reaches_its_first_look_beyond_its_share(stub, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def honest_at_a_small_share(stub, tmp_path_factory) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The honest head with a witness share of 0.01: confirmed, with its tier. Evaluated once
+    (tens of seconds of stub witnesses under load) for the two tests that read it; each gets a
+    copy."""
+    return _evaluate(stub, "honest", 0.01, tmp_path_factory.mktemp("honest-small-share"))
+
+
+def test_an_honest_witness_reaches_its_first_look_beyond_its_share(
+        honest_at_a_small_share) -> None:
     # the stub's samples are tiny next to its witness: 0.01 of them holds less than one
     # witness pair, yet the PR's budget (600 s) holds the first look's 4, and a real 2x decode
     # is confirmed there
-    results, verdict = _evaluate(stub, "honest", 0.01, tmp_path)
+    results, verdict = copy.deepcopy(honest_at_a_small_share)
     timed = _timed(results)
     first_pair = sum(s["wall_s"] for s in timed["samples"] if s["pair"] == 0)
     spent = sum(s["wall_s"] for s in timed["samples"])
@@ -270,10 +280,11 @@ def test_a_lie_cut_for_box_time_through_the_harness_gets_no_tier(
 
 
 def test_the_rollout_lists_verdicts_without_a_tier_only_for_a_cut_witness(
-        stub, tmp_path, monkeypatch) -> None:
+        stub, honest_at_a_small_share, tmp_path, monkeypatch) -> None:
     # `evalbot witness-cut` over a real store: a lie whose witness was cut (listed: a longer
     # witness would judge it) beside an honest confirmed head (it has its tier: not listed)
-    honest = _evaluate(stub, "honest", 0.5, tmp_path / "honest")
+    honest = copy.deepcopy(honest_at_a_small_share)
+    assert honest[1]["tier"] is not None
     _budget_left_at_witnesses(monkeypatch, 0.0)
     cut = _evaluate(stub, "bench_only", 10.0, tmp_path / "cut")
     assert cut_witnesses(honest[1], honest[0]) == []

@@ -64,8 +64,8 @@ def _evaluating(gh: FakeGitHub, number: int, head: str, author: str = "alice") -
 
 
 def run_cancel_job(tmp: Path, gh: FakeGitHub, wheel: tuple[Path, str], number: int,
-                   author: str, pr_author: str = "alice",
-                   body: str = "/evalbot cancel") -> subprocess.CompletedProcess[str]:
+                   author: str, pr_author: str = "alice", body: str = "/evalbot cancel",
+                   wheel_url: str | None = None) -> subprocess.CompletedProcess[str]:
     """The `cancel` job's steps, in order, as the hosted runner runs each (`bash -e`)."""
     event = tmp / "event.json"
     event.write_text(json.dumps(pr_comment(number=number, body=body, author=author,
@@ -73,7 +73,8 @@ def run_cancel_job(tmp: Path, gh: FakeGitHub, wheel: tuple[Path, str], number: i
     job = cancel_job()
     env = {"PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp),
            "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": REPO,
-           "GITHUB_API_URL": gh.api_url, "EVALBOT_WHEEL_URL": wheel[0].as_uri(),
+           "GITHUB_API_URL": gh.api_url,
+           "EVALBOT_WHEEL_URL": wheel[0].as_uri() if wheel_url is None else wheel_url,
            "EVALBOT_WHEEL_SHA256": wheel[1]}
     (tmp / "bin").mkdir(exist_ok=True)
     python = tmp / "bin" / "python3"
@@ -169,4 +170,17 @@ def test_a_wheel_that_is_not_the_pinned_one_is_not_run(tmp_path: Path, fake: Fak
     run_id = _evaluating(fake, 7, "1" * 40)
     got = run_cancel_job(tmp_path, fake, wheel=(wheel[0], "0" * 64), number=7, author="maint")
     assert got.returncode != 0 and "FAILED" in got.stdout
+    assert fake.state.runs[run_id]["status"] == "in_progress"
+
+
+def test_an_unset_wheel_url_fails_with_the_hint_to_set_it(tmp_path: Path, fake: FakeGitHub,
+                                                          wheel: tuple[Path, str]) -> None:
+    """The repository variable unset (`${{ vars.X }}` is then empty): the job says which
+    variables to set and where, instead of curl's "no URL specified"."""
+    run_id = _evaluating(fake, 7, "1" * 40)
+    got = run_cancel_job(tmp_path, fake, wheel, 7, author="maint", wheel_url="")
+    assert got.returncode != 0
+    assert "::error::" in got.stdout and "EVALBOT_WHEEL_URL" in got.stdout
+    assert "docs/setup.md section 7a" in got.stdout
+    assert "curl" not in got.stdout
     assert fake.state.runs[run_id]["status"] == "in_progress"

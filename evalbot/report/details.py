@@ -32,7 +32,9 @@ def _cell_name(cell: dict[str, Any]) -> str:
 def _samples(results: dict[str, Any]) -> str:
     """Main's samples in measured order: the PR's are never shown (its believed level is the
     table's; evalbot/report/publication.py)."""
-    lines = ["Main's samples in measured order, one per pair (~ marks a dropped, throttled pair); "
+    throttles = bool((results.get("box") or {}).get("gpu_start"))  # a CPU box drops no pair
+    legend = " (~ marks a dropped, throttled pair)" if throttles else ""
+    lines = [f"Main's samples in measured order, one per pair{legend}; "
              "the PR's samples are not published:", ""]
     for cell in results["cells"]:
         text = ", ".join(f"{'~' if s['dropped'] else ''}{_num(s['value'])}"
@@ -63,8 +65,10 @@ def _gpu(verdict: dict[str, Any], results: dict[str, Any] | None) -> str:
                              f"{state.get('clocks.mem')} MHz, {state.get('temperature.gpu')} °C, "
                              f"{state.get('power.draw')} W, throttle reasons "
                              f"{state.get('clocks_throttle_reasons.active')}")
-    dropped = [f"{c['key']}: {c['dropped_pairs']}" for c in verdict["cells"] if c["dropped_pairs"]]
-    lines.append("- pairs dropped for throttling: " + (", ".join(dropped) if dropped else "none"))
+    if start:  # a box without a GPU has no throttling to drop pairs for: nothing to say
+        dropped = [f"{c['key']}: {c['dropped_pairs']}" for c in verdict["cells"]
+                   if c["dropped_pairs"]]
+        lines.append("- pairs dropped for throttling: " + (", ".join(dropped) or "none"))
     return "\n".join(lines)
 
 

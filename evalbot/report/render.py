@@ -103,6 +103,7 @@ def _comment_context(verdict: dict[str, Any], ctx: CommentContext,
         guards=[_guard_text(g) for g in verdict.get("correctness_guards") or []],
         witnesses=comment.witness_lines(verdict),
         box_time=box_time_view.summary(verdict, results),
+        gpu=bool((verdict["provenance"].get("box") or {}).get("gpu_start")),
     )
 
 
