@@ -7,6 +7,7 @@ kinds (added by later policies) read as their own words rather than failing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,9 +195,16 @@ def _open_steps(verdict: dict[str, Any]) -> tuple[str, ...]:
     return tuple(steps)
 
 
+def job_dir(job_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)  # as the dashboard names its folder
+
+
 def links(verdict: dict[str, Any], ctx: CommentContext) -> list[tuple[str, str]]:
     """(text, url) onward: the dashboard, this run's artifacts and its verdict file."""
     out = []
+    job = verdict["provenance"].get("job_id") or ""
+    if ctx.dashboard_url and job:  # the run's own page (report/run_page.py)
+        out.append(("run page", f"{ctx.dashboard_url}/runs/{job_dir(job)}/index.html"))
     if ctx.dashboard_url:
         out.append(("dashboard", f"{ctx.dashboard_url}/index.html"))
     if ctx.run_url:
