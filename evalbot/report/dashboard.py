@@ -40,7 +40,7 @@ from evalbot.report.history import (
     noise_points,
 )
 from evalbot.report.publication import public_row
-from evalbot.report.run_page import RUNS, run_page, run_path
+from evalbot.report.run_page import RUNS, run_page, run_path, waiting_page
 from evalbot.report.run_page import job_dir as _job_dir
 from evalbot.report.witness_floors import dashboard_rows
 from evalbot.store.jobs import Store
@@ -87,6 +87,12 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         (out / path).write_text(html, encoding="utf-8")
     _write_runs(env, rows[:RECENT], out)
+    graded = {row["job_id"] for row in rows}
+    for job in store.jobs():  # the pages the pending comments link (evalbot.github.pending)
+        if job.state in ("queued", "running") and job.id not in graded:
+            waiting = out / run_path(job.id)
+            waiting.parent.mkdir(parents=True, exist_ok=True)
+            waiting.write_text(waiting_page(env, job), encoding="utf-8")
     return out / "index.html"
 
 

@@ -112,3 +112,10 @@ def _stages(results: dict[str, Any] | None) -> list[tuple[str, str]]:
         out.append(("total", duration(figures.total_s)))
     return out
 
+
+def waiting_page(env: jinja2.Environment, job: Any) -> str:
+    """The page of a job not graded yet (queued or running), which its pending comment links:
+    where it is; the verdict replaces it when the dashboard is next written."""
+    return env.get_template("run_waiting.html.j2").render(
+        page_title=f"run {job.id}", root="../../", job=job, url=pr_url(job.repo, job.pr),
+        since=when(job.started) if job.started else "")
