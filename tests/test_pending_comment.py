@@ -41,23 +41,10 @@ RESULTS = Path(__file__).parent / "data" / "llamacpp" / "h200-speedup-witness-fa
 
 
 @pytest.fixture
-def config(tmp_path: Path, fake: FakeGitHub) -> Config:
+def config(config: Config) -> Config:
     """tests/github/fixtures.py's config, with the reports published under REPORTS."""
-    path = tmp_path / "evalbot.yaml"
-    path.write_text(f"""
-profile: demo
-store: {tmp_path / 'evalbot.sqlite3'}
-service:
-  reports_url: {REPORTS}
-github:
-  repo: {REPO}
-  api_url: {fake.api_url}
-  bot_login: "{BOT}"
-boxes:
-  - {{name: local, kind: local, workdir: {tmp_path / 'box'}, trusted: true,
-      unsandboxed: true}}
-""")
-    return load_config(path)
+    config.source.write_text(config.source.read_text() + f"service:\n  reports_url: {REPORTS}\n")
+    return load_config(config.source)
 
 
 @pytest.fixture
