@@ -9,6 +9,7 @@ plain `evalbot demo` runs over all four (evalbot/evaluation/demo.py).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,12 @@ class DemoPR:
         assert json.loads((out / name / "verdict.json").read_text()) == verdict
         assert (out / name / "labels.txt").read_text().split() == verdict["labels"]
         assert (out / "dashboard").is_dir()
+        # every page the comment links is written: its run page, the overview, the cells'
+        links = re.findall(r"\]\(([^)\s]+)\)", comment)
+        local = [u for u in links if "://" not in u]
+        assert f"../dashboard/runs/{verdict['provenance']['job_id']}/index.html" in local
+        missing = [u for u in local if not (out / name / u).exists()]
+        assert missing == [], missing
 
     def test_grade_recomputes_the_same_verdict(self, demo_run) -> None:
         out, name, verdict = demo_run
