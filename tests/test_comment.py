@@ -102,7 +102,7 @@ def test_slower_rows_come_first_and_are_marked() -> None:
     rows = [line for line in text.splitlines() if re.match(r"\| \S* ?\w", line)
             and "@" in line]
     assert [r.split("|")[1].strip() for r in rows] == [
-        "🔻 slower", "🔻 slower", "❔ undecided", "unchanged"]
+        "🔻 slower", "🔻 slower", "⚖️ undecided", "unchanged"]
     assert "**−18.9% [−32.2%, −2.9%]**" in rows[0]
     assert "decode @ 0 −18.9% [−32.2%, −2.9%]" in text.splitlines()[1]
     assert "ᵉ" in rows[3] and "ᵉ: the equivalence interval" in text  # marked and explained
@@ -158,7 +158,8 @@ def test_plain_words() -> None:
 
 def test_next_steps_for_undecided_unconfirmed_and_infra() -> None:
     _, aa = COMMENTS["gpu-aa"]
-    assert "`/evalbot rerun`" in aa.splitlines()[3]
+    assert aa.splitlines()[3].startswith("⚖️ prefill @ 0: undecided: the noise is wide")
+    assert "`/evalbot measure-more`" in aa.splitlines()[4] and "re-push" not in aa
     unconfirmed = {**gpu_verdicts()["aa"], "kind": "unconfirmed", "headline": "eval:none"}
     unconfirmed["cells"][2] = {**unconfirmed["cells"][2], "decision": "unconfirmed"}
     text = render_comment(unconfirmed)

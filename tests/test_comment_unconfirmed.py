@@ -31,8 +31,12 @@ QWYTHOS = "qwythos-9b"
 BOX_LEVERS = ("raise `speed.witness_share` (now 0.25) or `speed.budget_s` (now {budget} s) in "
               "the profile for `{name}`, or comment `/evalbot rerun`")
 NOTHING = "nothing in the PR; re-pushing the same code does not change this verdict"
-UNDECIDED = ("The ❔ rows moved less than this box can resolve in one budget; comment "
-             "`/evalbot rerun` to measure again, or take the rest of the table as the answer.")
+NOTHING_TO_CHANGE = "nothing in the PR"  # beside a maintainer's step that measures again
+MEASURE_MORE = ("comment `/evalbot measure-more` (more pairs, pooled with these) or `/evalbot "
+                "rerun` to measure the ⚖️ rows again")
+# The llamacpp H200 run's prefill@0: +52%-style wide noise, never "moved less than it resolves"
+FA_OFF_UNDECIDED = ("⚖️ prefill @ 0: undecided: the noise is wide (after 16 pairs its interval "
+                    "[−9.7%, +11.4%] holds both no change and a change past ±2%)")
 NO_WITNESS_DECODE_0 = "❓ decode @ 0: faster, not confirmed: no witness covers this cell (decode@0)"
 
 
@@ -128,8 +132,8 @@ def confirmed_h200() -> dict[str, Any]:
     return doc
 
 
-ISSUE_HEADLINE = ("### ❔ Not decided: 4 cells faster but not confirmed by evalbot's own timed "
-                  "run; 3 unchanged")
+ISSUE_HEADLINE = ("### ❓ Not decided: 4 cells faster but not confirmed (1 witness cut for box "
+                  "time, 3 no witness); 3 unchanged")
 ISSUE_CUT = ("❓ decode @ 128: faster, not confirmed: evalbot's own timed run reached 1 of its 4 "
              "pairs (`decode-2176`, stopped for box time)")
 ISSUE_UNCOVERED = ("❓ decode @ 4k, decode @ 32k, decode @ 64k: faster, not confirmed: no witness "
@@ -142,51 +146,54 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], bool, list[str], str]] = {
         issue_h200, True, [ISSUE_CUT, ISSUE_UNCOVERED],
         "**Next:** Maintainer: " + BOX_LEVERS.format(budget=1800, name="decode-2176")
         + "; add a witness covering decode@4096, decode@32768, decode@65536 to the profile. "
-        f"Contributor: {NOTHING}."),
+        f"Contributor: {NOTHING_TO_CHANGE}."),
     "issue, from the verdict alone: the cut witness names no cells there": (
         issue_h200, False,
         ["❓ decode @ 128, decode @ 4k, decode @ 32k, decode @ 64k: faster, not confirmed: no "
          "witness judged it; evalbot's own timed run reached 1 of the 3 pairs a judgement needs "
          "(`decode-2176`, stopped for box time)"],
         "**Next:** Maintainer: " + BOX_LEVERS.format(budget=1800, name="decode-2176")
-        + f". Contributor: {NOTHING}."),
+        + f". Contributor: {NOTHING_TO_CHANGE}."),
     "llamacpp H200: witness cut for box time at 1 of 3 pairs": (
         lambda: fa_off(cut_after_one_pair), True,
         [f"❓ decode @ 4k: faster, not confirmed: evalbot's own timed run reached 1 of its 3 "
-         f"pairs (`{LLAMACPP_WITNESS}`, stopped for box time)", NO_WITNESS_DECODE_0],
+         f"pairs (`{LLAMACPP_WITNESS}`, stopped for box time)", NO_WITNESS_DECODE_0,
+         FA_OFF_UNDECIDED],
         "**Next:** Maintainer: " + BOX_LEVERS.format(budget=400, name=LLAMACPP_WITNESS)
-        + f"; add a witness covering decode@0 to the profile. Contributor: {NOTHING}. "
-        + UNDECIDED),
+        + f"; add a witness covering decode@0 to the profile; {MEASURE_MORE}. Contributor: "
+        f"{NOTHING_TO_CHANGE}."),
     "llamacpp H200: witness not run, no box time left": (
         lambda: fa_off(never_run), True,
         [f"❓ decode @ 4k: faster, not confirmed: its witness `{LLAMACPP_WITNESS}` was not run: "
-         "no box time was left for it", NO_WITNESS_DECODE_0],
+         "no box time was left for it", NO_WITNESS_DECODE_0, FA_OFF_UNDECIDED],
         "**Next:** Maintainer: " + BOX_LEVERS.format(budget=400, name=LLAMACPP_WITNESS)
-        + f"; add a witness covering decode@0 to the profile. Contributor: {NOTHING}. "
-        + UNDECIDED),
+        + f"; add a witness covering decode@0 to the profile; {MEASURE_MORE}. Contributor: "
+        f"{NOTHING_TO_CHANGE}."),
     "llamacpp H200: witness ran, a saving inside its noise": (
         lambda: fa_off(noisy_saving), True,
         [f"❓ decode @ 4k: faster, not confirmed: evalbot's own timed run did not show the "
          f"saving (`{LLAMACPP_WITNESS}`, 3 pairs: 0.37 s saved a run on average where the "
-         "printed rates claim 0.42 s, within its noise)", NO_WITNESS_DECODE_0],
+         "printed rates claim 0.42 s, within its noise)", NO_WITNESS_DECODE_0, FA_OFF_UNDECIDED],
         f"**Next:** Maintainer: comment `/evalbot rerun` to measure `{LLAMACPP_WITNESS}` again; "
-        "add a witness covering decode@0 to the profile. Contributor: make the saving show in "
-        f"the work `{LLAMACPP_WITNESS}` times (the engine's own run, not only its printed rate), "
-        f"then push. {UNDECIDED}"),
+        f"add a witness covering decode@0 to the profile; {MEASURE_MORE}. Contributor: make the "
+        f"saving show in the work `{LLAMACPP_WITNESS}` times (the engine's own run, not only its "
+        "printed rate), then push."),
     "llamacpp H200: witness ran and did not show the saving": (
         lambda: fa_off(no_saving), True,
         [f"❓ decode @ 4k: faster, not confirmed: evalbot's own timed run did not show the "
-         f"saving (`{LLAMACPP_WITNESS}`, 3 pairs: −0.03 s saved a run where the printed rates "
-         "claim 0.42 s)", NO_WITNESS_DECODE_0],
-        "**Next:** Maintainer: add a witness covering decode@0 to the profile. Contributor: make "
-        f"the saving show in the work `{LLAMACPP_WITNESS}` times (the engine's own run, not only "
-        f"its printed rate), then push. {UNDECIDED}"),
+         f"saving (`{LLAMACPP_WITNESS}`, 3 pairs: the PR's runs took 0.03 s longer than main's "
+         "where the printed rates claim 0.42 s saved)", NO_WITNESS_DECODE_0, FA_OFF_UNDECIDED],
+        f"**Next:** Maintainer: add a witness covering decode@0 to the profile; {MEASURE_MORE}. "
+        f"Contributor: make the saving show in the work `{LLAMACPP_WITNESS}` times (the engine's "
+        "own run, not only its printed rate), then push."),
     "llamacpp H200: the PR's witness output not main's": (
         lambda: fa_off(head_output_rejected), True,
         [f"❓ decode @ 4k: faster, not confirmed: the PR's output in evalbot's own timed run "
-         f"(`{LLAMACPP_WITNESS}`) failed or did not agree with main's", NO_WITNESS_DECODE_0],
-        "**Next:** Maintainer: add a witness covering decode@0 to the profile. Contributor: make "
-        f"the PR's output in `{LLAMACPP_WITNESS}` agree with main's, then push. {UNDECIDED}"),
+         f"(`{LLAMACPP_WITNESS}`) failed or did not agree with main's", NO_WITNESS_DECODE_0,
+         FA_OFF_UNDECIDED],
+        f"**Next:** Maintainer: add a witness covering decode@0 to the profile; {MEASURE_MORE}. "
+        f"Contributor: make the PR's output in `{LLAMACPP_WITNESS}` agree with main's, then "
+        "push."),
     "llamacpp H200 as measured: a tier, and one cell without a witness": (
         lambda: real(FA_OFF), True, [NO_WITNESS_DECODE_0],
         "**Next:** `eval:M` stands on decode @ 4k. For the ❓ rows: Maintainer: add a witness "
@@ -224,14 +231,14 @@ def test_all_confirmed_earns_its_tier_without_a_not_confirmed_line() -> None:
 
 
 # A headline phrase -> the counts line's word for the same cells
-HEADLINE_WORDS = {"faster but not confirmed by evalbot's own timed run": "faster, not confirmed",
+HEADLINE_WORDS = {"faster but not confirmed": "faster, not confirmed",
                   "undecided within the budget": "undecided",
                   "not measured within the budget": "not measured"}
 
 
 def headline_numbers(headline: str) -> dict[str, int]:
     """`Not decided: 2 cells A, 1 cell B; 1 unchanged` -> {A's word: 2, B's word: 1, ...}."""
-    body = headline.split(": ", 1)[1]
+    body = re.sub(r" \([^)]*\)", "", headline.split(": ", 1)[1])  # the reasons in brackets
     found = {}
     for n, words in re.findall(r"(\d+) (?:cells? )?([^,;]+)", body):
         found[HEADLINE_WORDS.get(words, words)] = int(n)
@@ -262,7 +269,7 @@ INCONCLUSIVE = {"issue H200": issue_h200, "llamacpp H200, witness cut": lambda:
 def test_an_inconclusive_headline_counts_what_its_counts_line_counts(case: str) -> None:
     verdict, text = rendered(INCONCLUSIVE[case]())
     headline, counts = first_lines(text)[:2]
-    assert verdict["kind"] == "inconclusive" and headline.startswith("### ❔ Not decided: ")
+    assert verdict["kind"] == "inconclusive" and re.match(r"### (⚖️|❓) Not decided: ", headline)
     said = headline_numbers(headline)
     assert said and all(n > 0 for n in said.values())  # never "0 of n cells"
     tally = counts_numbers(counts)
@@ -273,8 +280,8 @@ def test_an_inconclusive_headline_counts_what_its_counts_line_counts(case: str) 
 def test_the_mixed_inconclusive_headline() -> None:
     _, text = rendered(undecided_and_unmeasured())
     assert first_lines(text)[0] == (
-        "### ❔ Not decided: 1 cell faster but not confirmed by evalbot's own timed run, 1 cell "
-        "undecided within the budget, 1 cell not measured within the budget")
+        "### ⚖️ Not decided: 1 cell faster but not confirmed (no witness), 1 cell undecided "
+        "within the budget, 1 cell not measured within the budget")
 
 
 def every_comment() -> dict[str, tuple[dict[str, Any], str]]:

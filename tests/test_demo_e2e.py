@@ -63,6 +63,12 @@ class DemoPR:
         assert json.loads((out / name / "verdict.json").read_text()) == verdict
         assert (out / name / "labels.txt").read_text().split() == verdict["labels"]
         assert (out / "dashboard").is_dir()
+        # every page the comment links is written: its run page, the overview, the cells'
+        links = re.findall(r"\]\(([^)\s]+)\)", comment)
+        local = [u for u in links if "://" not in u]
+        assert f"../dashboard/runs/{verdict['provenance']['job_id']}/index.html" in local
+        missing = [u for u in local if not (out / name / u).exists()]
+        assert missing == [], missing
 
     def test_reproduce_names_the_repository_it_kept(self, demo_run) -> None:
         """The Reproduce block's --repo is the generated repository, kept under --out, holding

@@ -136,7 +136,8 @@ FAILURES = [
     ("speed", "head", "pr", "crashed", "BENCH_JSON not found in 'ghp_SECRET 203.0.113.9'",
      "the PR's timed run failed or printed nothing the harness could read"),
     ("speed", "head", "pr", "spoofed", "rates imply 1.234567 s of work in a 0.500001 s process",
-     "the PR's timed run printed rates that imply less work than its process had time for"),
+     "the PR's timed run printed rates that imply more seconds of work than its process ran, "
+     "by the harness's clock"),
     ("score", "head", "pr", "crashed", "score run crashed (exit 57)",
      "the PR's score run failed or printed nothing the harness could read"),
     ("score", "head", "pr", "timeout", "score run timeout (exit -9)",

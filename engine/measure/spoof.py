@@ -53,8 +53,9 @@ def unexplained_saving(samples: Sequence[Sample]) -> str | None:
     # a shortfall (wall times scatter more). A neutral head "claiming" 0.1 ms was called a spoof
     # when its processes happened to run 5 ms longer than main's on a busy machine.
     if w < SHOWN_FRACTION * c and _beyond_noise(claimed) and _beyond_noise(claimed - wall):
+        ran = f"only {1000 * w:.1f} ms shorter" if w >= 0 else f"{-1000 * w:.1f} ms longer"
         return (f"head claims to save {1000 * c:.1f} ms of work per sample, but its processes "
-                f"ran only {1000 * w:.1f} ms shorter than main's (timed by the harness)")
+                f"ran {ran} than main's (timed by the harness)")
     return None
 
 

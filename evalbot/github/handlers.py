@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from evalbot.config.settings import GitHubConfig
-from evalbot.github import admission, texts
+from evalbot.github import admission, pending, texts
 from evalbot.github.approvals import Approvals
 from evalbot.github.commands import Command, ParseError, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
@@ -155,8 +155,7 @@ class Handlers:
         key = f"announced:{job_id}"
         if self.store.noted_within(key, ANNOUNCED):
             return
-        note = f"Queued for evaluation (attempt {attempt})." if attempt > 1 \
-            else "Queued for evaluation."
+        note = pending.queued_note(self.store, job_id, attempt)  # its place and an estimate
         body = texts.pending_comment(t.head_sha, "queued", note, self.config.status_context)
         self.publisher.publish(t.number, t.head_sha, body, ["eval:pending"], "pending",
                                f"queued: {t.head_sha[:10]}")

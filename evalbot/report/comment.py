@@ -7,26 +7,26 @@ kinds (added by later policies) read as their own words rather than failing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalbot.grading.grade import ctx_name
-from evalbot.report import unconfirmed
+from evalbot.report import unconfirmed, undecided
+from evalbot.report.comment_headline import (
+    NOT_MEASURED,
+    changed_models,
+    confidence,
+    headline,
+    infra_reason,
+    label,
+    tally,
+)
+from evalbot.report.decisions import DECISIONS, UNKNOWN_ORDER, decision_word
 from evalbot.report.history import box_label, cell_page, recent_main
 from evalbot.report.numbers import interval, pct, rate, sparkline
 
-# How each cell decision reads, its mark, and its place in the table (slower first).
-DECISIONS: dict[str, tuple[str, str, int]] = {
-    "regressed": ("slower", "🔻", 0),
-    "spoofed": ("speed not believed", "⛔", 0),
-    "improved": ("faster", "🟢", 2),
-    "unconfirmed": ("faster, not confirmed", "❓", 3),
-    "inconclusive": ("undecided", "❔", 4),
-    "neutral": ("unchanged", "", 6),
-}
-UNKNOWN_ORDER = 5  # a decision this module does not know sorts after the undecided ones
-NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
 NOT_BELIEVED = "not believed"  # a figure the harness's clock did not back (report/publication.py)
 # Verdicts where an unconfirmed cell is why a tier is missing (or lower): their first lines say
 # why. A rejected PR's answer is its rejection; its ❓ rows stay in the table.
@@ -36,15 +36,9 @@ NEXT_STEPS = {
     "improved": "nothing to do: it is faster and computes the same model.",
     "neutral": "nothing to do: no speed change to claim.",
     "regressed": "fix the 🔻 rows and push; evalbot measures every new head.",
-    "incorrect": "the PR changes what the model computes; fix the numerics and push.",
-    "inconclusive": ("the ❔ rows moved less than this box can resolve in one budget; comment "
-                     "`/evalbot rerun` to measure again, or take the rest of the table as the "
-                     "answer."),
     "unconfirmed": ("the speed the engine printed was not matched by the harness's own clock; "
                     "make sure the speed-up runs in the timed path, then push."),
     "spoofed": "the engine's reported speed disagrees with the harness's own clock; fix it and push.",
-    "infra-error": ("not the PR's fault: the box or the harness failed. A maintainer can comment "
-                    "`/evalbot rerun` once the box is healthy (`evalbot doctor` checks it)."),
 }
 
 
@@ -69,10 +63,6 @@ def context_for(rows: list[dict[str, Any]], verdict: dict[str, Any], repo: str,
                           run_url=f"{base}/runs/{job}" if base and job else "",
                           main_history=recent_main(rows, repo,
                                                    box_label(verdict["provenance"])))
-
-
-def decision_word(decision: str) -> str:
-    return DECISIONS.get(decision, (decision.replace("-", " ").replace("_", " "), "", 0))[0]
 
 
 def rows(verdict: dict[str, Any], ctx: CommentContext) -> list[dict[str, Any]]:
@@ -116,69 +106,15 @@ def _page(ctx: CommentContext, verdict: dict[str, Any], cell: dict[str, Any]) ->
     return f"{ctx.dashboard_url}/{cell_page(ctx.repo, cell['model'], cell['metric'], cell['ctx'])}"
 
 
-def _tally(verdict: dict[str, Any]) -> dict[str, int]:
-    """Cells per decision, a cell without pairs as not measured: the counts line's numbers."""
-    tally: dict[str, int] = {}
-    for c in verdict["cells"]:
-        decision = c["decision"] if c["pairs"] > 0 else NOT_MEASURED
-        tally[decision] = tally.get(decision, 0) + 1
-    return tally
-
-
 def counts(verdict: dict[str, Any]) -> str:
     """`**2 slower** · 0 faster · 1 unchanged · 1 undecided`: what happened, slower first."""
-    tally = _tally(verdict)
+    tally_ = tally(verdict)
     parts = []
     for decision in ("regressed", "improved", "neutral", "inconclusive"):
-        parts.append((decision, tally.pop(decision, 0)))
-    parts += sorted(tally.items())
+        parts.append((decision, tally_.pop(decision, 0)))
+    parts += sorted(tally_.items())
     return " · ".join(f"**{n} {decision_word(d)}**" if n and DECISIONS.get(d, ("", "", 0))[2] == 0
                       else f"{n} {decision_word(d)}" for d, n in parts)
-
-
-def headline(verdict: dict[str, Any]) -> str:
-    """One sentence: the answer, with the cell that carries it."""
-    kind, cells = verdict["kind"], [c for c in verdict["cells"] if c["pairs"] > 0]
-    sure = confidence(verdict)
-    if kind == "improved":
-        best = next(c for c in cells if c["key"] == verdict["best_cell"])
-        return (f"Faster ({sure} sure): {_named(best, cells)} {pct(best['speedup'])} "
-                f"{interval(best['lo'], best['hi'])}")
-    if kind == "regressed":
-        slow = sorted((c for c in cells if c["decision"] == "regressed"), key=lambda c: c["speedup"])
-        more = f" and {len(slow) - 2} more" if len(slow) > 2 else ""
-        return f"Slower ({sure} sure): " + ", ".join(f"{_named(c, cells)} {pct(c['speedup'])} "
-                                      f"{interval(c['lo'], c['hi'])}" for c in slow[:2]) + more
-    if kind == "neutral":
-        band = 100 * (verdict["provenance"].get("rule") or {}).get("tolerance", 0)
-        return f"No speed change: every cell is within ±{band:g}% of main"
-    if kind == "inconclusive":
-        return _not_decided(verdict)
-    if kind == "incorrect":
-        return "Rejected: the PR changes what the model computes"
-    if kind == "spoofed":
-        return "Rejected: the speed the engine reported disagrees with the harness's own clock"
-    if kind == "unconfirmed":
-        return "Faster? Not confirmed: the harness's own clock did not see the claimed speed-up"
-    return kind.replace("-", " ").capitalize()
-
-
-# What keeps an inconclusive verdict open, per cell decision, as its headline says it.
-OPEN = {"unconfirmed": "faster but not confirmed by evalbot's own timed run",
-        "inconclusive": "undecided within the budget",
-        NOT_MEASURED: "not measured within the budget"}  # only a budget stop is inconclusive
-
-
-def _not_decided(verdict: dict[str, Any]) -> str:
-    """`Not decided: 4 cells faster but not confirmed …; 3 unchanged`: the counts line's
-    numbers, the ones that kept it open first (an undecided correctness check among them)."""
-    tally = _tally(verdict)
-    open_ = [f"{n} cell{'' if n == 1 else 's'} {OPEN[d]}" for d in OPEN
-             for n in [tally.pop(d, 0)] if n]
-    if (verdict.get("correctness") or {}).get("decision") == "inconclusive":
-        open_.append("correctness undecided")
-    rest = ", ".join(f"{n} {decision_word(d)}" for d, n in tally.items())
-    return f"Not decided: {', '.join(open_) or 'see the table'}" + (f"; {rest}" if rest else "")
 
 
 def _named(cell: dict[str, Any], cells: list[dict[str, Any]]) -> str:
@@ -203,45 +139,72 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
 CUT_BY_BOX_TIME = ("evalbot's own timed run ran out of box time before it could confirm the "
                    "speed-up. Maintainer: raise `speed.witness_share` or `speed.budget_s` in the "
                    "profile, or comment `/evalbot rerun`. Contributor: "
-                   f"{unconfirmed.NOTHING}.")
+                   f"{unconfirmed.NOTHING_TO_CHANGE}.")
+UNMEASURED = ("raise `speed.budget_s` in the profile, or comment `/evalbot rerun`, to measure "
+              "the cells the budget did not reach")
+SCORE_AGAIN = "comment `/evalbot rerun` to score correctness again"
 
 
 def why_lines(verdict: dict[str, Any], results: dict[str, Any] | None = None) -> list[str]:
-    """Why each faster cell got no tier (unconfirmed.py), where that is the verdict's story."""
+    """Why each faster cell got no tier (unconfirmed.py), where that is the verdict's story,
+    and, where the verdict is undecided, why each undecided cell is (undecided.py)."""
     if verdict["kind"] not in TIER_KINDS:
         return []
-    return unconfirmed.lines(unconfirmed.groups(verdict, results))
+    out = unconfirmed.lines(unconfirmed.groups(verdict, results))
+    return out + undecided.lines(verdict) if verdict["kind"] == "inconclusive" else out
 
 
 def next_step(verdict: dict[str, Any], results: dict[str, Any] | None = None) -> str:
     kind = verdict["kind"]
     found = unconfirmed.groups(verdict, results) if kind in TIER_KINDS else []
-    if found:  # never "nothing to do" beside a cell that measured faster and got no tier
-        return _next_for_unconfirmed(verdict, found)
+    if kind == "improved" and found:  # never "nothing to do" beside an unconfirmed faster cell
+        cells = [c for c in verdict["cells"] if c["pairs"] > 0]
+        best = next(c for c in cells if c["key"] == verdict["best_cell"])
+        return (f"`{verdict['headline']}` stands on {_named(best, cells)}. For the ❓ rows: "
+                f"{unconfirmed.actions(found)}")
+    if kind == "inconclusive":
+        more = _open_steps(verdict)
+        if found or more:
+            return unconfirmed.actions(found, more)
+    elif found:
+        return unconfirmed.actions(found)
     if kind == "unconfirmed" and any(w.get("stopped") == "box_time"
                                      for w in verdict.get("witnesses") or []):
         return CUT_BY_BOX_TIME
+    if kind == "incorrect":
+        return f"the PR changes what {changed_models(verdict)} computes; fix the numerics and push."
+    if kind == "infra-error":
+        return (f"not the PR's fault: {infra_reason(verdict)}. A maintainer can comment "
+                "`/evalbot rerun` once that is fixed (`evalbot doctor` checks the box).")
     if kind in NEXT_STEPS:
         return NEXT_STEPS[kind]
     reasons = "; ".join(verdict.get("reasons") or [])
     return f"{reasons}." if reasons else "see the details below."
 
 
-def _next_for_unconfirmed(verdict: dict[str, Any], found: list[unconfirmed.Group]) -> str:
-    steps = unconfirmed.actions(found)
-    if verdict["kind"] == "improved":
-        cells = [c for c in verdict["cells"] if c["pairs"] > 0]
-        best = next(c for c in cells if c["key"] == verdict["best_cell"])
-        return f"`{verdict['headline']}` stands on {_named(best, cells)}. For the ❓ rows: {steps}"
-    if any(c["decision"] == "inconclusive" and c["pairs"] > 0 for c in verdict["cells"]):
-        undecided = NEXT_STEPS["inconclusive"]
-        return f"{steps} {undecided[0].upper()}{undecided[1:]}"
-    return steps
+def _open_steps(verdict: dict[str, Any]) -> tuple[str, ...]:
+    """The maintainer's steps for what keeps a verdict open besides its ❓ rows."""
+    steps = []
+    if undecided.undecided_cells(verdict):
+        steps.append(undecided.maintainer_step())
+    if any(c["pairs"] <= 0 for c in verdict["cells"]):
+        steps.append(UNMEASURED)
+    corr = [verdict.get("correctness") or {}, *(verdict.get("correctness_guards") or [])]
+    if any(section.get("decision") == "inconclusive" for section in corr):
+        steps.append(SCORE_AGAIN)
+    return tuple(steps)
+
+
+def job_dir(job_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)  # as the dashboard names its folder
 
 
 def links(verdict: dict[str, Any], ctx: CommentContext) -> list[tuple[str, str]]:
     """(text, url) onward: the dashboard, this run's artifacts and its verdict file."""
     out = []
+    job = verdict["provenance"].get("job_id") or ""
+    if ctx.dashboard_url and job:  # the run's own page (report/run_page.py)
+        out.append(("run page", f"{ctx.dashboard_url}/runs/{job_dir(job)}/index.html"))
     if ctx.dashboard_url:
         out.append(("dashboard", f"{ctx.dashboard_url}/index.html"))
     if ctx.run_url:
@@ -249,7 +212,4 @@ def links(verdict: dict[str, Any], ctx: CommentContext) -> list[tuple[str, str]]
     return out
 
 
-def confidence(verdict: dict[str, Any]) -> str:
-    rule = verdict["provenance"].get("rule") or {}
-    alpha = rule.get("alpha")
-    return f"{100 * (1 - alpha):g}%" if alpha is not None else "95%"
+__all__ = ["NOT_MEASURED", "confidence", "headline", "label"]

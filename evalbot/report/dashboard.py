@@ -15,7 +15,6 @@ autoescaped (jinja2 autoescape=True); the charts are SVG written by matplotlib
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +40,13 @@ from evalbot.report.history import (
     noise_points,
 )
 from evalbot.report.publication import public_row
+from evalbot.report.run_page import RUNS, run_page, run_path, waiting_page
+from evalbot.report.run_page import job_dir as _job_dir
 from evalbot.report.witness_floors import dashboard_rows
 from evalbot.store.jobs import Store
 
 TEMPLATES = TEMPLATES_DIR
 RECENT = 50
-RUNS = "runs"  # out/runs/<job id>/: each listed verdict's verdict.json and results.json
 CORRECTNESS_WORDS = {"inert": "identical to main", "pass": "same as main", "reject": "changed",
                      "not-scored": "not scored"}
 _pr_url, _when = pr_url, when
@@ -86,22 +86,26 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
     for path, html in pages.items():
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         (out / path).write_text(html, encoding="utf-8")
-    _write_runs(rows[:RECENT], out)
+    _write_runs(env, rows[:RECENT], out)
+    graded = {row["job_id"] for row in rows}
+    for job in store.jobs():  # the pages the pending comments link (evalbot.github.pending)
+        if job.state in ("queued", "running") and job.id not in graded:
+            waiting = out / run_path(job.id)
+            waiting.parent.mkdir(parents=True, exist_ok=True)
+            waiting.write_text(waiting_page(env, job), encoding="utf-8")
     return out / "index.html"
 
 
-def _write_runs(rows: list[dict[str, Any]], out: Path) -> None:
-    """Each listed verdict's verdict.json and results.json under runs/<job>/, as published
-    (the rows are public_row's): a reader checks the table's figures against them."""
+def _write_runs(env: jinja2.Environment, rows: list[dict[str, Any]], out: Path) -> None:
+    """Each listed verdict's page (run_page.py, what its comment links), verdict.json and
+    results.json under runs/<job>/, as published (the rows are public_row's): a reader checks
+    the page's figures against them."""
     for row in rows:
         run = out / RUNS / _job_dir(row["job_id"])
         run.mkdir(parents=True, exist_ok=True)
         for name, doc in (("verdict.json", row["verdict"]), ("results.json", row["results"])):
             (run / name).write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
-
-
-def _job_dir(job_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)  # a job id names a directory, never a path
+        (run / "index.html").write_text(run_page(env, row), encoding="utf-8")
 
 
 def _environment() -> jinja2.Environment:
@@ -177,7 +181,7 @@ def _recent(rows: list[dict[str, Any]], keys: dict[str, Any] | None) -> list[dic
         out.append({
             "when": _when(row["created"]), "repo": row["repo"], "pr": row["pr"],
             "url": _pr_url(row["repo"], row["pr"]), "head": row["head_sha"][:10],
-            "run": f"{RUNS}/{_job_dir(row['job_id'])}/",
+            "run": run_path(row["job_id"]).removesuffix("index.html"),
             "base": row["base_sha"][:10], "headline": v.get("headline", "?"),
             "kind": v.get("kind", "?"),
             "best": (f"{best['model']} {best['metric']}@{ctx_name(best['ctx'])} "

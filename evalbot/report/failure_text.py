@@ -24,7 +24,10 @@ PR_OUTCOMES = {
     "build-failed": "failed",
     "crashed": "failed or printed nothing the harness could read",
     "timeout": "ran past its time limit",
-    "spoofed": "printed rates that imply less work than its process had time for",
+    # engine/measure/speed.py `_check_timing`: tokens / printed rate summed over the run's
+    # cells came to more seconds than the harness timed its process
+    "spoofed": ("printed rates that imply more seconds of work than its process ran, by the "
+                "harness's clock"),
 }
 # The bot's and the harness's own reasons for an infrastructure failure, by what they say:
 # (what the text contains, the sentence published). The first that matches wins.

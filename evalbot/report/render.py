@@ -14,6 +14,7 @@ from evalbot.config.redact import Redactor
 from evalbot.config.resources import TEMPLATES_DIR
 from evalbot.report import box_time_view, comment, comment_correctness
 from evalbot.report.comment import CommentContext
+from evalbot.report.decisions import UNCONFIRMED_MARK, UNDECIDED_MARK
 from evalbot.report.details import DROP_ORDER, details
 from evalbot.report.neutral import neutral
 from evalbot.report.public_results import public_results
@@ -23,8 +24,8 @@ TEMPLATES = TEMPLATES_DIR
 MARKER_PREFIX = "<!-- evalbot:v1 "
 COMMENT_LIMIT = 65536
 LOG_TAIL_CAP = 3000
-ICONS = {"improved": "✅", "neutral": "➖", "inconclusive": "❔", "infra-error": "⚠️",
-         "regressed": "❌", "incorrect": "❌", "spoofed": "❌", "unconfirmed": "❓"}
+ICONS = {"improved": "✅", "neutral": "➖", "inconclusive": UNDECIDED_MARK, "infra-error": "⚠️",
+         "regressed": "❌", "incorrect": "❌", "spoofed": "❌", "unconfirmed": UNCONFIRMED_MARK}
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -82,12 +83,12 @@ def _comment_context(verdict: dict[str, Any], ctx: CommentContext,
                      results: dict[str, Any] | None = None) -> dict[str, Any]:
     corr = verdict["correctness"]
     table_rows = comment.rows(verdict, ctx)
-    head = comment.headline(verdict)
-    if verdict["kind"] == "incorrect" and corr.get("base"):
+    head = comment.headline(verdict, results)
+    if verdict["kind"] == "incorrect" and corr.get("base") and corr.get("decision") == "reject":
         head += f" ({comment_correctness.top1_drop(corr)})"
     return dict(
-        marker=marker(verdict), icon=ICONS.get(verdict["kind"], "⚠️"), verdict=verdict,
-        head=head, counts=comment.counts(verdict),
+        marker=marker(verdict), icon=_icon(verdict), verdict=verdict,
+        head=head, counts=comment.counts(verdict), label=comment.label(verdict),
         counts_plain=comment.counts(verdict).replace("**", ""),
         corr_line=comment_correctness.line(corr), next=comment.next_step(verdict, results),
         why=comment.why_lines(verdict, results),
@@ -105,6 +106,15 @@ def _comment_context(verdict: dict[str, Any], ctx: CommentContext,
         box_time=box_time_view.summary(verdict, results),
         gpu=bool((verdict["provenance"].get("box") or {}).get("gpu_start")),
     )
+
+
+def _icon(verdict: dict[str, Any]) -> str:
+    """The verdict's mark; an undecided verdict kept open only by ❓ rows shows ❓."""
+    kind = verdict["kind"]
+    if kind == "inconclusive" and any(c["decision"] == "unconfirmed" for c in verdict["cells"]) \
+            and not any(c["decision"] == "inconclusive" for c in verdict["cells"]):
+        return UNCONFIRMED_MARK
+    return ICONS.get(kind, "⚠️")
 
 
 def _repo_arg(ctx: CommentContext) -> str:
@@ -128,6 +138,9 @@ def _failure_context(verdict: dict[str, Any], redact: Redactor,
 
 def _failure_headline(f: dict[str, Any], pr: bool) -> str:
     side = {"head": " on the PR", "base": " on main"}.get(f["side"], "")
+    if pr and f["kind"] == "spoofed":  # measured, and refused: the harness's clock said no
+        return ("Rejected by the harness's clock: the PR's printed rates do not fit the time "
+                "its processes ran")
     if pr:
         return f"Not measured: the {f['stage']} step failed{side} (main passed it)"
     return f"Not measured: the {f['stage']} step failed{side}; not the PR's fault"

@@ -19,8 +19,11 @@ from evalbot.report.witness_view import WitnessView, witness_views
 
 OWN_RUN = "evalbot's own timed run"
 RERUN = "comment `/evalbot rerun`"
-# The same code measured again meets the same witnesses: said so, so no one re-pushes in hope.
+# The same code measured again meets the same witnesses: said so, so no one re-pushes in hope;
+# but only where no action named beside it measures again (a rerun can change the verdict).
 NOTHING = "nothing in the PR; re-pushing the same code does not change this verdict"
+NOTHING_TO_CHANGE = "nothing in the PR"
+MEASURES_AGAIN = ("`/evalbot rerun`", "`/evalbot measure-more`")
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class Why:
     """What happened to the witness of some faster cells, and what can change it."""
 
     reason: str  # follows "faster, not confirmed: "
+    short: str  # the headline's few words for the same reason ("no witness")
     maintainer: str = ""  # "": no maintainer action changes it
     contributor: str = NOTHING
     cut: bool = False  # its witness was stopped for box time (evalbot witness-cut lists these)
@@ -55,7 +59,7 @@ def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None)
     by_why: dict[Why, list[dict[str, Any]]] = {}
     uncovered = []
     for cell in cells:
-        why = Why(WALL_REASON, maintainer=RERUN) \
+        why = Why(WALL_REASON, "the harness's clock shows no saving", maintainer=RERUN) \
             if cell.get("confirmation") == WALL_ONLY else _why(cell["key"], views, rule)
         if why is None:
             uncovered.append(cell)
@@ -66,18 +70,31 @@ def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None)
     return [Group(tuple(cell_name(c, many) for c in group), why) for why, group in by_why.items()]
 
 
+def short(found: list[Group]) -> str:
+    """`(no witness)`, `(3 no witness, 1 witness cut for box time)`: the headline's why."""
+    by_short: dict[str, int] = {}
+    for g in found:
+        by_short[g.why.short] = by_short.get(g.why.short, 0) + len(g.cells)
+    if len(by_short) == 1:
+        return f"({next(iter(by_short))})"
+    return "(" + ", ".join(f"{n} {text}" for text, n in by_short.items()) + ")"
+
+
 def lines(found: list[Group]) -> list[str]:
     """`❓ decode @ 128: faster, not confirmed: …` per group."""
     return [f"❓ {', '.join(g.cells)}: faster, not confirmed: {g.why.reason}" for g in found]
 
 
-def actions(found: list[Group]) -> str:
-    """`Maintainer: …. Contributor: ….`: each actor's actions once; the contributor's "nothing"
-    only where they have no action at all."""
-    maintainer = _unique(g.why.maintainer for g in found)
+def actions(found: list[Group], more: tuple[str, ...] = ()) -> str:
+    """`Maintainer: …. Contributor: ….`: each actor's actions once (`more`: the maintainer's
+    for other rows, such as the undecided ones); the contributor's "nothing" only where they
+    have no action at all, and "re-pushing does not change it" only where no maintainer action
+    beside it measures again."""
+    maintainer = _unique([*(g.why.maintainer for g in found), *more])
     contributor = _unique(g.why.contributor for g in found if g.why.contributor != NOTHING)
+    again = any(word in m for m in maintainer for word in MEASURES_AGAIN)
     parts = [f"Maintainer: {'; '.join(maintainer)}."] if maintainer else []
-    parts.append(f"Contributor: {'; '.join(contributor) or NOTHING}.")
+    parts.append(f"Contributor: {'; '.join(contributor) or (NOTHING_TO_CHANGE if again else NOTHING)}.")
     return " ".join(parts)
 
 
@@ -100,18 +117,18 @@ def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | N
     w = max(covering, key=lambda v: v.pairs)  # the one that came closest to a judgement
     if w.stopped == "not_needed":
         return Why(f"its witness `{w.name}` was not run: another witness had settled the "
-                   "verdict, which this cell could not change")
+                   "verdict, which this cell could not change", "witness not needed")
     if w.stopped == FLOOR_STALE:  # the box's stored pairs refute its floor (docs/statistics.md)
         return Why(f"{STALE_REASON} (`{w.name}` was not run: its noise floor on this box is "
-                   "refuted by its recent pairs)",
+                   "refuted by its recent pairs)", "witness floor stale",
                    maintainer=f"run `evalbot calibrate` on the box (or wait for its periodic "
                               f"A/A, which measures the floor again), then {RERUN}")
     if not w.ran:
         return _not_run(w, rule)
     if w.head_failed:
         return Why(f"the PR's output in {OWN_RUN} (`{w.name}`) failed or did not agree with "
-                   "main's", contributor=f"make the PR's output in `{w.name}` agree with "
-                   "main's, then push")
+                   "main's", "PR's output failed in its witness",
+                   contributor=f"make the PR's output in `{w.name}` agree with main's, then push")
     if w.pairs < w.first_look:
         return _short(w, rule)
     return _not_shown(w, rule)
@@ -128,8 +145,9 @@ def _box_time(w: WitnessView, rule: Mapping[str, Any]) -> str:
 def _not_run(w: WitnessView, rule: Mapping[str, Any]) -> Why:
     if w.stopped == "box_time":
         return Why(f"its witness `{w.name}` was not run: no box time was left for it",
-                   maintainer=_box_time(w, rule), cut=True)
-    return Why(f"its witness `{w.name}` was not run", maintainer=f"{RERUN} to run `{w.name}`")
+                   "no box time left for its witness", maintainer=_box_time(w, rule), cut=True)
+    return Why(f"its witness `{w.name}` was not run", "witness not run",
+               maintainer=f"{RERUN} to run `{w.name}`")
 
 
 def _short(w: WitnessView, rule: Mapping[str, Any]) -> Why:
@@ -138,9 +156,9 @@ def _short(w: WitnessView, rule: Mapping[str, Any]) -> Why:
         f"{w.pairs} of the {w.first_look} pairs a judgement needs"
     if w.stopped == "box_time":
         return Why(f"{OWN_RUN} reached {of} (`{w.name}`, stopped for box time)",
-                   maintainer=_box_time(w, rule), cut=True)
+                   "witness cut for box time", maintainer=_box_time(w, rule), cut=True)
     return Why(f"{OWN_RUN} kept {of} (`{w.name}`; the others were dropped)",
-               maintainer=_measure_again(w))
+               "witness kept too few pairs", maintainer=_measure_again(w))
 
 
 def _not_shown(w: WitnessView, rule: Mapping[str, Any]) -> Why:
@@ -152,6 +170,7 @@ def _not_shown(w: WitnessView, rule: Mapping[str, Any]) -> Why:
     if w.saving_s is not None:
         detail += f": {_saving(w.saving_s, w.claimed_s, seen)}"
     return Why(f"{OWN_RUN} did not show the saving ({detail})",
+               "witness did not show the saving",
                _box_time(w, rule) if cut else _measure_again(w) if seen else "",
                contributor=f"make the saving show in the work `{w.name}` times (the "
                            "engine's own run, not only its printed rate), then push", cut=cut)
@@ -162,6 +181,9 @@ def _saving(saving_s: float, claimed_s: float, seen: bool) -> str:
     if seen:
         return (f"{measured} s saved a run on average where the printed rates claim "
                 f"{claimed} s, within its noise")
+    if saving_s < 0:  # never "−0.03 s saved": a loss is said as one
+        return (f"the PR's runs took {abs(saving_s):.2f} s longer than main's where the printed "
+                f"rates claim {claimed} s saved")
     return f"{measured} s saved a run where the printed rates claim {claimed} s"
 
 
@@ -172,11 +194,12 @@ def _measure_again(w: WitnessView) -> str:
 def _unjudged(w: WitnessView, rule: Mapping[str, Any]) -> Why:
     """Without the results a witness judged on no pairs names no cells: say only what is known."""
     why = _not_run(w, rule) if not w.ran else _short(w, rule)
-    return Why(f"no witness judged it; {why.reason}", why.maintainer, why.contributor, why.cut)
+    return Why(f"no witness judged it; {why.reason}", why.short, why.maintainer, why.contributor,
+               why.cut)
 
 
 def _no_witness(cells: list[dict[str, Any]], many: bool) -> Why:
     keys = ", ".join(f"{c['model']} " * many + f"{c['metric']}@{c['ctx']}" for c in cells)
     this = "this cell" if len(cells) == 1 else "these cells"
-    return Why(f"no witness covers {this} ({keys})",
+    return Why(f"no witness covers {this} ({keys})", "no witness",
                maintainer=f"add a witness covering {keys} to the profile")

@@ -226,6 +226,8 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
     rt = runtime(config_file, throttle=throttle)
     settings = _settings(rt.config, lease_ttl, max_tries, retry_backoff, poll, drain_grace)
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results")
+    for w in workers:  # each its own publisher: PyGithub objects are not shared by threads
+        w.on_start = ActionsRun(rt, "").started
     gh = rt.config.github
     ring = ring_from_env(os.environ, gh.webhook_secret_env) if gh is not None else None
     owner = _owner(rt.config.store, serving=True)  # one host, one serve: before any open
@@ -316,13 +318,19 @@ class ActionsRun:
         return self._publisher
 
     def started(self, job: JobRow, box: str) -> None:
+        """The PR's pending comment says where its job runs (the run page, the Actions run)
+        and its status links the Actions run (evalbot.github.pending.announce_start)."""
+        from evalbot.github.pending import announce_start
+
         publisher = self.publisher()
-        if not self.run_url or publisher is None or job.pr is None:
+        if publisher is None or job.pr is None or self.rt.config.github is None:
             return
+        store = Store(self.rt.config.store)
         try:
-            publisher.status(job.head_sha, "pending", f"evaluating on box {box}", self.run_url)
-        except Exception as exc:  # GitHub down: the evaluation matters more than the link
-            log.warning("job %s: could not link its status to the run: %s", job.id, exc)
+            announce_start(store, publisher, self.rt.config.github.status_context, job, box,
+                           self.rt.config.service.reports_url, self.run_url)
+        finally:
+            store.close()
 
     def cancelled(self, workers: list[Worker]) -> None:
         from evalbot.github import texts
