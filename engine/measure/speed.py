@@ -240,6 +240,8 @@ class Measurement:
                 "cells": {c.key: self._tokens(run, c) for c in run.cells},
                 "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
                              "dropped": s["dropped"], "verified": False} for s in first],
+                **({"sd_floor_s": run.cost_floor_s, "floor_df": run.cost_floor_df}
+                   if run.cost_floor_df else {}),
                 **({"wall_reason": why} if (why := self.wall_reasons.get(run.cells[0].key))
                    else {})})
         return out + [w.to_dict() for w in self.witnesses]
@@ -252,17 +254,14 @@ class Measurement:
                 for run in self.job.runs for spec in run.witnesses]
         todo = sorted([t for t in todo if t[2]], reverse=True,
                       key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
-        confirmed: tuple[int, float] | None = None
         refuted = False
         for run, spec, improved in todo:
-            rank = witness_plan.claimed_rank(improved, self.records, rule)
-            if refuted or (confirmed is not None and rank[0] <= confirmed[0]):
-                # it could not change the verdict: kept, unrun, so the comment can say why
+            if refuted:  # it could not change the verdict: kept, unrun, so the comment says why
                 self.witnesses.append(witness.WitnessRecord(spec, stopped="not_needed"))
                 continue
+            # every improved cell's witness runs, also below a confirmed tier: a cell whose
+            # gain the harness did not time is not believed (issue 53, one clock)
             settled_by = self._witness(run, spec, improved).settled_by
-            if settled_by == "confirmed":
-                confirmed = max(confirmed or rank, rank)
             refuted = settled_by == "contradicted"  # printed rates refuted: REJECT, whatever else
 
     def _witness(self, run: SpeedRun, spec: WitnessSpec,

@@ -1,10 +1,9 @@
 """Which witnesses run, in what order, and with how much box time: pure, from the run's records.
 
 The witnesses run after all the measuring. Only a witness with a cell to confirm runs; the one
-whose cells claim the highest tier goes first, and once one is confirmed, a witness whose cells
-claim no higher tier could not change the tier and is skipped; once one is contradicted, the PR's
-printed rates are refuted (REJECT) and the rest are skipped. A skipped witness is recorded as
-`stopped: not_needed` (docs/trust.md §2).
+whose cells claim the highest tier goes first. Every one runs (a cell whose gain the harness did
+not time is not believed, issue 53), until one is contradicted: the PR's printed rates are then
+refuted (REJECT) and the rest are skipped, recorded as `stopped: not_needed` (docs/trust.md §2).
 """
 
 from __future__ import annotations

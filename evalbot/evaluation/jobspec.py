@@ -94,7 +94,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        [replace(with_stops(_witness_floor(w, witness_floors,
                                                           witness_df or floor_df), policy.alpha),
                                 floor_stale=w.name in stale_witnesses)
-                        for w in r.witnesses]) for r in profile.runs],
+                        for w in r.witnesses], r.cost_floor_s, r.cost_floor_df)
+              for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
         env=dict(profile.env),

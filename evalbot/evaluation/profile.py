@@ -49,6 +49,10 @@ class ProfileRun:
     timeout_s: float
     # harness-timed witness workloads (engine/measure/witness.py); cells keyed by the full cell key
     witnesses: tuple[WitnessSpec, ...] = ()
+    # the calibrated sd (seconds) of a pair's time unaccounted for by the printed rates, and its
+    # degrees of freedom (evalbot/grading/unexplained_cost.py); 0: the pairs' own sd only
+    cost_floor_s: float = 0.0
+    cost_floor_df: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,7 @@ def load_profile(name_or_path: str) -> Profile:
                                   "budget_pace_s", "max_budget_s"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
+                                                               "cost_floor",
                                                                "witnesses"}))
     witnesses = [w.name for r in runs for w in r.witnesses]
     if len(set(witnesses)) < len(witnesses):  # a witness's name is its key in the results
@@ -224,9 +229,14 @@ def _run(s: Section, models: set[str]) -> ProfileRun:
         if not 0 <= floor < 1:
             raise c.doc.error(c.path("sd_floor"), f"{floor} is not an sd between 0 and 1")
         cells.append(ProfileCell(metric, c.get("ctx", int), anchor, floor))
+    cost = s.section("cost_floor", {"sd_s", "df"})
+    sd_s, df = cost.get("sd_s", float, 0.0), cost.get("df", int, 0)
+    if sd_s < 0 or df < 0 or (sd_s > 0) != (df > 0):
+        raise s.doc.error(s.path("cost_floor"), f"sd_s {sd_s} with {df} df: a floor is an sd "
+                          "> 0 with its degrees of freedom > 0")
     return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
                       s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0),
-                      _witnesses(s, model, cells))
+                      _witnesses(s, model, cells), sd_s, df)
 
 
 def _witnesses(s: Section, model: str, cells: list[ProfileCell]) -> tuple[WitnessSpec, ...]:
