@@ -15,7 +15,13 @@ S: 2 (2x), the policy's smallest tier step (XS 2%) and its regression threshold 
 which the target is detection >= 95%: the slowed cell regressed or not believed, and the headline
 no better than eval:inconclusive. False flags: <= 0.1% per PR.
 
+Designs: A, as shipped (the samples' two-sided check; the witnesses time the improved cells
+only); B, every witness times every covered cell that is not regressed, judged both ways
+(`speed.witness_every_cell`). Box time (`--box N`): per design, the mean seconds of N
+evaluations of the A/A, the honest head and a hiding head, measuring and witnesses.
+
 Usage: python bench/hidden_cost.py [--sims 300] [--profiles sparkinfer,llamacpp] [--jobs N]
+       [--box 0]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import tempfile
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +45,7 @@ if str(ROOT) not in sys.path:
 from bench import _simbox  # noqa: E402
 from bench._simbox import POLICY, Head, World  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
-from evalbot.grading.unexplained_cost import COST  # noqa: E402
+from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
 
 CAUGHT = ("regressed", "unconfirmed", "spoofed")
 NO_BETTER = ("inconclusive", "regressed", "spoofed", "incorrect")
@@ -85,9 +92,15 @@ def _rate(pace: object, cell: object) -> float:
     return float(rates.get(f"{cell.metric}@{cell.ctx}") or rates[cell.metric])  # type: ignore[attr-defined]
 
 
-def chunk(name: str, head: Head, sims: int, seed: int) -> tuple[int, int, int]:
-    """(evaluations, caught, flagged) of `sims` evaluations of one head."""
+def profile_of(name: str, every: bool) -> Profile:
+    """The shipped profile; `every`: design B, its witnesses timing every covered cell."""
     profile = load_profile(name)
+    return replace(profile, speed=replace(profile.speed, witness_every_cell=every))
+
+
+def chunk(name: str, every: bool, head: Head, sims: int, seed: int) -> tuple[int, int, int]:
+    """(evaluations, caught, flagged) of `sims` evaluations of one head."""
+    profile = profile_of(name, every)
     evaluator = _simbox.Evaluator(profile, World(name), Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, caught, flagged = np.random.default_rng(seed), 0, 0
     with _simbox.seeded_prompts(seed):
@@ -96,8 +109,38 @@ def chunk(name: str, head: Head, sims: int, seed: int) -> tuple[int, int, int]:
             decisions = {k: d for k, d, _ in o.cells}
             caught += all(decisions.get(k) in CAUGHT for k in head.real if k in decisions) \
                 and o.kind in NO_BETTER
-            flagged += any(c == COST for _, _, c in o.cells)
+            flagged += any(c in CAPPED for _, _, c in o.cells)
     return sims, caught, flagged
+
+
+def box_seconds(name: str, every: bool, head: Head, sims: int, seed: int) -> tuple[float, float]:
+    """(measuring with warm-ups, witnesses): mean seconds of `sims` evaluations of `head`."""
+    evaluator = _simbox.Evaluator(profile_of(name, every), World(name),
+                                  Path(tempfile.mkdtemp(prefix="hidden-")))
+    rng, measured, witnessed = np.random.default_rng(seed), 0.0, 0.0
+    with _simbox.seeded_prompts(seed):
+        for _ in range(sims):
+            o = evaluator.evaluate(head, rng)
+            measured, witnessed = measured + o.measure_s, witnessed + o.witness_s
+    return measured / sims, witnessed / sims
+
+
+def print_box(names: list[str], sims: int) -> None:
+    """Per profile and design, the box time of an A/A (neutral), an honest tier and a head
+    hiding the threshold slowdown on its first run's largest cell."""
+    print("\n### box time per verdict kind (seconds: measuring with warm-ups + witnesses; "
+          f"{sims} evaluations a row)\n\n| profile | head | design | measuring | witnesses | "
+          "total |\n|---|---|---|---:|---:|---:|")
+    for name in names:
+        rows = heads(load_profile(name))
+        picked = [h for h in rows if h.name in ("A/A", "honest +5% every cell")] + \
+            [h for h in rows if h.name.startswith("hide threshold") and "x0.95" not in h.name
+             and "mix" not in h.name][-1:]
+        for head in picked:
+            for design, every in (("A", False), ("B", True)):
+                m, w = box_seconds(name, every, head, sims, 1)
+                print(f"| {name} | {head.name} | {design} | {m:.0f} | {w:.0f} | {m + w:.0f} |",
+                      flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,27 +149,39 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--aa-sims", type=int, default=0, help="per A/A and honest row (default 10x)")
     ap.add_argument("--profiles", default="sparkinfer,llamacpp")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--box", type=int, default=0, help="A/A evaluations per design (box time)")
+    ap.add_argument("--designs", default="A,B", help="A: as shipped; B: every witness timing "
+                    "every covered cell (`speed.witness_every_cell`)")
     a = ap.parse_args(argv)
     started = time.time()
-    for name in a.profiles.split(","):
-        rows = heads(load_profile(name))
-        tasks = []
-        for i, head in enumerate(rows):
-            n = a.sims if head.name.startswith("hide") else (a.aa_sims or 10 * a.sims)
-            for start in range(0, n, 50):
-                seed = zlib.crc32(f"{name}|{head.name}|{start}".encode())
-                tasks.append((i, (name, head, min(50, n - start), seed)))
-        totals = [[0, 0, 0] for _ in rows]
-        with ProcessPoolExecutor(a.jobs) as pool:
-            for i, fut in [(i, pool.submit(chunk, *args)) for i, args in tasks]:
-                for j, v in enumerate(fut.result()):
-                    totals[i][j] += v
-        print(f"\n### {name}, measured pace\n\n| head | n | caught | flagged | target |\n"
-              "|---|---:|---:|---:|---|")
-        for head, (n, caught, flagged) in zip(rows, totals, strict=True):
-            print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "
-                  f"{_target(head, n, caught, flagged)} |", flush=True)
+    if a.box:
+        print_box(a.profiles.split(","), a.box)
+    for name in a.profiles.split(",") if a.sims else ():
+        for design in a.designs.split(","):
+            print_rows(name, design == "B", a)
     print(f"\n({time.time() - started:.0f} s)")
+
+
+def print_rows(name: str, every: bool, a: argparse.Namespace) -> None:
+    """One table: every head of the profile under one design."""
+    rows = heads(load_profile(name))
+    tasks = []
+    for i, head in enumerate(rows):
+        n = a.sims if head.name.startswith("hide") else (a.aa_sims or 10 * a.sims)
+        for start in range(0, n, 50):
+            seed = zlib.crc32(f"{name}|{head.name}|{start}".encode())
+            tasks.append((i, (name, every, head, min(50, n - start), seed)))
+    totals = [[0, 0, 0] for _ in rows]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        for i, fut in [(i, pool.submit(chunk, *args)) for i, args in tasks]:
+            for j, v in enumerate(fut.result()):
+                totals[i][j] += v
+    design = "B: every witness times every covered cell" if every else "A: as shipped"
+    print(f"\n### {name}, measured pace, design {design}\n\n"
+          "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
+    for head, (n, caught, flagged) in zip(rows, totals, strict=True):
+        print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "
+              f"{_target(head, n, caught, flagged)} |", flush=True)
 
 
 def _target(head: Head, n: int, caught: int, flagged: int) -> str:

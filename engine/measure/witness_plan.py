@@ -23,11 +23,14 @@ class Record(Protocol):
 
 
 def to_confirm(spec: WitnessSpec, records: Mapping[str, Record], rule: StoppingRule) -> list[str]:
-    """The covered cells to confirm (every one in an A/A calibration of the witnesses)."""
+    """The covered cells to time: the improved ones, or (`witness_every_cell`) every one not
+    regressed; every one in an A/A calibration of the witnesses."""
     if rule.witness_aa:
         return list(spec.cells)
-    return witness.to_confirm(
-        spec, {k: r.looks[-1]["decision"] for k, r in records.items() if r.looks})
+    decisions = {k: r.looks[-1]["decision"] for k, r in records.items() if r.looks}
+    if rule.witness_every_cell:  # timed both ways: all but a regression, which needs no witness
+        return [k for k in spec.cells if k in decisions and decisions[k] != "regressed"]
+    return witness.to_confirm(spec, decisions)
 
 
 def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],

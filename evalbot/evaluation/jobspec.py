@@ -71,6 +71,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         tier_edges=_tier_edges(profile, policy),
         calibrated=sorted(cell_floors),
         witness_share=speed.witness_share,
+        witness_every_cell=speed.witness_every_cell,
         fault_sigmas=fault_sigmas(RULE_VERSION, pool_df),
         **rule_lists(bounds, RULE_VERSION),
     )

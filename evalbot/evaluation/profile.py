@@ -65,6 +65,8 @@ class SpeedSettings:
     tolerance: float | None
     sd_floor_df: int = 0  # degrees of freedom of the floors' measurement; 0: the first rule
     witness_share: float = 0.25  # the witnesses' box time at most, as a share of the measuring's
+    # the witnesses time every covered cell not regressed, not only the improved (issue 53)
+    witness_every_cell: bool = False
     # the budget counted in pairs (engine/measure/budget.py): main's sample pace budget_s was
     # sized at, and the cap of the scaled budget; both None: budget_s whatever the pace
     budget_pace_s: float | None = None
@@ -136,6 +138,7 @@ def load_profile(name_or_path: str) -> Profile:
     names = {m.name for m in models}
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
                                   "significance", "tolerance", "sd_floor_df", "witness_share",
+                                  "witness_every_cell",
                                   "budget_pace_s", "max_budget_s"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
@@ -167,6 +170,7 @@ def load_profile(name_or_path: str) -> Profile:
             tolerance=speed.get("tolerance", float, None),
             sd_floor_df=_floor_df(speed),
             witness_share=_witness_share(speed),
+            witness_every_cell=speed.get("witness_every_cell", bool, False),
             budget_pace_s=budget_pace_s,
             max_budget_s=max_budget_s,
         ),

@@ -294,7 +294,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     if corr["decision"] == "inconclusive":  # no tier on an undecided correctness check
         reasons.extend(corr["reasons"])
         return "inconclusive", None
-    if any(c.get("confirmation") == unexplained_cost.COST for c in cells):
+    if any(c.get("confirmation") in unexplained_cost.CAPPED for c in cells):
         return "inconclusive", None  # a slowdown may hide behind any of the run's rates
     best = _best([c for c in cells if c["role"] == "primary"])
     if best:
@@ -323,6 +323,8 @@ def _unbelieved(cell: dict[str, Any]) -> str:
         return f"{cell['key']}: {confirmation.WALL_REASON}"
     if cell["confirmation"] == unexplained_cost.COST:
         return f"{cell['key']}: {unexplained_cost.COST_REASON}"
+    if cell["confirmation"] == unexplained_cost.UNTIMED:
+        return f"{cell['key']}: {unexplained_cost.UNTIMED_REASON}"
     if cell["confirmation"] == confirmation.STALE:
         return f"{cell['key']}: not confirmed: {confirmation.STALE_REASON}"
     return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "

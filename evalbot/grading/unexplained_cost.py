@@ -37,6 +37,11 @@ MIN_OWN_PAIRS = 3  # without a floor, fewer pairs than this judge nothing
 COST = "time unaccounted for"  # a cell's confirmation when its run's cost is flagged
 COST_REASON = ("the harness's clock shows time the engine's printed rates do not account for; "
                "not believed")
+# a cell the rule has its witness time both ways (`witness_every_cell`) but that no witness timed
+# to a judgement (its head output failed, too few pairs, a stale floor): not believed either
+UNTIMED = "not timed by the harness"
+UNTIMED_REASON = "the harness's witness could not time this cell; not believed"
+CAPPED = (COST, UNTIMED)  # confirmations that hold the headline at eval:inconclusive at best
 
 
 def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]) -> np.ndarray:
