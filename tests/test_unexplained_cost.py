@@ -131,7 +131,12 @@ def test_a_hidden_cost_caps_a_confirmed_tier_at_inconclusive():
     assert honest["headline"] not in ("eval:none", "eval:inconclusive"), honest["reasons"]
     verdict = _table((1.2, 1.0), 2.56, fast)
     assert verdict["tier"] is None and verdict["headline"] == "eval:inconclusive"
-    assert {c["decision"] for c in verdict["cells"]} == {"unconfirmed"}
+    cells = {c["key"]: c for c in verdict["cells"]}
+    # the confirmed cell keeps its confirmation (its own work was timed); the other is not
+    # believed, and it holds the headline
+    assert cells["m/decode@128"]["confirmation"] == "confirmed"
+    assert cells["m/decode@4096"]["decision"] == "unconfirmed"
+    assert cells["m/decode@4096"]["confirmation"] == unexplained_cost.COST
 
 
 def test_a_regression_stays_a_regression():

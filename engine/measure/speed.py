@@ -279,9 +279,11 @@ class Measurement:
         room = witness_plan.room(spec, self.job.rule, self.deadline - self.now(),
                                  self.deadline - self.start, self.measured_s, self.witnessed_s)
         # no warm-up of its own: the samples have just warmed caches and clocks
+        unchanged = self.job.rule.witness_every_cell and not self.job.rule.witness_aa and not any(
+            self.records[k].looks[-1]["decision"] in ("improved", "improving") for k in improved)
+        stop = replace(witness.stop_for(claims, improved), unchanged_only=unchanged)
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
-                                 self.jobdir / "witness-prompts", warmup=0,
-                                 stop=witness.stop_for(claims, improved), room=room)
+                                 self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)
         self.witnessed_s += witness.box_s(record.samples)
         self.witnesses.append(record)
         return record

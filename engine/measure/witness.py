@@ -45,7 +45,7 @@ class WitnessRecord:
     # refuted on the box), "": every pair it could
     stopped: str = ""
     room: Room | None = None  # the box time it was given (`fits`); None: unbounded
-    settled_by: str = ""  # why it settled: confirmed, contradicted, failed, unresolvable
+    settled_by: str = ""  # why it settled: confirmed, contradicted, failed, unresolvable, timed
 
     def to_dict(self) -> dict[str, Any]:
         s = asdict(self.spec)
@@ -165,6 +165,9 @@ class Stop:
 
     margin_s: float = 0.0
     claimed_s: float = 0.0
+    # every cell it times is unchanged (`witness_every_cell`, issue 53): nothing to confirm, only
+    # a slowdown to see; it settles at its first look, where the bot judges it at that look's alpha
+    unchanged_only: bool = False
 
 
 def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
@@ -197,6 +200,8 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     # contradiction first, as the bot judges: a saving far below the claim is no confirmation
     if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s:
         return "contradicted"
+    if stop.unchanged_only:
+        return "timed"
     if bounds.lo > stop.margin_s + skipped:
         return "confirmed"
     return ""

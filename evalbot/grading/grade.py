@@ -294,7 +294,8 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     if corr["decision"] == "inconclusive":  # no tier on an undecided correctness check
         reasons.extend(corr["reasons"])
         return "inconclusive", None
-    if any(c.get("confirmation") in unexplained_cost.CAPPED for c in cells):
+    if any(c.get("confirmation") in unexplained_cost.CAPPED or c.get("time_unaccounted")
+           for c in cells):
         return "inconclusive", None  # a slowdown may hide behind any of the run's rates
     best = _best([c for c in cells if c["role"] == "primary"])
     if best:

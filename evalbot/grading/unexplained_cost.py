@@ -9,7 +9,8 @@ whose printed rates are true, faster or slower. A head whose processes really ta
 its bench prints main-like rates (scaled, x0.95) leaves the extra time in u.
 
   cost    the lower bound of mean(u) at one-sided 1 - COST_ALPHA / runs is above 0: every cell
-          of that run the rates did not already call regressed is not believed (`unconfirmed`,
+          of that run the rates did not already call regressed, and no harness-owned witness
+          confirmed (it timed that cell's own work), is not believed (`unconfirmed`,
           confirmation COST): no tier, no "unchanged", the headline no better than
           eval:inconclusive (grade.py). Never a REJECT: the time is real, but where it went (a
           cell, the load) is the head's word.
@@ -104,5 +105,11 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
             w["cost"] = costs[w["name"]]
     flagged = {k for c in costs.values() if c["flagged"] for k in c["cells"]}
     for cell in cells:
-        if cell["key"] in flagged and cell["decision"] not in ("regressed", "spoofed"):
+        # a cell a harness-owned witness confirmed was timed itself: the cost is elsewhere
+        # (issue 46: wall times alone never undo a real witness's confirmation)
+        if cell["key"] not in flagged or cell["decision"] in ("regressed", "spoofed") \
+                or cell.get("confirmation") == "confirmed":
+            continue
+        cell["time_unaccounted"] = True  # holds the headline (grade.py), whatever it says
+        if cell["decision"] != "unconfirmed":  # one not believed already keeps its reason
             cell.update(decision="unconfirmed", tier=None, confirmation=COST)
