@@ -281,7 +281,9 @@ class Measurement:
         # no warm-up of its own: the samples have just warmed caches and clocks
         unchanged = self.job.rule.witness_every_cell and not self.job.rule.witness_aa and not any(
             self.records[k].looks[-1]["decision"] in ("improved", "improving") for k in improved)
-        stop = replace(witness.stop_for(claims, improved), unchanged_only=unchanged)
+        stop = replace(witness.stop_for(claims, improved), unchanged_only=unchanged,
+                       signed_s=sum(c for c, _ in claims.values()),
+                       tolerance_s=self.job.rule.tolerance * sum(m for _, m in claims.values()))
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
                                  self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)
         self.witnessed_s += witness.box_s(record.samples)
