@@ -6,8 +6,8 @@ its answer before), timed by the harness, and accepted only when its output ids 
 main's for the same ids (the work was done; main's runner-up at main's own near tie agrees too:
 `main_ties`). The protocol (engine/contract/witness_spec.py): the prompt after READY, then a
 stepped witness's decode ids one at a time, each after the previous step's output was read; only
-that span is timed. Pairs alternate as the samples do (ABBA). The harness only records; the bot judges the record (evalbot/grading/confirmation.py),
-so re-grading recomputes the check.
+that span is timed. Pairs alternate as the samples do (ABBA). The harness only records; the bot
+judges the record (evalbot/grading/confirmation.py), so re-grading recomputes the check.
 """
 
 from __future__ import annotations
