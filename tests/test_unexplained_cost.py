@@ -147,3 +147,22 @@ def test_a_regression_stays_a_regression():
     assert verdict["headline"] == "eval:REJECT"
     assert {c["key"] for c in verdict["cells"] if c["decision"] == "regressed"} == \
         {"qwen3-0p6b-synth/decode@0", "qwen3-0p6b-synth/decode@4096"}
+
+
+def test_a_cell_printed_slower_lowers_the_saving_a_witness_must_show():
+    """An honest head faster on decode and slower on prefill, both in one witness's work: the
+    witness shows the difference, which confirms the decode gain (before, only the positive
+    claims counted and the honest decode gain was contradicted: `spoofed`, REJECT)."""
+    from evalbot.grading import confirmation  # noqa: PLC0415
+
+    samples = [{"pair": p, "side": side, "seconds": s + (0.002 if p % 2 else -0.002),
+                "dropped": False, "verified": True, "agreement": 1.0}
+               for p in range(6) for side, s in (("base", 1.0), ("head", 0.9))]
+    witness = {"name": "w", "source": "witness", "cells": {"decode": 256, "prefill": 1024},
+               "samples": samples}
+    judged = confirmation.judge(witness, {"decode": (0.3, 0.8), "prefill": (-0.2, 0.2)}, 0.005)
+    statuses = {k: c["status"] for k, c in judged["cells"].items()}
+    assert statuses == {"decode": "confirmed", "prefill": "unconfirmed"}
+    # the same witness with the prefill printed unchanged: the decode claim is contradicted
+    judged = confirmation.judge(witness, {"decode": (0.3, 0.8), "prefill": (0.0, 0.2)}, 0.005)
+    assert judged["cells"]["decode"]["status"] == "contradicted"

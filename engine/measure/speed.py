@@ -282,7 +282,6 @@ class Measurement:
         unchanged = self.job.rule.witness_every_cell and not self.job.rule.witness_aa and not any(
             self.records[k].looks[-1]["decision"] in ("improved", "improving") for k in improved)
         stop = replace(witness.stop_for(claims, improved), unchanged_only=unchanged,
-                       signed_s=sum(c for c, _ in claims.values()),
                        tolerance_s=self.job.rule.tolerance * sum(m for _, m in claims.values()))
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
                                  self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)

@@ -164,16 +164,16 @@ class Stop:
 
     margin_s: float = 0.0
     claimed_s: float = 0.0
-    # every cell it times is unchanged (`witness_every_cell`, issue 53): it settles `slower` once
-    # the upper bound is below the printed claims (`signed_s`, slower included), `timed` once the
-    # lower bound rules out a slowdown of `tolerance_s` (the regression threshold's seconds)
+    negative_s: float = 0.0  # the claims (<= 0) of cells printed slower: less saving expected
+    # only unchanged cells (`witness_every_cell`, issue 53): `slower` once the upper bound is below
+    # all claims, `timed` once the lower bound rules out a slowdown of `tolerance_s`
     unchanged_only: bool = False
-    signed_s: float = 0.0
     tolerance_s: float = 0.0
 
 
 def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
-    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
+    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()),
+                sum(min(c[0], 0.0) for c in claims.values()))
 
 
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
@@ -200,11 +200,12 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
     # contradiction first, as the bot judges: a saving far below the claim is no confirmation
-    if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s:
+    if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s + stop.negative_s:
         return "contradicted"
     if stop.unchanged_only:
-        return "slower" if bounds.hi < stop.signed_s else \
-            "timed" if bounds.lo > stop.signed_s - stop.tolerance_s else ""
+        signed = stop.claimed_s + stop.negative_s
+        return "slower" if bounds.hi < signed else \
+            "timed" if bounds.lo > signed - stop.tolerance_s else ""
     if bounds.lo > stop.margin_s + skipped:
         return "confirmed"
     return ""
@@ -301,8 +302,7 @@ def others_claims(claims: Mapping[str, tuple[float, float]], key: str) -> float:
 
 
 def stop_margin(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> float:
-    """The smallest lower bound at which the bot would confirm one of the improved cells: the
-    harness stops only where the bot's confirmation holds, not where the bare saving does."""
+    """The smallest lower bound at which the bot would confirm one of the improved cells."""
     margins = [others_claims(claims, k) for k in improved if k in claims and claims[k][0] > 0]
     return min(margins) if margins else math.inf
 

@@ -204,13 +204,14 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     # the harness's own wall-time check of the run (engine/measure/spoof.py), samples only; its
     # text stays in the results: its figures come from the PR's printed rates (issue 31)
     wall_reason = not confirming and bool(witness.get("wall_reason"))
-    signed = sum(v[0] for v in claims.values())  # what the printed rates say, slower included
+    # what the printed rates say of the cells printed slower (<= 0): a saving they do not claim
+    negative = sum(min(v[0], 0.0) for v in claims.values())
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
-        if total > 0 and hi_strict < SHOWN_FRACTION * total or (wall_reason and claim > 0):
+        if total > 0 and hi_strict < SHOWN_FRACTION * total + negative or (wall_reason and claim > 0):
             status = "contradicted"  # a samples witness's: not believed, never REJECT (_apply)
-        elif confirming and not unverified and total <= 0 and hi_strict < signed:
+        elif confirming and not unverified and total <= 0 and hi_strict < negative:
             status = COSTLY  # the harness's time is longer than the printed rates say
         elif confirming and not unverified and claim > 0 and own_lo > 0:
             status = "confirmed"
@@ -280,7 +281,7 @@ def both_ways(cell: dict[str, Any], judged: list[dict[str, Any]], must_time: boo
     real = [j["cells"][cell["key"]]["status"] for j in judged
             if cell["key"] in j["cells"] and j["source"] == "witness"]
     timed = {"confirmed", "unconfirmed", "contradicted", COSTLY} & set(real)
-    if COSTLY in real:
+    if COSTLY in real or "contradicted" in real:  # an unchanged cell's noise-sized claim
         cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.COST)
     elif must_time and not timed and cell["decision"] in ("neutral", "slower", "inconclusive"):
         cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.UNTIMED)
