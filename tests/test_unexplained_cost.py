@@ -166,3 +166,17 @@ def test_a_cell_printed_slower_lowers_the_saving_a_witness_must_show():
     # the same witness with the prefill printed unchanged: the decode claim is contradicted
     judged = confirmation.judge(witness, {"decode": (0.3, 0.8), "prefill": (0.0, 0.2)}, 0.005)
     assert judged["cells"]["decode"]["status"] == "contradicted"
+
+
+def test_the_compat_label_rests_on_the_harness_time():
+    """sparkinfer-compat tiers a confirmed cell on no more gain than its witness allows: a
+    printed +40% whose witness allows +5% is tiered as +5%."""
+    from evalbot.grading import compat  # noqa: PLC0415
+
+    policy = load_labels(ROOT / "labels.yaml").policy("sparkinfer-compat")
+    cell = {"metric": "decode", "ctx": 128, "base_gmean": 100.0, "head_gmean": 140.0,
+            "anchor": 0.0}
+    printed = compat.cell_label(cell, policy)
+    timed = compat.cell_label({**cell, "witness_gain_hi": 0.05}, policy)
+    assert printed.gain == pytest.approx(0.4) and timed.gain == pytest.approx(0.05)
+    assert printed.tier == "XL" and timed.tier != "XL"
