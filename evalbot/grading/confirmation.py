@@ -19,6 +19,12 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
   contradicted  the upper bound at 1 - SPOOF_ALPHA lies below SHOWN_FRACTION of the claimed
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
+  slower than printed (COSTLY)  no covered cell claims a saving and the upper bound at
+                1 - SPOOF_ALPHA is below the claims (cells printed slower lower it): the harness's
+                time is longer than the printed rates say (issue 53); likewise a contradiction's
+                bound counts the cells printed slower. Cells not improved are then not believed
+                (`both_ways`), as is an unchanged covered cell no witness timed where the rule
+                times every covered cell (`witness_every_cell`)
 
 A witness with several looks is judged at alpha split over its looks, so stopping early never
 makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
