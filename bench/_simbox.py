@@ -294,6 +294,8 @@ class Outcome:
     warmup_s: float  # the warm-ups' part of measure_s
     scored: bool  # no failure stopped it: the harness scores correctness only then (steps.py)
     runs: int  # the job's runs it reached (they run in order)
+    # each cell's decision and confirmation (bench/hidden_cost.py: which cells were caught)
+    cells: tuple[tuple[str, str, str], ...] = ()
 
 
 class Evaluator:
@@ -325,7 +327,9 @@ class Evaluator:
                    "witnesses": box.witness_dicts(), "failures": failures}
         verdict = grade(results, POLICY)
         return Outcome(verdict["tier"], verdict["kind"], box.measured_s, box.witnessed_s,
-                       box.warmup_s, not failures, len(box.warmed))
+                       box.warmup_s, not failures, len(box.warmed),
+                       tuple((c["key"], c["decision"], c.get("confirmation", ""))
+                             for c in verdict["cells"]))
 
 
 @contextlib.contextmanager

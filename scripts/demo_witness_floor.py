@@ -4,7 +4,7 @@ prompt), timed by the harness's `cpu` clock (the run's cgroup over the handoff s
 machine may make cgroups, and by the handoff span. Prints the per-pair sd of both, and each
 variant's mean (main and `faster`), for the profile's `sd_floor_s` and its comment.
 
-Usage: python scripts/demo_witness_floor.py [--pairs 20]
+Usage: python scripts/demo_witness_floor.py [--pairs 20] [--witness decode-64]
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from evalbot.engine.sandbox import proc  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 
 PROFILE = load_profile("demo")
-SPEC, ENV = PROFILE.runs[0].witnesses[0], PROFILE.env
+ENV = PROFILE.env
+SPEC = PROFILE.runs[0].witnesses[0]  # --witness picks another of the profile's
 
 
 def timed(tree: Path, model: Path, ids: list[int]) -> tuple[float, float]:
     """(cpu clock, handoff clock) seconds of one witness process on `ids`."""
     argv = [a.format(python=sys.executable, harness=str(ROOT), build=str(tree), model=str(model),
-                     ctxs="64", tokens="") for a in SPEC.argv]
+                     ctxs="64,1024", tokens="") for a in SPEC.argv]
     argv = [str(tree / "demo_engine.py") if a.endswith("build/demo_engine.py") else a
             for a in argv]
     done = proc.run(argv, cwd=tree, timeout_s=120, log=tree / "witness.log", trusted=True, env=ENV,
@@ -44,7 +45,10 @@ def timed(tree: Path, model: Path, ids: list[int]) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--witness", default="decode-64", help="the demo profile's witness to time")
     a = ap.parse_args()
+    global SPEC  # noqa: PLW0603 (a script: the witness `timed` runs)
+    SPEC = next(w for w in PROFILE.runs[0].witnesses if w.name == a.witness)
     root = Path(tempfile.mkdtemp(prefix="demo-floor-"))
     demo = generate(root / "demo")
     trees = {}

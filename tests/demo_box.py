@@ -92,12 +92,12 @@ Evaluator = Callable[[str, int, str], Outcome]  # (head SHA, PR number, out fold
 
 @contextmanager
 def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
-                  base_sha: str | None = None,
-                  launcher: tuple[str, ...] = ()) -> Iterator[tuple[Evaluator, BoxConfig]]:
+                  base_sha: str | None = None, launcher: tuple[str, ...] = (),
+                  full_profile: bool = False) -> Iterator[tuple[Evaluator, BoxConfig]]:
     """Demo PRs evaluated in the production shape: `evaluate()` over the SSH box with its
     sandbox user, the demo profile cut to its witnessed cell, one store at out/evalbot.sqlite3,
     each run's published files under out/<name>. Against main unless `base_sha` says;
-    `launcher` as box_config's."""
+    `launcher` as box_config's; `full_profile`: the shipped demo profile, every cell."""
     from evalbot.config.redact import for_boxes
     from evalbot.config.settings import REPO_ROOT
     from evalbot.evaluation.evaluate import evaluate
@@ -111,7 +111,7 @@ def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Pat
     config = box_config(sshd, root, repo, python, launcher)
     box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
     policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
-    profile = load_profile(str(cut_demo_profile(out / "profile")))
+    profile = load_profile("demo" if full_profile else str(cut_demo_profile(out / "profile")))
     store = Store(out / "evalbot.sqlite3")
 
     def run(head_sha: str, pr: int, name: str) -> Outcome:

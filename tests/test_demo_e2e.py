@@ -142,6 +142,10 @@ class TestFasterPR(DemoPR):
 
     def check_headline(self, verdict: dict[str, Any]) -> None:
         assert verdict["headline"] in TIERS
+        # every cell has a witness of the harness since demo profile v5 (issue 48): no row of
+        # the honest PR is "not believed"
+        assert all(c["believed"] for c in verdict["cells"]), \
+            [(c["key"], c["confirmation"]) for c in verdict["cells"]]
 
 
 class TestBrokenPR(DemoPR, PrintedReport):

@@ -53,6 +53,10 @@ class SpeedRun:
     timeout_s: float = 300.0
     tokens_per_sample: dict[str, int] = field(default_factory=dict)  # metric -> tokens
     witnesses: list[WitnessSpec] = field(default_factory=list)  # harness-timed work (witness.py)
+    # the calibrated sd of a pair's time its printed rates leave unaccounted for, and its df: the
+    # run's samples witness carries them to the bot (evalbot/grading/unexplained_cost.py)
+    cost_floor_s: float = 0.0
+    cost_floor_df: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,8 @@ def _run(d: Any, where: str) -> SpeedRun:
         tokens_per_sample=dict(d.get("tokens_per_sample") or {}),
         witnesses=[_witness(w, f"{where}.witnesses[{i}]", {c.key for c in cells})
                    for i, w in enumerate(d.get("witnesses") or [])],
+        cost_floor_s=get(d, where, "cost_floor_s", float, optional=True) or 0.0,
+        cost_floor_df=get(d, where, "cost_floor_df", int, optional=True) or 0,
     )
 
 

@@ -54,6 +54,9 @@ class StoppingRule:
     # an A/A calibration (evalbot calibrate --witnesses): every witness runs all its pairs,
     # whatever the cells' decisions and the share, so the box's per-pair sd of each is measured
     witness_aa: bool = False
+    # the witnesses also time the covered cells that are not improved, and the bot judges them
+    # both ways (issue 53: a slowdown printed away is not "unchanged"; docs/trust.md)
+    witness_every_cell: bool = False
 
 
 def _share(d: Any) -> float:
@@ -96,6 +99,7 @@ def parse_rule(d: Any) -> StoppingRule:
         calibrated=[str(k) for k in d.get("calibrated") or []],
         witness_share=_share(d),
         witness_aa=get(d, w, "witness_aa", bool, optional=True) or False,
+        witness_every_cell=get(d, w, "witness_every_cell", bool, optional=True) or False,
         fault_sigmas=_fault_sigmas(d),
     )
 

@@ -240,6 +240,8 @@ class Measurement:
                 "cells": {c.key: self._tokens(run, c) for c in run.cells},
                 "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
                              "dropped": s["dropped"], "verified": False} for s in first],
+                **({"sd_floor_s": run.cost_floor_s, "floor_df": run.cost_floor_df}
+                   if run.cost_floor_df else {}),
                 **({"wall_reason": why} if (why := self.wall_reasons.get(run.cells[0].key))
                    else {})})
         return out + [w.to_dict() for w in self.witnesses]
@@ -252,17 +254,14 @@ class Measurement:
                 for run in self.job.runs for spec in run.witnesses]
         todo = sorted([t for t in todo if t[2]], reverse=True,
                       key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
-        confirmed: tuple[int, float] | None = None
         refuted = False
         for run, spec, improved in todo:
-            rank = witness_plan.claimed_rank(improved, self.records, rule)
-            if refuted or (confirmed is not None and rank[0] <= confirmed[0]):
-                # it could not change the verdict: kept, unrun, so the comment can say why
+            if refuted:  # it could not change the verdict: kept, unrun, so the comment says why
                 self.witnesses.append(witness.WitnessRecord(spec, stopped="not_needed"))
                 continue
+            # every improved cell's witness runs, also below a confirmed tier: a cell whose
+            # gain the harness did not time is not believed (issue 53, one clock)
             settled_by = self._witness(run, spec, improved).settled_by
-            if settled_by == "confirmed":
-                confirmed = max(confirmed or rank, rank)
             refuted = settled_by == "contradicted"  # printed rates refuted: REJECT, whatever else
 
     def _witness(self, run: SpeedRun, spec: WitnessSpec,
@@ -280,9 +279,12 @@ class Measurement:
         room = witness_plan.room(spec, self.job.rule, self.deadline - self.now(),
                                  self.deadline - self.start, self.measured_s, self.witnessed_s)
         # no warm-up of its own: the samples have just warmed caches and clocks
+        unchanged = self.job.rule.witness_every_cell and not self.job.rule.witness_aa and not any(
+            self.records[k].looks[-1]["decision"] in ("improved", "improving") for k in improved)
+        stop = replace(witness.stop_for(claims, improved), unchanged_only=unchanged,
+                       tolerance_s=self.job.rule.tolerance * sum(m for _, m in claims.values()))
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
-                                 self.jobdir / "witness-prompts", warmup=0,
-                                 stop=witness.stop_for(claims, improved), room=room)
+                                 self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)
         self.witnessed_s += witness.box_s(record.samples)
         self.witnesses.append(record)
         return record

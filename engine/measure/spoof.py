@@ -8,6 +8,8 @@ this 99.9% test per run REJECTed about 1 honest gain in 600). A REJECT needs a h
 witness's contradiction (evalbot/grading/confirmation.py). Base and head of one pair share
 everything else (model load, start-up), so the difference of their wall times carries the real
 saving.
+The other direction, time the rates do not account for (a slowdown printed away), is the bot's
+(evalbot/grading/unexplained_cost.py, issue 53): pure, from the same samples.
 """
 
 from __future__ import annotations

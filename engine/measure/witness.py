@@ -4,11 +4,10 @@ A witness is a process whose cost is dominated by some cells' work (a long decod
 the cell's context), fed ids the harness draws fresh for every pair (the PR cannot have computed
 its answer before), timed by the harness, and accepted only when its output ids agree with
 main's for the same ids (the work was done; main's runner-up at main's own near tie agrees too:
-`main_ties`). The protocol (engine/contract/witness_spec.py):
-the prompt after READY, then a stepped witness's decode ids one at a time, each after the
-previous step's output was read; only that span is timed. Pairs alternate as the samples do
-(ABBA). The harness only records; the bot judges the record (evalbot/grading/confirmation.py),
-so re-grading recomputes the check.
+`main_ties`). The protocol (engine/contract/witness_spec.py): the prompt after READY, then a
+stepped witness's decode ids one at a time, each after the previous step's output was read; only
+that span is timed. Pairs alternate as the samples do (ABBA). The harness only records; the bot
+judges the record (evalbot/grading/confirmation.py), so re-grading recomputes the check.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ class WitnessRecord:
     # refuted on the box), "": every pair it could
     stopped: str = ""
     room: Room | None = None  # the box time it was given (`fits`); None: unbounded
-    settled_by: str = ""  # why it settled: confirmed, contradicted, failed, unresolvable
+    settled_by: str = ""  # why: confirmed, contradicted, failed, unresolvable; slower, timed
 
     def to_dict(self) -> dict[str, Any]:
         s = asdict(self.spec)
@@ -158,17 +157,23 @@ def box_s(samples: Sequence[Mapping[str, Any]]) -> float:
 
 @dataclass(frozen=True)
 class Stop:
-    """What the samples' printed rates claim of a witness (from `claimed_saving`): the bot
-    confirms a cell when the lower bound clears `margin_s` (`stop_margin`) plus the work the
-    head's invented ids may have skipped (`unverified_work_s`), and contradicts the claims
-    when the upper bound is below SHOWN_FRACTION of `claimed_s`."""
+    """What the printed rates claim of a witness (`claimed_saving`): the bot confirms a cell when
+    the lower bound clears `margin_s` (`stop_margin`) plus the work the head's invented ids may
+    have skipped (`unverified_work_s`), and contradicts when the upper bound is below
+    SHOWN_FRACTION of `claimed_s`."""
 
     margin_s: float = 0.0
     claimed_s: float = 0.0
+    negative_s: float = 0.0  # the claims (<= 0) of cells printed slower: less saving expected
+    # only unchanged cells (`witness_every_cell`, issue 53): `slower` once the upper bound is below
+    # all claims, `timed` once the lower bound rules out a slowdown of `tolerance_s`
+    unchanged_only: bool = False
+    tolerance_s: float = 0.0
 
 
 def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
-    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()))
+    return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()),
+                sum(min(c[0], 0.0) for c in claims.values()))
 
 
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
@@ -195,8 +200,12 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     bounds = saving_interval(d, base_s, look_critical(spec, spec.looks.index(pairs)),
                              Floor(spec.sd_floor_s, spec.floor_df))
     # contradiction first, as the bot judges: a saving far below the claim is no confirmation
-    if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s:
+    if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s + stop.negative_s:
         return "contradicted"
+    if stop.unchanged_only:
+        signed = stop.claimed_s + stop.negative_s
+        return "slower" if bounds.hi < signed else \
+            "timed" if bounds.lo > signed - stop.tolerance_s else ""
     if bounds.lo > stop.margin_s + skipped:
         return "confirmed"
     return ""
@@ -205,9 +214,8 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
 def unresolvable(spec: WitnessSpec, d: np.ndarray, own_claim_s: float) -> bool:
     """Would the bot's last look miss `own_claim_s` (what a cell claims beyond the margin) even
     were it the mean saving? Its lower bound then lies a critical value times the sd over
-    sqrt(pairs) below it: the calibrated floor's where the witness has one, else the pairs' own
-    so far. The harness stops there only for a head whose ids disagree with main's: an honest
-    head's small claim is measured to the end."""
+    sqrt(pairs) below it: the floor's where the witness has one, else the pairs' own so far. The
+    harness stops there only for a head whose ids disagree with main's."""
     n = spec.looks[-1]
     if spec.sd_floor_s > 0 and spec.pooled_stop_t:
         width = spec.pooled_stop_t[-1] * spec.sd_floor_s / math.sqrt(n)
@@ -294,8 +302,7 @@ def others_claims(claims: Mapping[str, tuple[float, float]], key: str) -> float:
 
 
 def stop_margin(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> float:
-    """The smallest lower bound at which the bot would confirm one of the improved cells: the
-    harness stops only where the bot's confirmation holds, not where the bare saving does."""
+    """The smallest lower bound at which the bot would confirm one of the improved cells."""
     margins = [others_claims(claims, k) for k in improved if k in claims and claims[k][0] > 0]
     return min(margins) if margins else math.inf
 

@@ -1,10 +1,9 @@
 """Which witnesses run, in what order, and with how much box time: pure, from the run's records.
 
 The witnesses run after all the measuring. Only a witness with a cell to confirm runs; the one
-whose cells claim the highest tier goes first, and once one is confirmed, a witness whose cells
-claim no higher tier could not change the tier and is skipped; once one is contradicted, the PR's
-printed rates are refuted (REJECT) and the rest are skipped. A skipped witness is recorded as
-`stopped: not_needed` (docs/trust.md §2).
+whose cells claim the highest tier goes first. Every one runs (a cell whose gain the harness did
+not time is not believed, issue 53), until one is contradicted: the PR's printed rates are then
+refuted (REJECT) and the rest are skipped, recorded as `stopped: not_needed` (docs/trust.md §2).
 """
 
 from __future__ import annotations
@@ -24,11 +23,14 @@ class Record(Protocol):
 
 
 def to_confirm(spec: WitnessSpec, records: Mapping[str, Record], rule: StoppingRule) -> list[str]:
-    """The covered cells to confirm (every one in an A/A calibration of the witnesses)."""
+    """The covered cells to time: the improved ones, or (`witness_every_cell`) every one not
+    regressed; every one in an A/A calibration of the witnesses."""
     if rule.witness_aa:
         return list(spec.cells)
-    return witness.to_confirm(
-        spec, {k: r.looks[-1]["decision"] for k, r in records.items() if r.looks})
+    decisions = {k: r.looks[-1]["decision"] for k, r in records.items() if r.looks}
+    if rule.witness_every_cell:  # timed both ways: all but a regression, which needs no witness
+        return [k for k in spec.cells if k in decisions and decisions[k] != "regressed"]
+    return witness.to_confirm(spec, decisions)
 
 
 def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],

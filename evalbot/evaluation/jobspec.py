@@ -71,6 +71,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         tier_edges=_tier_edges(profile, policy),
         calibrated=sorted(cell_floors),
         witness_share=speed.witness_share,
+        witness_every_cell=speed.witness_every_cell,
         fault_sigmas=fault_sigmas(RULE_VERSION, pool_df),
         **rule_lists(bounds, RULE_VERSION),
     )
@@ -94,7 +95,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        [replace(with_stops(_witness_floor(w, witness_floors,
                                                           witness_df or floor_df), policy.alpha),
                                 floor_stale=w.name in stale_witnesses)
-                        for w in r.witnesses]) for r in profile.runs],
+                        for w in r.witnesses], r.cost_floor_s, r.cost_floor_df)
+              for r in profile.runs],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
         env=dict(profile.env),

@@ -49,6 +49,10 @@ class ProfileRun:
     timeout_s: float
     # harness-timed witness workloads (engine/measure/witness.py); cells keyed by the full cell key
     witnesses: tuple[WitnessSpec, ...] = ()
+    # the calibrated sd (seconds) of a pair's time unaccounted for by the printed rates, and its
+    # degrees of freedom (evalbot/grading/unexplained_cost.py); 0: the pairs' own sd only
+    cost_floor_s: float = 0.0
+    cost_floor_df: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class SpeedSettings:
     tolerance: float | None
     sd_floor_df: int = 0  # degrees of freedom of the floors' measurement; 0: the first rule
     witness_share: float = 0.25  # the witnesses' box time at most, as a share of the measuring's
+    # the witnesses time every covered cell not regressed, not only the improved (issue 53)
+    witness_every_cell: bool = False
     # the budget counted in pairs (engine/measure/budget.py): main's sample pace budget_s was
     # sized at, and the cap of the scaled budget; both None: budget_s whatever the pace
     budget_pace_s: float | None = None
@@ -132,9 +138,11 @@ def load_profile(name_or_path: str) -> Profile:
     names = {m.name for m in models}
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
                                   "significance", "tolerance", "sd_floor_df", "witness_share",
+                                  "witness_every_cell",
                                   "budget_pace_s", "max_budget_s"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
+                                                               "cost_floor",
                                                                "witnesses"}))
     witnesses = [w.name for r in runs for w in r.witnesses]
     if len(set(witnesses)) < len(witnesses):  # a witness's name is its key in the results
@@ -162,6 +170,7 @@ def load_profile(name_or_path: str) -> Profile:
             tolerance=speed.get("tolerance", float, None),
             sd_floor_df=_floor_df(speed),
             witness_share=_witness_share(speed),
+            witness_every_cell=speed.get("witness_every_cell", bool, False),
             budget_pace_s=budget_pace_s,
             max_budget_s=max_budget_s,
         ),
@@ -224,9 +233,14 @@ def _run(s: Section, models: set[str]) -> ProfileRun:
         if not 0 <= floor < 1:
             raise c.doc.error(c.path("sd_floor"), f"{floor} is not an sd between 0 and 1")
         cells.append(ProfileCell(metric, c.get("ctx", int), anchor, floor))
+    cost = s.section("cost_floor", {"sd_s", "df"})
+    sd_s, df = cost.get("sd_s", float, 0.0), cost.get("df", int, 0)
+    if sd_s < 0 or df < 0 or (sd_s > 0) != (df > 0):
+        raise s.doc.error(s.path("cost_floor"), f"sd_s {sd_s} with {df} df: a floor is an sd "
+                          "> 0 with its degrees of freedom > 0")
     return ProfileRun(model, _argv(s, "argv"), parse, tuple(cells),
                       s.get("decode_tokens", int, 128), s.get("timeout_s", float, 600.0),
-                      _witnesses(s, model, cells))
+                      _witnesses(s, model, cells), sd_s, df)
 
 
 def _witnesses(s: Section, model: str, cells: list[ProfileCell]) -> tuple[WitnessSpec, ...]:

@@ -1,7 +1,8 @@
 """The existing sparkinfer bot's label function (label.py, existing-bot.md section 4.1 and 4.3).
 
 Applied by the `sparkinfer-compat` policy to the geometric means of the measured pairs of a cell
-that the statistics already call improved, with the llama.cpp anchor of that (model, metric,
+that the statistics already call improved and a witness of the harness confirmed (its rate no
+more than the witness's time allows: `cell_label`), with the llama.cpp anchor of that (model, metric,
 context) from the profile (the existing bot mis-wires them; here each cell carries its own).
 Pure arithmetic, no I/O.
 """
@@ -54,8 +55,12 @@ def label(value: float, frontier: float, ref: float, lower_is_better: bool,
 
 
 def cell_label(cell: dict[str, Any], policy: Policy) -> CompatLabel:
-    """The compat label of a graded cell: decode on tok/s, prefill on time to first token."""
+    """The compat label of a graded cell: decode on tok/s, prefill on time to first token. The
+    head's rate is a printed claim: it counts for no more than its witness's one-sided 95% upper
+    bound of the gain allows (`witness_gain_hi`, the harness's own time: issue 53, one clock)."""
     base, head, anchor = cell["base_gmean"], cell["head_gmean"], cell.get("anchor") or 0.0
+    if cell.get("witness_gain_hi") is not None:
+        head = min(head, base * (1 + cell["witness_gain_hi"]))
     if cell["metric"] == "decode":
         return label(head, base, anchor, False, policy)
     # Prefill: TTFT = ctx / rate. label.py's callers fall back to the frontier anchor when the

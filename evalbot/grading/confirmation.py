@@ -19,6 +19,12 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
   contradicted  the upper bound at 1 - SPOOF_ALPHA lies below SHOWN_FRACTION of the claimed
                 savings of all covered cells: the claim is false, not merely unseen
   unconfirmed   neither, or the witness's output was not verified, or too few pairs
+  slower than printed (COSTLY)  no covered cell claims a saving and the upper bound at
+                1 - SPOOF_ALPHA is below the claims (cells printed slower lower it): the harness's
+                time is longer than the printed rates say (issue 53); likewise a contradiction's
+                bound counts the cells printed slower. Cells not improved are then not believed
+                (`both_ways`), as is an unchanged covered cell no witness timed where the rule
+                times every covered cell (`witness_every_cell`)
 
 A witness with several looks is judged at alpha split over its looks, so stopping early never
 makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
@@ -72,7 +78,7 @@ from evalbot.engine.measure.witness_interval import (
     Interval,
     saving_interval,
 )
-from evalbot.grading import quantiles
+from evalbot.grading import quantiles, unexplained_cost
 from evalbot.grading.sequential import DIGITS, GUARD_ALPHA, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
@@ -89,6 +95,9 @@ WITNESS_RULE = 2  # the rule of new jobs' witnesses (module docstring)
 STALE_GUARD_ALPHA = 0.5  # rule 2: the floor's F guard at the test's median
 STALE = "floor stale"  # the status of a covered cell whose witness was not run: its floor is refuted
 STALE_REASON = "witness floor stale, run `evalbot calibrate`"
+# a witness shows the head slower than its printed rates say, at 1 - SPOOF_ALPHA (issue 53): the
+# covered cells that are not regressed are not believed (evalbot/grading/unexplained_cost.py COST)
+COSTLY = "slower than printed"
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
@@ -201,11 +210,15 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     # the harness's own wall-time check of the run (engine/measure/spoof.py), samples only; its
     # text stays in the results: its figures come from the PR's printed rates (issue 31)
     wall_reason = not confirming and bool(witness.get("wall_reason"))
+    # what the printed rates say of the cells printed slower (<= 0): a saving they do not claim
+    negative = sum(min(v[0], 0.0) for v in claims.values())
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
-        if total > 0 and hi_strict < SHOWN_FRACTION * total or (wall_reason and claim > 0):
+        if total > 0 and hi_strict < SHOWN_FRACTION * total + negative or (wall_reason and claim > 0):
             status = "contradicted"  # a samples witness's: not believed, never REJECT (_apply)
+        elif confirming and not unverified and total <= 0 and hi_strict < negative:
+            status = COSTLY  # the harness's time is longer than the printed rates say
         elif confirming and not unverified and claim > 0 and own_lo > 0:
             status = "confirmed"
         else:
@@ -237,8 +250,13 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
                                            records[k].get("higher_is_better", True))]
                   if s is not None}
         judged.append(judge(w, claims, alpha))
+    every = bool(results["rule"].get("witness_every_cell"))
+    covered = {k for w in results["witnesses"] if w.get("source", "witness") == "witness"
+               for k in w["cells"]}
     for cell in cells:
         _apply(cell, judged)
+        if cell["decision"] not in ("regressed", "spoofed"):
+            both_ways(cell, judged, every and cell["key"] in covered)
     return judged
 
 
@@ -262,6 +280,19 @@ def _apply(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
         _cap(cell, judged)
 
 
+def both_ways(cell: dict[str, Any], judged: list[dict[str, Any]], must_time: bool) -> None:
+    """A cell its witness shows slower than printed, or (`must_time`: the rule times every
+    covered cell) an unchanged one no witness of the harness timed to a judgement, is not
+    believed (an improved one unconfirmed is not believed already)."""
+    real = [j["cells"][cell["key"]]["status"] for j in judged
+            if cell["key"] in j["cells"] and j["source"] == "witness"]
+    timed = {"confirmed", "unconfirmed", "contradicted", COSTLY} & set(real)
+    if COSTLY in real or "contradicted" in real:  # an unchanged cell's noise-sized claim
+        cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.COST)
+    elif must_time and not timed and cell["decision"] in ("neutral", "slower", "inconclusive"):
+        cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.UNTIMED)
+
+
 def _cap(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
     """A confirmed cell: the tier is judged on no more than the harness measured."""
     mine = [j["cells"][cell["key"]] for j in judged
@@ -283,7 +314,7 @@ def _most(gains: list[float | None]) -> float | None:
 
 
 def _summary(statuses: list[str]) -> str:
-    for status in ("contradicted", "confirmed", STALE, "unverified", "unconfirmed"):
+    for status in ("contradicted", COSTLY, "confirmed", STALE, "unverified", "unconfirmed"):
         if status in statuses:
             return status
     return "no witness"

@@ -17,7 +17,14 @@ from typing import Any
 
 from evalbot.config.errors import ResultsError
 from evalbot.engine.measure import speed, stats
-from evalbot.grading import compat, confirmation, correctness_headline, correctness_policy, published
+from evalbot.grading import (
+    compat,
+    confirmation,
+    correctness_headline,
+    correctness_policy,
+    published,
+    unexplained_cost,
+)
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, fault_sigmas, schedule
 
@@ -41,6 +48,8 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     cells = [_cell(c, looks, results["rule"], roles, policy)
              for c, looks in zip(results["cells"], replayed, strict=True)]
     witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
+    # time the printed rates do not account for: the run's cells not believed (issue 53)
+    unexplained_cost.apply(results, cells, witnesses)
     version = int(results["rule"].get("rule_version") or 1)
     for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
         if cell["decision"] == "improved" and "witness_lo" in cell:
@@ -285,6 +294,9 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     if corr["decision"] == "inconclusive":  # no tier on an undecided correctness check
         reasons.extend(corr["reasons"])
         return "inconclusive", None
+    if any(c.get("confirmation") in unexplained_cost.CAPPED or c.get("time_unaccounted")
+           for c in cells):
+        return "inconclusive", None  # a slowdown may hide behind any of the run's rates
     best = _best([c for c in cells if c["role"] == "primary"])
     if best:
         reasons.append(f"best cell {best['key']}: {100 * best['speedup']:+.1f}% "
@@ -310,6 +322,10 @@ def _unbelieved(cell: dict[str, Any]) -> str:
     """Why an unconfirmed cell's printed speed-up earns nothing."""
     if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
         return f"{cell['key']}: {confirmation.WALL_REASON}"
+    if cell["confirmation"] == unexplained_cost.COST:
+        return f"{cell['key']}: {unexplained_cost.COST_REASON}"
+    if cell["confirmation"] == unexplained_cost.UNTIMED:
+        return f"{cell['key']}: {unexplained_cost.UNTIMED_REASON}"
     if cell["confirmation"] == confirmation.STALE:
         return f"{cell['key']}: not confirmed: {confirmation.STALE_REASON}"
     return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "

@@ -1,0 +1,53 @@
+"""Issue 53 in the production shape: a real sshd on loopback, the sandbox user, `evaluate()` with
+an SSH box and the whole shipped demo profile (every cell witnessed by the harness's driver,
+`witness_every_cell`). The hostile head really does its prefill twice (each multi-token
+`forward` runs once more on a scratch cache: its processes take far longer than main's) and its
+bench prints prefill rates scaled to look like main's. Before, this head got `eval:none`, "no
+speed change", correctness bit for bit (2 of 2 runs). Now the harness's witnesses time the
+prefill both ways: the cell is not believed, and the headline is no better than
+eval:inconclusive. The same head printing its rates honestly is REJECTed for the regression."""
+
+from __future__ import annotations
+
+from tests import hostile_demo as hd
+from tests.demo_box import box_python, demo, ssh_evaluator
+
+__all__ = ["box_python", "demo"]  # fixtures
+
+CELL = "tiny/prefill@1024"
+NOT_UNCHANGED = ("eval:inconclusive", "eval:REJECT")
+
+# a prefill (any batch of more than one id) computed twice: once on a scratch cache
+TWICE = [(
+    '    def forward(self, tokens: np.ndarray, cache: KVCache) -> np.ndarray:\n'
+    '        """Run tokens [T] at positions cache.length.. and return logits [T, vocab]."""\n',
+    '    def forward(self, tokens: np.ndarray, cache: KVCache) -> np.ndarray:\n'
+    '        """Run tokens [T] at positions cache.length.. and return logits [T, vocab]."""\n'
+    '        if tokens.shape[0] > 1 and cache.length == 0:\n'
+    '            self.forward_once(tokens, self.new_cache(cache.capacity))\n'
+    '        return self.forward_once(tokens, cache)\n\n'
+    '    def forward_once(self, tokens: np.ndarray, cache: KVCache) -> np.ndarray:\n',
+)]
+# ... and the bench prints the prefill rate main would have
+SCALED = [("        prefill_tps = ctx / (clock() - t0)\n",
+           "        prefill_tps = 2 * ctx / (clock() - t0)\n")]
+
+
+def test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged(sshd, box_python,
+                                                                       demo, tmp_path):
+    _root, repo = demo
+    hidden = hd.head(repo, "prefill-twice-scaled", TWICE + SCALED)
+    honest = hd.head(repo, "prefill-twice", TWICE)
+    with ssh_evaluator(sshd, box_python, demo, tmp_path, full_profile=True) as (run, _config):
+        lying = run(hidden, 53, "hidden").verdict
+        printed = run(honest, 54, "honest").verdict
+    cells = {c["key"]: c for c in lying["cells"]}
+    assert lying["headline"] in NOT_UNCHANGED, lying["reasons"]
+    assert lying["tier"] is None
+    assert cells[CELL]["decision"] in ("unconfirmed", "regressed", "spoofed"), cells[CELL]
+    assert lying["correctness"]["decision"] != "reject"  # its model is main's: only speed lies
+    if cells[CELL]["decision"] == "unconfirmed":
+        assert any(CELL in r and "not believed" in r for r in lying["reasons"]), lying["reasons"]
+    # the same work printed honestly is the regression it is
+    assert printed["headline"] == "eval:REJECT", printed["reasons"]
+    assert "regression-1k-pp" in printed["regression_labels"]

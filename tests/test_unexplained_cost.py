@@ -1,0 +1,182 @@
+"""Time a head's printed rates do not account for (evalbot/grading/unexplained_cost.py), as table
+tests on results documents: the other direction of the samples' wall-time check (issue 53)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evalbot.engine.contract.results import validate
+from evalbot.engine.measure.witness_interval import Floor
+from evalbot.grading import unexplained_cost
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from tests.test_grading import C, Doc, results
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = load_labels(ROOT / "labels.yaml").policy("default")
+LLAMA_AA = ROOT / "tests" / "data" / "llamacpp" / "h200-aa.results.json"
+SPARK_AA = ROOT / "tests" / "data" / "sparkinfer" / "accept-h200" / "aa.results.json"
+
+
+def _hidden(doc: dict[str, Any], cell: str, extra_s: float, printed: float = 1.0) -> dict[str, Any]:
+    """The A/A's head made slower by `extra_s` seconds of work per process, hidden behind rates
+    printed as main's (x `printed`): the head's wall times grow, its printed rates do not."""
+    out = copy.deepcopy(doc)
+    for c in out["cells"]:
+        if f"{c['model']}/{c['metric']}@{c['ctx']}" == cell:
+            for s in c["samples"]:
+                if s["side"] == "head":
+                    s["value"] *= printed
+                    s["wall_s"] = round(s["wall_s"] + extra_s, 4)
+    for w in out["witnesses"]:
+        if w.get("source") == "samples":
+            for s in w["samples"]:
+                if s["side"] == "head":
+                    s["seconds"] = round(s["seconds"] + extra_s, 4)
+    return out
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return validate(json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize(("u", "floor", "flagged"), [
+    ([0.01, -0.02, 0.015, 0.0], Floor(), False),  # an A/A's scatter
+    ([0.30, 0.31, 0.29, 0.30], Floor(), True),  # 0.3 s per process, steady: a hidden cost
+    ([0.30, 0.31], Floor(), None),  # 2 pairs, no floor: nothing to judge on
+    ([0.30, 0.31], Floor(0.05, 20), True),  # ... with a calibrated floor: judged
+    ([0.05, 0.06], Floor(0.05, 20), False),  # within the floor's noise
+    ([1.0, -0.8, 1.2], Floor(0.05, 20), False),  # pairs that refute the floor: their own sd
+    ([-0.4, -0.5, -0.45, -0.42], Floor(), False),  # time saved beyond the rates: not a cost
+])
+def test_the_cost_is_flagged_only_beyond_the_noise(u, floor, flagged):
+    judged = unexplained_cost.judge_cost(np.array(u), floor, unexplained_cost.COST_ALPHA)
+    assert (judged and judged["flagged"]) if flagged else not (judged and judged["flagged"])
+    assert (judged is None) == (flagged is None)
+
+
+def test_the_recorded_aa_runs_are_not_flagged():
+    for path in (LLAMA_AA, SPARK_AA):
+        verdict = grade(_load(path), DEFAULT)
+        assert not any(c.get("confirmation") == unexplained_cost.COST for c in verdict["cells"])
+        assert not any(unexplained_cost.COST_REASON in r for r in verdict["reasons"])
+        # sparkinfer's 2 pairs were recorded before the runs' cost floors: nothing to judge on
+        costs = [w["cost"]["flagged"] for w in verdict["witnesses"] if "cost" in w]
+        assert costs == ([False] if path == LLAMA_AA else [])
+
+
+def test_a_slowdown_hidden_behind_main_like_rates_is_not_unchanged():
+    """llamacpp's recorded A/A with its head's decode@4096 really taking 1.5 s more per process
+    (768 tokens at about half main's rate) while printing main's rates."""
+    doc = _hidden(_load(LLAMA_AA), "qwen3-0p6b-synth/decode@4096", 1.5)
+    verdict = grade(validate(doc), DEFAULT)
+    cells = {c["key"]: c for c in verdict["cells"]}
+    slowed = cells["qwen3-0p6b-synth/decode@4096"]
+    assert slowed["decision"] == "unconfirmed" and slowed["confirmation"] == unexplained_cost.COST
+    assert slowed["tier"] is None
+    assert verdict["headline"] == "eval:inconclusive", verdict["reasons"]
+    assert any(unexplained_cost.COST_REASON in r for r in verdict["reasons"])
+    [judged] = [w["cost"] for w in verdict["witnesses"] if "cost" in w]
+    assert judged["flagged"] and judged["cost_lo_s"] > 0
+
+
+TOKENS = 256  # decode tokens per sample
+
+
+def _table(printed: tuple[float, float], extra_s: float,
+           *witnesses: dict[str, Any]) -> dict[str, Any]:
+    """Two decode cells printed at `printed` x main's 100 tok/s; each process's wall time 3 s
+    outside the work plus the work at the printed rates, the head's `extra_s` more (a slowdown
+    its rates hide), with a few ms of alternating noise."""
+    doc = results(Doc([C("m", "decode", 128, printed[0]), C("m", "decode", 4096, printed[1])]))
+    rates = {(s["pair"], s["side"]): 0.0 for s in doc["cells"][0]["samples"]}
+    for c in doc["cells"]:
+        for s in c["samples"]:
+            rates[s["pair"], s["side"]] += TOKENS / s["value"]
+    walls = [{"pair": p, "side": side, "dropped": False, "verified": False,
+              "seconds": round(3.0 + work + (extra_s if side == "head" else 0.0)
+                               + (0.004 if p % 2 else -0.004), 4)}
+             for (p, side), work in sorted(rates.items())]
+    doc["witnesses"] = [{"name": "samples:m", "source": "samples", "clock": "wall",
+                         "cells": {"m/decode@128": TOKENS, "m/decode@4096": TOKENS},
+                         "samples": walls}, *witnesses]
+    return grade(validate(doc), DEFAULT)
+
+
+@pytest.mark.parametrize(("printed", "extra_s", "headline"), [
+    ((1.0, 1.0), 0.0, "eval:none"),  # an A/A
+    ((1.0, 1.0), 2.56, "eval:inconclusive"),  # decode@4096 at half main's rate, printed as main's
+    ((1.0, 1.0), 0.08, "eval:inconclusive"),  # ... at 3% slower
+    ((0.5, 1.0), 0.0, "eval:REJECT"),  # the same slowdown printed: regressed, as before
+])
+def test_the_table(printed, extra_s, headline):
+    verdict = _table(printed, extra_s)
+    assert verdict["headline"] == headline, verdict["reasons"]
+
+
+def test_a_hidden_cost_caps_a_confirmed_tier_at_inconclusive():
+    """A real gain confirmed on one cell does not carry a slowdown hidden on another: no tier."""
+    fast = {"name": "decode-128", "source": "witness", "clock": "handoff",
+            "cells": {"m/decode@128": 1000}, "samples": [
+                {"pair": p, "side": side, "seconds": s + (0.01 if p % 2 else -0.01),
+                 "dropped": False, "verified": True, "agreement": 1.0}
+                for p in range(5) for side, s in (("base", 12.0), ("head", 9.0))]}
+    honest = _table((1.2, 1.0), 0.0, fast)
+    assert honest["headline"] not in ("eval:none", "eval:inconclusive"), honest["reasons"]
+    verdict = _table((1.2, 1.0), 2.56, fast)
+    assert verdict["tier"] is None and verdict["headline"] == "eval:inconclusive"
+    cells = {c["key"]: c for c in verdict["cells"]}
+    # the confirmed cell keeps its confirmation (its own work was timed); the other is not
+    # believed, and it holds the headline
+    assert cells["m/decode@128"]["confirmation"] == "confirmed"
+    assert cells["m/decode@4096"]["decision"] == "unconfirmed"
+    assert cells["m/decode@4096"]["confirmation"] == unexplained_cost.COST
+
+
+def test_a_regression_stays_a_regression():
+    """The head that prints its slowdown is REJECTed as before: the cost check only ever
+    withholds belief, never a REJECT."""
+    doc = _load(ROOT / "tests" / "data" / "llamacpp" / "h200-slow.results.json")
+    verdict = grade(doc, DEFAULT)
+    assert verdict["headline"] == "eval:REJECT"
+    assert {c["key"] for c in verdict["cells"] if c["decision"] == "regressed"} == \
+        {"qwen3-0p6b-synth/decode@0", "qwen3-0p6b-synth/decode@4096"}
+
+
+def test_a_cell_printed_slower_lowers_the_saving_a_witness_must_show():
+    """An honest head faster on decode and slower on prefill, both in one witness's work: the
+    witness shows the difference, which confirms the decode gain (before, only the positive
+    claims counted and the honest decode gain was contradicted: `spoofed`, REJECT)."""
+    from evalbot.grading import confirmation  # noqa: PLC0415
+
+    samples = [{"pair": p, "side": side, "seconds": s + (0.002 if p % 2 else -0.002),
+                "dropped": False, "verified": True, "agreement": 1.0}
+               for p in range(6) for side, s in (("base", 1.0), ("head", 0.9))]
+    witness = {"name": "w", "source": "witness", "cells": {"decode": 256, "prefill": 1024},
+               "samples": samples}
+    judged = confirmation.judge(witness, {"decode": (0.3, 0.8), "prefill": (-0.2, 0.2)}, 0.005)
+    statuses = {k: c["status"] for k, c in judged["cells"].items()}
+    assert statuses == {"decode": "confirmed", "prefill": "unconfirmed"}
+    # the same witness with the prefill printed unchanged: the decode claim is contradicted
+    judged = confirmation.judge(witness, {"decode": (0.3, 0.8), "prefill": (0.0, 0.2)}, 0.005)
+    assert judged["cells"]["decode"]["status"] == "contradicted"
+
+
+def test_the_compat_label_rests_on_the_harness_time():
+    """sparkinfer-compat tiers a confirmed cell on no more gain than its witness allows: a
+    printed +40% whose witness allows +5% is tiered as +5%."""
+    from evalbot.grading import compat  # noqa: PLC0415
+
+    policy = load_labels(ROOT / "labels.yaml").policy("sparkinfer-compat")
+    cell = {"metric": "decode", "ctx": 128, "base_gmean": 100.0, "head_gmean": 140.0,
+            "anchor": 0.0}
+    printed = compat.cell_label(cell, policy)
+    timed = compat.cell_label({**cell, "witness_gain_hi": 0.05}, policy)
+    assert printed.gain == pytest.approx(0.4) and timed.gain == pytest.approx(0.05)
+    assert printed.tier == "XL" and timed.tier != "XL"
