@@ -9,6 +9,7 @@ Usage: python bench/calibration_limits.py
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def limit(profile: Profile, policy: Policy, cell: str, cells: list[str], pairs: 
     return low
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args(argv)
     book = load_labels(LABELS_FILE)
     print(f"{'profile':<11} {'policy':<18} {'cell':<28} {'looks':>5} {'shipped':>8} "
           f"{'limit@6':>8} {'limit@12':>9}")

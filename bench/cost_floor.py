@@ -8,6 +8,7 @@ Usage: python bench/cost_floor.py
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -39,7 +40,8 @@ def per_run() -> dict[tuple[str, str], list[tuple[str, np.ndarray]]]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args(argv)
     print("| profile | run (samples witness: cells) | fixtures | pairs | pooled sd s | df |")
     print("|---|---|---:|---:|---:|---:|")
     for (profile, run), rows in per_run().items():

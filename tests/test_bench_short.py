@@ -23,6 +23,10 @@ SHORT = {
     "slow_clients.py": (["8", "10"], "p99"),
     "sparkinfer_noise.py": ([], "decode"),
     "guard_quality.py": (["--inert", "20", "--sims", "10", "--profile", "demo"], "|"),
+    "calibration_limits.py": ([], "sparkinfer-compat"),
+    "cost_floor.py": ([], "| llamacpp-e2e-cuda |"),
+    "hidden_cost.py": (["--box", "2", "--sims", "1", "--aa-sims", "1", "--profiles", "llamacpp"],
+                       "| A/A | 1 |"),
     "fault_quality.py": (["--sims", "3", "--aa-sims", "3", "--profiles", "sparkinfer"],
                          "| sparkinfer | slow first | A/A | 3 |"),
 }
