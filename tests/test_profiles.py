@@ -205,3 +205,11 @@ def test_every_shipped_witness_runs_a_tool_of_the_harness(path: Path) -> None:
         assert profile.build_argv[0] == "{python}" and build_script.is_file()
         sources = "".join(p.read_text() for p in build_script.parent.glob("*.py"))
         assert f'"{tool}"' in sources and f"{folder}/{tool}" in profile.artifacts, spec.argv
+
+
+@pytest.mark.parametrize("name", ["demo", "llamacpp", "sparkinfer"])
+def test_every_shipped_profile_caps_the_disk_a_head_may_fill(name: str) -> None:
+    # without a cap a head that fills the disk is the box's condition, not the PR's failure
+    # (issue 45): every shipped profile names one for its builds and its runs
+    limits = load_profile(name).limits
+    assert all(limits[stage]["disk_mb"] > 0 for stage in ("build", "run")), limits
