@@ -17,6 +17,7 @@ from statistics import median
 
 from evalbot.github import texts
 from evalbot.github.publish import PublisherProtocol
+from evalbot.github.writing import Busy, writing
 from evalbot.report.box_time_view import duration
 from evalbot.report.run_page import run_path
 from evalbot.store.jobs import JobRow, Store
@@ -80,6 +81,9 @@ def run_page_url(reports_url: str, job_id: str) -> str:
     return f"{base}/dashboard/{run_path(job_id)}" if base else ""
 
 
+START_TRIES = 5  # a start note waits at most 15 s for the PR's other writer
+
+
 def announce_start(store: Store, publisher: PublisherProtocol, context: str, job: JobRow,
                    box: str, reports_url: str = "", actions_run: str = "") -> bool:
     """The pending comment and status of a job a worker took; nothing where the job is no
@@ -87,19 +91,32 @@ def announce_start(store: Store, publisher: PublisherProtocol, context: str, job
     the evaluation matters more than the note."""
     if job.pr is None:
         return False
+    note = started_note(job, box, run_page_url(reports_url, job.id), actions_run)
+    body = texts.pending_comment(job.head_sha, "running", note, context)
+    for attempt in range(START_TRIES):
+        try:
+            # under the PR's claim, as a verdict's publication: a newer head admitted between
+            # the check and the write would otherwise get the old head's note over its own
+            with writing(store, job.repo, job.pr, f"start-{job.id}"):
+                if not _newest_and_running(store, job):
+                    return False
+                # the status links the Actions run only: `/evalbot cancel` finds the run by it
+                publisher.publish(job.pr, job.head_sha, body, ["eval:pending"], "pending",
+                                  f"evaluating on box {box}", actions_run)
+                return True
+        except Busy:  # the dispatcher is writing this PR (a push, a command): after it
+            time.sleep(1.0 + attempt)
+        except Exception as exc:  # noqa: BLE001 (GitHub down: the run goes on)
+            log.warning("job %s: could not say it started: %s", job.id, exc)
+            return False
+    log.warning("job %s: could not say it started: the PR stayed busy", job.id)
+    return False
+
+
+def _newest_and_running(store: Store, job: JobRow) -> bool:
+    assert job.pr is not None
     jobs = store.pr_jobs(job.repo, job.pr)  # oldest first
     ids = [j.id for j in jobs]
     newer = jobs[ids.index(job.id) + 1:] if job.id in ids else jobs
-    if newer or store.get(job.id).state != "running":
-        return False
-    note = started_note(job, box, run_page_url(reports_url, job.id), actions_run)
-    body = texts.pending_comment(job.head_sha, "running", note, context)
-    try:
-        # the status links the Actions run only: `/evalbot cancel` finds the run by it
-        publisher.publish(job.pr, job.head_sha, body, ["eval:pending"], "pending",
-                          f"evaluating on box {box}", actions_run)
-    except Exception as exc:  # noqa: BLE001 (GitHub down: the run goes on)
-        log.warning("job %s: could not say it started: %s", job.id, exc)
-        return False
-    return True
+    return not newer and store.get(job.id).state == "running"
 
