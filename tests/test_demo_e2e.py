@@ -142,10 +142,18 @@ class TestFasterPR(DemoPR):
 
     def check_headline(self, verdict: dict[str, Any]) -> None:
         assert verdict["headline"] in TIERS
-        # every cell has a witness of the harness since demo profile v5 (issue 48): no row of
-        # the honest PR is "not believed"
-        assert all(c["believed"] for c in verdict["cells"]), \
-            [(c["key"], c["confirmation"]) for c in verdict["cells"]]
+        # every cell has a witness of the harness since demo profile v5 (issue 48): a row of the
+        # honest PR is believed, or its witness timed a saving that stayed within its noise or
+        # was cut by the witnesses' box-time share (the comment says which): never a missing
+        # witness nor a contradiction. The PR keeps its tier either way.
+        for cell in verdict["cells"]:
+            if not cell["believed"]:
+                assert cell["confirmation"] == "unconfirmed", cell
+                timed = [w for w in verdict["witnesses"] if w["source"] == "witness"
+                         and cell["key"] in w["cells"]]
+                assert any(w["cells"][cell["key"]]["status"] == "unconfirmed"
+                           and (w["stopped"] == "box_time" or w["saving_s"] > 0 > w["lo_s"])
+                           for w in timed), (cell["key"], timed)
 
 
 class TestBrokenPR(DemoPR, PrintedReport):
