@@ -1,7 +1,8 @@
 """Noise of sparkinfer on the H200: two builds of one commit, alternating sweeps (docs/gpu-e2e.md).
 
-Reads the recorded sweeps of `scripts/gpu_sparkinfer_measure.sh` (tests/data/sparkinfer/
-h200-alternating-sweeps.jsonl: rounds A,B then B,A, ...; the 131072 runs and the slow head once)
+Reads the recorded sweeps of the retired phase-1 script (its text: `git show
+e665b22^:scripts/gpu_sparkinfer_measure.sh`; tests/data/sparkinfer/h200-alternating-sweeps.jsonl:
+rounds A,B then B,A, ...; the 131072 runs and the slow head once)
 and prints, per cell of the shipped profile's qwythos sweep, the mean rate, the spread of each
 build over rounds, and the standard deviation of the per-round log-ratio B/A: the quantity the
 pair statistics see for an A/A evaluation. Run: `python bench/sparkinfer_noise.py [FILE]`.
