@@ -37,7 +37,7 @@ PLANS = {
     "50": ["setup", "box", "model", "eval:lazy-prefill", "eval:qwen36-aa", "eval:qwen36-slow",
            "eval:aa-131k", "eval:sandbox-ab"],
     "51": ["setup", "box", "model", "reference", "warm", "eval:aa", "eval:broken-prefill",
-           "eval:broken-long-prefill", "eval:bf16-reduction"],
+           "eval:broken-long-prefill", "eval:bf16-reduction", "eval:honest-4k"],
     "52": ["setup", "box", "model", "reference", "eval:llama-aa", "eval:llama-speedup",
            "eval:llama-slow-prefill", "eval:llama-window-damage", "eval:llama-broken"],
 }

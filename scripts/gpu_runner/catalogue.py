@@ -85,6 +85,9 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
          why="the same, only in fills over 32000 ids: the deep positions carry it"),
     _spk("bf16-reduction", "main", "bf16-reduction", "pass", correctness=True,
          why="the RMS norm's sum of squares reduced in the reverse order (a named honest change)"),
+    # the verdict-cost issue's (44) honest head, with the correctness section, after the A/A
+    _spk("honest-4k", "slow", "main", "tier", correctness=True,
+         why="int8 prefill projections only to 2048 -> main, scored on the stable file"),
     # llama.cpp (issue 52): the shipped llamacpp profile, correctness on
     _llama("llama-aa", "main", "aa", "neutral", why="a docs-only head: every cell neutral"),
     _llama("llama-speedup", "slow", "main", "tier", why="CUDA graphs off as base -> main"),
@@ -99,7 +102,7 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
 ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "49": (("decode-b", "deep-decode", "liar-decode-105", "liar-prefill-110"), "random", 1500),
     "50": (("lazy-prefill", "qwen36-aa", "qwen36-slow", "aa-131k", "sandbox-ab"), "random", 1500),
-    "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction"), "stable", 1500),
+    "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction", "honest-4k"), "stable", 1500),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
 }
