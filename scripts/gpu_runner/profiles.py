@@ -28,19 +28,19 @@ SPK_FILES = {"qwythos-9b": "qwythos-synth.gguf", "qwen3.6-35b-a3b": "qwen36-synt
 LLAMA_FILE = "qwen3-0p6b-synth-f16.gguf"
 
 
-def calibrated_floors() -> dict[str, float]:
-    """The floors both models of the random-weight files clear: main's lowest top-1 bound, twice
-    main's highest KL bound (a random-weight model's next token is nearly flat: main agrees with
+def calibrated_floors(aa: Path = PHASE2_AA) -> dict[str, float]:
+    """The floors both models of an A/A's results clear: main's lowest top-1 bound, twice main's
+    highest KL bound (a random-weight model's next token is nearly flat: main agrees with
     llama.cpp in distribution, KL < 0.001, and not in argmax, top-1 0.057)."""
     sys.path.insert(0, str(ROOT))
     from evalbot.config.resources import LABELS_FILE
     from evalbot.grading.correctness_policy import calibrate_floors
     from evalbot.grading.policy import load_labels
 
-    results = json.loads(PHASE2_AA.read_text())
+    results = json.loads(aa.read_text())
     policy = load_labels(LABELS_FILE).policy("default").correctness
     per_model = [calibrate_floors([s], policy)
-                 for s in [results["correctness"], *results["correctness_guards"]]]
+                 for s in [results["correctness"], *(results.get("correctness_guards") or [])]]
     return {"top1": min(f["top1"] for f in per_model),
             "kl": round(2 * max(f["kl"] for f in per_model), 4)}
 
@@ -50,7 +50,8 @@ def digests_of(sums: Path) -> dict[str, str]:
                                               if line.strip())}
 
 
-def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str]) -> dict:
+def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
+               run_aa: Path | None = None) -> dict:
     qwen36, stable = "--qwen36" in flags, "--stable" in flags
     doc["name"] = "sparkinfer-e2e"
     doc["env"].update(dict(f.split("=", 1) for f in flags if "=" in f))
@@ -69,7 +70,12 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str]) -
         corr.pop("guards")
     for argv in ("reference_argv", "tokenize_argv"):
         corr[argv] = [key if a.startswith("git-") else a for a in corr[argv]]
-    if stable:  # a file main and the reference agree on: the shipped floors (none: the policy's)
+    if stable and run_aa is not None and run_aa.is_file():
+        # main missed the policy's floors on this box's A/A: calibrated from it, as `evalbot
+        # calibrate` does for a model whose main sits below them
+        corr["floors"] = calibrated_floors(run_aa)
+        print(f"floors calibrated from this run's A/A: {corr['floors']}", file=sys.stderr)
+    elif stable:  # a file main and the reference agree on: the shipped floors (none: the policy's)
         corr.pop("floors", None)
     else:
         corr["floors"] = calibrated_floors()
@@ -89,7 +95,8 @@ def main() -> int:
     engine, shipped, sums, *rest = sys.argv[1:]
     doc, digests = yaml.safe_load(Path(shipped).read_text()), digests_of(Path(sums))
     if engine == "sparkinfer":
-        out = sparkinfer(doc, digests, rest[0], rest[1:])
+        aa = Path(sums).parent.parent / "eval" / "aa.results.json"  # this run's A/A, if it has one
+        out = sparkinfer(doc, digests, rest[0], rest[1:], aa if "--calibrate-from-aa" in rest else None)
     elif engine == "llamacpp":
         out = llamacpp(doc, digests, rest[0], rest[1:])
     else:
