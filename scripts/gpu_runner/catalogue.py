@@ -35,6 +35,7 @@ class Evaluation:
     correctness: bool = False  # the profile keeps its correctness section (needs the reference)
     qwen36: bool = False  # sparkinfer: the 4-layer Qwen3.6 file as the second model, with its guard
     long_run: bool = False  # sparkinfer: the shipped 131072 run kept (31 s a sample)
+    speed_cut: bool = False  # sparkinfer: the sweep cut to its cells up to 4096 (a correctness test)
     kind: str = "eval"  # "eval": evalbot eval in the sandbox; "sandbox-ab": scripts/sandbox_ab.py
     why: str = ""
 
@@ -83,6 +84,8 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
          why="V written to the cache x1024 in the batched prefill"),
     _spk("broken-long-prefill", "main", "broken-long-prefill", "eval:REJECT", correctness=True,
          why="the same, only in fills over 32000 ids: the deep positions carry it"),
+    _spk("broken-prefill-cut", "main", "broken-prefill", "eval:REJECT", correctness=True, speed_cut=True,
+         why="broken-prefill with the sweep cut to its cells up to 4096: the correctness verdict at less box time"),
     _spk("bf16-reduction", "main", "bf16-reduction", "pass", correctness=True,
          why="the RMS norm's sum of squares reduced in the reverse order (a named honest change)"),
     # the verdict-cost issue's (44) honest head, with the correctness section, after the A/A

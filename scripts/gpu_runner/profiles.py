@@ -10,7 +10,7 @@ llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of t
   (flash attention off, chain.build_flags), and the box's environment, nothing else.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
-        [--long-run] [--stable] [NAME=VALUE ...] > P.yaml
+        [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
     python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [NAME=VALUE ...] > P.yaml
 """
 
@@ -61,6 +61,11 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
     names = {m["name"] for m in doc["models"]}
     doc["speed"]["runs"] = [r for r in doc["speed"]["runs"] if r["model"] in names and (
         "--long-run" in flags or not any(c["ctx"] == 131072 for c in r["cells"]))]
+    if "--speed-cut" in flags:  # a correctness run: the sweep cut to its cells up to 4096
+        for r in doc["speed"]["runs"]:
+            r["cells"] = [c for c in r["cells"] if c["ctx"] <= 4096]
+            r["witnesses"] = [w for w in r.get("witnesses", []) if all(
+                int(cell.split("@")[1]) <= 4096 for cell in w["cells"])]
     corr = doc.get("correctness")
     if "--correctness" not in flags or corr is None:
         doc.pop("correctness", None)
