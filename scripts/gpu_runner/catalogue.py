@@ -85,7 +85,7 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
     _spk("broken-long-prefill", "main", "broken-long-prefill", "eval:REJECT", correctness=True,
          why="the same, only in fills over 32000 ids: the deep positions carry it"),
     _spk("broken-prefill-cut", "main", "broken-prefill", "eval:REJECT", correctness=True, speed_cut=True,
-         why="broken-prefill with the sweep cut to its cells up to 4096: the correctness verdict at less box time"),
+         why="broken-prefill, the sweep cut to its cells up to 4096: the correctness verdict for less"),
     _spk("bf16-reduction", "main", "bf16-reduction", "pass", correctness=True,
          why="the RMS norm's sum of squares reduced in the reverse order (a named honest change)"),
     # the verdict-cost issue's (44) honest head, with the correctness section, after the A/A
