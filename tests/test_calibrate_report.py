@@ -16,7 +16,7 @@ from evalbot.config.settings import BoxConfig
 from evalbot.evaluation.jobspec import WITNESS_FLOOR
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.policy import load_labels
-from evalbot.service.calibrate import aa_noise
+from evalbot.service.calibrate import aa_noise, calibration_job
 from evalbot.service.calibrate_report import progress_lines, undecidable
 
 PROFILE = load_profile("demo")
@@ -97,3 +97,16 @@ def test_calibrate_stores_no_floor_a_job_would_refuse() -> None:
     assert 0 < aa_noise(_aa([1.0, 1.1, 0.9, 1.05, 0.95, 1.0]))["tiny/decode@64"][0] < 1
     with pytest.raises(EvalbotError, match=r"tiny/decode@64 measured a noise of \d+% per pair"):
         aa_noise(_aa([1.0, 8.0, 0.1, 5.0, 0.2, 1.0]))
+
+
+def test_calibrate_without_witnesses_runs_none_though_the_profile_witnesses_every_cell() -> None:
+    """The demo profile witnesses every cell that did not regress, and an A/A's cells never do:
+    `--no-witnesses` (docs/setup.md's calibrate) once ran them all at their profile's looks."""
+    assert PROFILE.speed.witness_every_cell
+    without = calibration_job(PROFILE, POLICY, BOX, SHA, 6, witnesses=False)
+    assert [w for r in without.runs for w in r.witnesses] == []
+    assert not without.rule.witness_aa
+    every = calibration_job(PROFILE, POLICY, BOX, SHA, 6, witnesses=True)
+    named = [w for r in every.runs for w in r.witnesses]
+    assert {w.name for w in named} == {w.name for r in PROFILE.runs for w in r.witnesses}
+    assert all(w.looks == (6,) for w in named) and every.rule.witness_aa

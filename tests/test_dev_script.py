@@ -43,7 +43,12 @@ def _checkout_with_a_failing_step(root: Path) -> Path:
     _script(venv / "mypy", f'echo $$ > {root / "mypy.pid"}\nexec sleep 600\n')
     _script(root / ".ci" / "wheel-check", f'echo $$ > {root / "wheel.pid"}\nexec sleep 600\n')
     _script(root / ".ci" / "setup-a-fine", "exit 0\n")
-    _script(root / ".ci" / "setup-b-broken", 'echo "setup-b-broken: no disk" >&2\nexit 7\n')
+    # it fails once the background mypy and wheel check run (the set-up steps run beside the
+    # Python set-up that starts them): their kill is what the test checks
+    _script(root / ".ci" / "setup-b-broken",
+            f"for _ in $(seq {DEADLINE_S * 10}); do\n"
+            f"  [ -e {root / 'mypy.pid'} ] && [ -e {root / 'wheel.pid'} ] && break; sleep 0.1\n"
+            'done\necho "setup-b-broken: no disk" >&2\nexit 7\n')
     _script(root / ".ci" / "setup-c-never", f"touch {root / 'ran-c'}\n")
     return root
 
@@ -109,6 +114,28 @@ def test_a_second_run_does_not_install_what_the_first_did(tmp_path: Path) -> Non
     with (tmp_path / "pyproject.toml").open("a") as toml:
         toml.write("# a new dependency\n")
     assert run() == ["-m pip install -q -e .[test]", "-m pytest tests/none.py"]
+
+
+def test_the_services_set_up_runs_beside_pip_s_install(tmp_path: Path) -> None:
+    """On a fresh machine apt's and npm's set-up and pip's install each wait minutes on the
+    network: pip's install here finishes only once a set-up step has run, which ./dev running
+    them one after the other never lets happen (pip's install would fail at its deadline)."""
+    shutil.copy2(REPO_ROOT / "dev", tmp_path / "dev")
+    shutil.copy2(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    ran = tmp_path / "service-ran"
+    venv = tmp_path / ".venv" / "bin"
+    _script(venv / "python", f'''if [ "$*" = "-m pip install -q -e .[test]" ]; then
+  for _ in $(seq {DEADLINE_S * 10}); do [ -e {ran} ] && exit 0; sleep 0.1; done
+  exit 9
+fi
+''')
+    _script(venv / "ruff", "exit 0\n")
+    _script(venv / "mypy", "exit 0\n")
+    _script(tmp_path / ".ci" / "setup-a-service", f"touch {ran}\n")
+    done = subprocess.run([str(tmp_path / "dev"), "test", "tests/none.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=DEADLINE_S + 60)
+    assert done.returncode == 0, done.stderr
+    assert "set-up done" in done.stdout
 
 
 def _fake_apt(bin_dir: Path, held_for: int) -> Path:

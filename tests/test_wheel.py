@@ -9,6 +9,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from evalbot.config.settings import REPO_ROOT
 from tests.wheel_build import build_wheel, tracked, wheel_venv
 
@@ -27,8 +29,14 @@ def installed_name(rel: str) -> str | None:
     return rel if rel.startswith("evalbot/") else None
 
 
-def test_the_wheel_carries_the_top_level_files_file_for_file(tmp_path: Path) -> None:
-    wheel = zipfile.ZipFile(build_wheel(tmp_path))
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build for the module: its tests only read the wheel (a build is ~10 s of CPU)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def test_the_wheel_carries_the_top_level_files_file_for_file(built: Path) -> None:
+    wheel = zipfile.ZipFile(built)
     shipped = set(wheel.namelist())
     assert {name.split("/")[0] for name in shipped} == {"evalbot", "evalbot-0.1.0.dist-info"}
     expected = {rel: name for rel in tracked()
@@ -43,8 +51,8 @@ def test_the_wheel_carries_the_top_level_files_file_for_file(tmp_path: Path) -> 
             if not n.startswith("evalbot-0.1.0.dist-info/")] == []
 
 
-def test_the_installed_bot_reads_the_wheel_not_the_checkout(tmp_path: Path) -> None:
-    venv = wheel_venv(build_wheel(tmp_path), tmp_path / "venv")
+def test_the_installed_bot_reads_the_wheel_not_the_checkout(built: Path, tmp_path: Path) -> None:
+    venv = wheel_venv(built, tmp_path / "venv")
     probe = ("import evalbot, evalbot.engine, evalbot.remote, importlib.util\n"
              "from evalbot.config.resources import LABELS_FILE, TEMPLATES_DIR, KEYS_DIR\n"
              "from evalbot.evaluation.pipeline import HARNESS_SRC\n"

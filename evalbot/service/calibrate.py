@@ -51,11 +51,13 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
         **rule_lists(schedule([pairs], profile.cell_count, policy.alpha)),
         budget_s=max(job.rule.budget_s, 1.0) * 4, witness_aa=witnesses,
         max_budget_s=None if job.rule.max_budget_s is None else job.rule.max_budget_s * 4)
-    runs = job.runs
-    if witnesses:
-        runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
-            w, pairs=pairs, looks=(pairs,), sd_floor_s=0.0, floor_df=0), policy.alpha)
-            for w in r.witnesses if only is None or w.name in only]) for r in job.runs]
+    # Without `witnesses` none runs: a profile that witnesses every cell that did not regress
+    # (the demo's witness_every_cell) would otherwise run them all in an A/A, whose cells never
+    # regress, spending half the calibration's box time on floors nobody asked for.
+    runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
+        w, pairs=pairs, looks=(pairs,), sd_floor_s=0.0, floor_df=0), policy.alpha)
+        for w in r.witnesses if witnesses and (only is None or w.name in only)])
+        for r in job.runs]
     return dataclasses.replace(job, rule=rule, runs=runs, job_id=f"aa-{job.job_id}")
 
 
