@@ -128,7 +128,8 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
         if w.get("source", "witness") != "witness":
             continue
         shown = sorted({c["status"] for c in (w.get("cells") or {}).values()}) or ["not judged"]
-        cut = "; stopped at its share of the box time" if w.get("stopped") == "box_time" else ""
+        cut = {"box_time": "; stopped at its share of the box time",
+               "not_needed": "; not run: the verdict did not need it"}.get(w.get("stopped"), "")
         n = w["pairs"]
         out.append(f"Witness `{w['name']}` (the harness's own clock): {n} usable "
                    f"pair{'' if n == 1 else 's'}, {', '.join(shown)}{cut}")
