@@ -105,7 +105,7 @@ def main() -> int:
     print(f"\n`evalbot demo`, {args.runs} runs in a row beside {args.busy} busy loops on "
           f"{os.cpu_count()} cores")
     print(f"| run | {' | '.join(names)} | {HONEST}: not believed | {HONEST}'s witnesses | "
-          f"wall (s) | load |\n|---|{'---|' * len(names)}---|---|---|---|")
+          f"box s per PR | wall (s) | load |\n|---|{'---|' * len(names)}---|---|---|---|---|")
     good = 0
     for run, verdicts, wall, load, error in rows:
         kinds = [verdicts.get(n, {}).get("kind", "missing") for n in names]
