@@ -83,45 +83,46 @@ def box_times(verdicts: dict[str, Any], names: list[str]) -> str:
     return "/".join(f"{verdicts.get(n, {}).get('_box_s', 0.0):.0f}" for n in names)
 
 
+def row(run: int, verdicts: dict[str, Any], wall: float, names: list[str]) -> tuple[str, bool]:
+    """One run's table row, and whether it gave every expected verdict with no honest row
+    unbelieved."""
+    kinds = [verdicts.get(n, {}).get("kind", "missing") for n in names]
+    marks = [k if k == EXPECTED[n] else f"**{k}**" for k, n in zip(kinds, names, strict=True)]
+    honest = verdicts.get(HONEST)
+    lost = unbelieved(honest) if honest else []
+    ok = marks == kinds and not lost
+    return (f"| {run} | {' | '.join(marks)} | {', '.join(lost) or 'none'} | "
+            f"{witness_note(honest) if honest else ''} | {box_times(verdicts, names)} | "
+            f"{wall:.0f} | {os.getloadavg()[0]:.1f} |"), ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--busy", type=int, default=4, help="busy-loop processes beside it")
     parser.add_argument("--only", action="append", default=[], choices=list(EXPECTED))
     args = parser.parse_args()
+    names = args.only or list(EXPECTED)
+    print(f"`evalbot demo`, {args.runs} runs in a row beside {args.busy} busy loops on "
+          f"{os.cpu_count()} cores (each row as its run ends)")
+    print(f"| run | {' | '.join(names)} | {HONEST}: not believed | {HONEST}'s witnesses | "
+          f"box s per PR | wall (s) | load |\n|---|{'---|' * len(names)}---|---|---|---|---|",
+          flush=True)
     loops = [multiprocessing.Process(target=_busy_loop, daemon=True) for _ in range(args.busy)]
     for loop in loops:
         loop.start()
-    rows = []
+    good = 0
     try:
         for i in range(args.runs):
             verdicts, wall, error = one_run(args.only)
-            rows.append((i + 1, verdicts, wall, os.getloadavg()[0], error))
-            print(f"run {i + 1}: {wall:.0f} s", file=sys.stderr, flush=True)
+            line, ok = row(i + 1, verdicts, wall, names)
+            good += ok
+            print(line + (f"\nrun {i + 1} failed: {error}" if error else ""), flush=True)
     finally:
         for loop in loops:
             loop.terminate()
-    names = args.only or list(EXPECTED)
-    print(f"\n`evalbot demo`, {args.runs} runs in a row beside {args.busy} busy loops on "
-          f"{os.cpu_count()} cores")
-    print(f"| run | {' | '.join(names)} | {HONEST}: not believed | {HONEST}'s witnesses | "
-          f"box s per PR | wall (s) | load |\n|---|{'---|' * len(names)}---|---|---|---|---|")
-    good = 0
-    for run, verdicts, wall, load, error in rows:
-        kinds = [verdicts.get(n, {}).get("kind", "missing") for n in names]
-        marks = [k if k == EXPECTED[n] else f"**{k}**" for k, n in zip(kinds, names, strict=True)]
-        honest = verdicts.get(HONEST)
-        lost = unbelieved(honest) if honest else []
-        ok = all(m == k for m, k in zip(marks, kinds, strict=True)) and not lost
-        good += ok
-        print(f"| {run} | {' | '.join(marks)} | {', '.join(lost) or 'none'} | "
-              f"{witness_note(honest) if honest else ''} | "
-              f"{box_times(verdicts, names)} | "
-              f"{wall:.0f} | {load:.1f} |")
-        if error:
-            print(f"run {run} failed: {error}")
-    print(f"\n{good} of {len(rows)} runs: every verdict as expected, no honest row unbelieved")
-    return 0 if good == len(rows) else 1
+    print(f"\n{good} of {args.runs} runs: every verdict as expected, no honest row unbelieved")
+    return 0 if good == args.runs else 1
 
 
 if __name__ == "__main__":
