@@ -35,10 +35,11 @@ from evalbot.grading import confirmation
 NOISE = (1, 2, 3)  # the box's noise as a multiple of the witness's floor
 EDGES = {"XS": 0.02, "S": 0.035, "M": 0.06, "L": 0.10, "XL": 0.18}  # the policy's tier edges
 NO_SAVING_CLAIM = EDGES["XS"]  # what an improved cell claims at least
-# main's witness time where no fixture measured it: the demo's `witness` on a 2-core machine
-# (scripts/demo_witness_floor.py, the profile's comments: main 0.35, 0.24 and 1.44 CPU-s)
-ASSUMED_MAIN_S = {("demo", "decode-64"): 0.35, ("demo", "prefill-1024"): 0.24,
-                  ("demo", "decode-1024"): 1.44}
+# main's witness time where no fixture measured it: the demo's witnesses on a 2-core machine
+# beside 4 busy loops (scripts/demo_witness_floor.py --pairs 16, demo profile v6's comments:
+# main 0.19, 0.24 and 1.0 CPU-s)
+ASSUMED_MAIN_S = {("demo", "decode-64"): 0.19, ("demo", "prefill-1024"): 0.24,
+                  ("demo", "decode-1024"): 1.0}
 # a known-sd test spending all of alpha (0.005) at the last look has 95% power only above
 # this many sds of the mean saving: z(0.995) + z(0.95)
 VISIBLE_Z = 2.5758 + 1.6449

@@ -5,8 +5,8 @@ labels and status, a box over SSH, a witness contradicting a lie) needs a right 
 every cell of the demo: `cut_demo_profile` keeps the shipped profile as it is (models, build,
 looks, floors, budget, witness, correctness) with only the decode@64 cell and its witness. Each
 sample then runs one context instead of 64 and 1024 (no 1024-token prefill, no decode at
-1024), so the witness's box-time share grows fourfold: the witness is the shipped one, its
-samples a third of the box time. `evalbot demo` and tests/test_demo_e2e.py keep the whole
+1024), so the witness's box-time share grows fourfold (up to 10): the witness is the shipped
+one, its samples a third of the box time. `evalbot demo` and tests/test_demo_e2e.py keep the whole
 shipped profile.
 """
 
@@ -19,6 +19,12 @@ import yaml
 from evalbot.evaluation.profile import PROFILES_DIR
 
 KEPT_CELL = {"metric": "decode", "ctx": 64}
+MAX_SHARE = 10.0  # engine/contract/rule.py: a share in (0, 10]
+
+
+def cut_share(shipped: float) -> float:
+    """The cut profile's witness share: four times the shipped one's, at most MAX_SHARE."""
+    return min(4 * shipped, MAX_SHARE)
 
 
 def cut_demo_profile(dest: Path) -> Path:
@@ -31,8 +37,9 @@ def cut_demo_profile(dest: Path) -> Path:
     # and only the witness of that cell (the shipped profile witnesses every cell since version 5)
     run["witnesses"] = [w for w in run["witnesses"] if set(w["cells"]) == {"decode@64"}]
     # its samples lost two of their three cells (a third of the measuring's box time), not the
-    # witness sized for the whole profile: its share grows to match
-    doc["speed"]["witness_share"] = 4 * doc["speed"]["witness_share"]
+    # witness sized for the whole profile: its share grows to match, up to the most a profile
+    # may give
+    doc["speed"]["witness_share"] = cut_share(doc["speed"]["witness_share"])
     # the long correctness windows exist for the decode cells at 1024 tokens of context
     doc["correctness"]["long_windows"] = 0
     doc["correctness"].pop("long_window_tokens", None)

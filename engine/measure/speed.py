@@ -256,7 +256,9 @@ class Measurement:
                       key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
         refuted = False
         for run, spec, improved in todo:
-            if refuted:  # it could not change the verdict: kept, unrun, so the comment says why
+            # it could not change the verdict: kept, unrun, so the comment says why
+            if refuted or (not rule.witness_aa
+                           and witness_plan.narrower_cover(spec, improved, run.witnesses)):
                 self.witnesses.append(witness.WitnessRecord(spec, stopped="not_needed"))
                 continue
             # every improved cell's witness runs, also below a confirmed tier: a cell whose

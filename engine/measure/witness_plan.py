@@ -4,6 +4,8 @@ The witnesses run after all the measuring. Only a witness with a cell to confirm
 whose cells claim the highest tier goes first. Every one runs (a cell whose gain the harness did
 not time is not believed, issue 53), until one is contradicted: the PR's printed rates are then
 refuted (REJECT) and the rest are skipped, recorded as `stopped: not_needed` (docs/trust.md §2).
+A witness whose every cell left to time is timed by narrower witnesses of its run is skipped
+the same way (`narrower_cover`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ def to_confirm(spec: WitnessSpec, records: Mapping[str, Record], rule: StoppingR
     if rule.witness_every_cell:  # timed both ways: all but a regression, which needs no witness
         return [k for k in spec.cells if k in decisions and decisions[k] != "regressed"]
     return witness.to_confirm(spec, decisions)
+
+
+def narrower_cover(spec: WitnessSpec, cells: Sequence[str],
+                   witnesses: Sequence[WitnessSpec]) -> bool:
+    """Are all of `cells` (those `spec` would time) timed by narrower witnesses of its run: each
+    one's whole work some of those cells, and less than `spec`'s? Those run (their cells are to
+    time), on their cells' work alone, so `spec` could add only the work of its other cells,
+    which need no witness (a regression): the demo's decode-1024, which also times the prefill,
+    beside prefill-1024 for a head whose decode@1024 regressed."""
+    narrower = [w for w in witnesses if set(w.cells) <= set(cells) and set(w.cells) < set(spec.cells)]
+    return set(cells) <= {key for w in narrower for key in w.cells}
 
 
 def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],

@@ -127,6 +127,10 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
     for w in verdict.get("witnesses") or []:
         if w.get("source", "witness") != "witness":
             continue
+        # not run: another witness settled the verdict, or narrower witnesses time its cells
+        if w.get("stopped") == "not_needed":
+            out.append(f"Witness `{w['name']}`: not run, the verdict did not need it")
+            continue
         shown = sorted({c["status"] for c in (w.get("cells") or {}).values()}) or ["not judged"]
         cut = "; stopped at its share of the box time" if w.get("stopped") == "box_time" else ""
         n = w["pairs"]
