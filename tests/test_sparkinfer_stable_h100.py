@@ -60,3 +60,14 @@ def test_the_floors_calibrated_from_the_a_a_sit_below_main_and_above_a_random_fi
     profile_floors = yaml.safe_load((RUN / "aa.yaml").read_text())["correctness"].get("floors")
     assert profile_floors is None  # the A/A ran on the policy's floors (0.90), as shipped
     assert 0.06 < floors["top1"] < 0.777  # under main's pooled agreement, far over the random file's
+
+
+def test_a_later_evaluation_s_profile_takes_the_a_a_s_floors_and_the_cut_sweep() -> None:
+    shipped = yaml.safe_load((ROOT / "evalbot" / "profiles" / "sparkinfer.yaml").read_text())
+    digests = profiles.digests_of(RUN / "models.sha256")
+    doc = profiles.sparkinfer(shipped, digests, "src-key",
+                              ["--correctness", "--stable", "--speed-cut"], RUN / "aa.results.json")
+    assert doc["correctness"]["floors"] == profiles.calibrated_floors(RUN / "aa.results.json")
+    [run] = doc["speed"]["runs"]
+    assert run["cells"] and all(c["ctx"] <= 4096 for c in run["cells"])
+    assert all(int(k.split("@")[1]) <= 4096 for w in run["witnesses"] for k in w["cells"])

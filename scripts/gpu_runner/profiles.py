@@ -76,8 +76,8 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
     for argv in ("reference_argv", "tokenize_argv"):
         corr[argv] = [key if a.startswith("git-") else a for a in corr[argv]]
     if stable and run_aa is not None and run_aa.is_file():
-        # main missed the policy's floors on this box's A/A: calibrated from it, as `evalbot
-        # calibrate` does for a model whose main sits below them
+        # the run's later evaluations: floors calibrated from its own A/A, as `evalbot calibrate`
+        # stores them (on the H100 main sat at 0.78 top-1, under the policy's 0.90)
         corr["floors"] = calibrated_floors(run_aa)
         print(f"floors calibrated from this run's A/A: {corr['floors']}", file=sys.stderr)
     elif stable:  # a file main and the reference agree on: the shipped floors (none: the policy's)
