@@ -40,6 +40,7 @@ PLANS = {
            "eval:broken-long-prefill", "eval:bf16-reduction", "eval:honest-4k"],
     "52": ["setup", "box", "model", "reference", "eval:llama-aa", "eval:llama-speedup",
            "eval:llama-slow-prefill", "eval:llama-window-damage", "eval:llama-broken"],
+    "53": ["setup", "box", "model", "eval:aa-speed", "eval:hide-decode"],
 }
 NEEDS = {
     "49": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
@@ -49,6 +50,7 @@ NEEDS = {
            "llamacpp-reference.tar.xz", "llama.cpp-pruned.tar.gz"},
     "52": {"wheels", "debs", "llama.cpp-pruned.tar.gz", "ggml-vocab-qwen2.gguf", "synth_gguf.py",
            "llamacpp-reference.tar.xz"},
+    "53": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
 }
 
 
@@ -259,6 +261,18 @@ def test_the_summary_of_results_that_ran_on_the_gpu(tmp_path: Path) -> None:
     ("pass", {"headline": "eval:REJECT", "correctness": {"decision": "reject"}}, False),
     ("pass", {"headline": "eval:none"}, False),  # correctness not scored: nothing passed
     ("eval:REJECT", {"headline": "eval:REJECT"}, True),
+    # issue 53: the hidden slowdown is caught only where the cell is not unchanged and the
+    # headline is neither eval:none nor a tier
+    ("caught:decode@128", {"headline": "eval:inconclusive", "cells": [
+        {"key": "m/decode@128", "decision": "unconfirmed"}]}, True),
+    ("caught:decode@128", {"headline": "eval:REJECT", "cells": [
+        {"key": "m/decode@128", "decision": "regressed"}]}, True),
+    ("caught:decode@128", {"headline": "eval:none", "cells": [
+        {"key": "m/decode@128", "decision": "neutral"}]}, False),
+    ("caught:decode@128", {"headline": "eval:none", "cells": [
+        {"key": "m/decode@128", "decision": "unconfirmed"}]}, False),
+    ("caught:decode@128", {"headline": "eval:S", "cells": [
+        {"key": "m/decode@128", "decision": "spoofed"}]}, False),
 ])
 def test_judge(expected: str, verdict: dict, ok: bool) -> None:
     assert summary.judge(expected, verdict) is ok

@@ -13,6 +13,8 @@ What an evaluation must get (`expected`), as summary.judge reads it:
   tier                         one of the tier labels (eval:XS .. eval:XL);
   no tier                      no tier label, and not an infra-error;
   regressed:CELL               the cell CELL (e.g. prefill@4096) regressed, nothing improved;
+  caught:CELL                  the cell CELL regressed or not believed, the headline neither
+                               eval:none nor a tier (issue 53: a slowdown hidden by printing);
   pass                         correctness not REJECTed, no infra-error;
   measured                     any verdict that is not an infra-error (a figure, not a test).
 """
@@ -42,7 +44,7 @@ class Evaluation:
     def __post_init__(self) -> None:
         if self.engine not in (SPARKINFER, LLAMACPP):
             raise ValueError(f"{self.name}: unknown engine {self.engine!r}")
-        if self.expected not in EXPECTATIONS and not self.expected.startswith("regressed:"):
+        if self.expected not in EXPECTATIONS and not self.expected.startswith(("regressed:", "caught:")):
             raise ValueError(f"{self.name}: unknown expectation {self.expected!r}")
         if self.kind not in ("eval", "sandbox-ab"):
             raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
@@ -78,6 +80,10 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
          why="main with the MoE layer's routed experts twice -> main: only Qwen3.6's cells move"),
     _spk("sandbox-ab", "main", "main", "measured", kind="sandbox-ab",
          why="main's sweep through the bubblewrap sandbox and the launcher before it, 6 pairs"),
+    # one clock (issue 53): an A/A of the shipped speed profile, and a slowdown hidden by printing
+    _spk("aa-speed", "main", "aa", "neutral", why="an A/A of the shipped profile less its correctness"),
+    _spk("hide-decode", "main", "hide-decode", "caught:decode@128",
+         why="decode@128 really ~8% slower, printed at main's rate: never unchanged"),
     # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
     _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
     _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
@@ -106,6 +112,7 @@ ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "49": (("decode-b", "deep-decode", "liar-decode-105", "liar-prefill-110"), "random", 1500),
     "50": (("lazy-prefill", "qwen36-aa", "qwen36-slow", "aa-131k", "sandbox-ab"), "random", 1500),
     "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction", "honest-4k"), "stable", 1500),
+    "53": (("aa-speed", "hide-decode"), "random", 1100),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
 }

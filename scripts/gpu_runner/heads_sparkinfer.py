@@ -58,6 +58,12 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "liar-decode-105": ("bench: decode printed x1.05", printed("decode_tps", "1.05")),
     "liar-decode-110": ("bench: decode printed x1.10", printed("decode_tps", "1.10")),
     "liar-prefill-110": ("bench: prefill printed x1.10", printed("prefill_pp", "1.10")),
+    # issue 53's head: decode below depth 4096 really slower (the LM head twice: decode-a measured
+    # main +9% over it at decode@128), its bench printing decode@128 x1.09, main's rate; the
+    # witness decode-128 (2048 steps from 128) runs wholly below 4096
+    "hide-decode": ("decode: the LM head twice below depth 4096, decode@128 printed x1.09 (main's rate)",
+                    lm_head_twice("seqlen < 4096") + [(BENCH, JSON_ROW, JSON_ROW.replace(
+                        "rows[i].decode_tps", "rows[i].decode_tps * (rows[i].ctx <= 128 ? 1.09 : 1.0)"))]),
     # skipped work only the witness sees: the batched prefill runs the first half of a prompt over
     # 2048 ids (the bench's printed rate is true to the work it did; the score tool never calls it)
     "lazy-prefill": ("prefill: half of a long prompt (work skipped)",

@@ -17,6 +17,7 @@ from typing import Any
 from gpu_runner.catalogue import Evaluation
 
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
+CAUGHT = ("regressed", "unconfirmed", "spoofed")  # a cell the bot did not believe unchanged
 PRIVATE_RESULTS = ("private/results.json", "results.json")
 
 
@@ -41,6 +42,10 @@ def judge(expected: str, verdict: dict[str, Any]) -> bool:
         cell = expected.split(":", 1)[1]
         moved = {c["key"].split("/")[-1]: c["decision"] for c in cells}
         return moved.get(cell) == "regressed" and "improved" not in moved.values()
+    if expected.startswith("caught:"):
+        cell = expected.split(":", 1)[1]
+        moved = {c["key"].split("/")[-1]: c["decision"] for c in cells}
+        return moved.get(cell) in CAUGHT and headline not in (*TIERS, "eval:none")
     return headline == expected
 
 
