@@ -7,6 +7,7 @@ witness pairs are the device's noise per covered cell that docs/statistics.md se
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sys
@@ -61,7 +62,8 @@ def test_the_hidden_cell_is_not_believed_for_the_time_the_harness_measured() -> 
     assert 0.05 < -d.mean() / 1.33 < 0.10
 
 
-@pytest.mark.parametrize("witness, sd_max", [("decode-128", 0.03), ("decode-4096", 0.06), ("prefill-4096", 0.01)])
+@pytest.mark.parametrize("witness, sd_max",
+                         [("decode-128", 0.03), ("decode-4096", 0.06), ("prefill-4096", 0.01)])
 def test_the_a_a_s_witness_noise_is_what_section_9_quotes(witness: str, sd_max: float) -> None:
     """The A/A's per-pair sd of each witness, and so the pairs an equivalence test at the 2%
     regression threshold needs there (docs/statistics.md section 9)."""
@@ -72,3 +74,14 @@ def test_the_a_a_s_witness_noise_is_what_section_9_quotes(witness: str, sd_max: 
     assert len(d) >= 3 and 0 < sd < sd_max
     assert abs(d.mean()) < 3 * sd / math.sqrt(len(d))  # an A/A: no saving either way
     assert 0.5 < base < 3.5
+
+
+def test_design_a_alone_lets_the_hidden_cell_pass_as_unchanged() -> None:
+    """The same results under design A (the samples' check, no witness for an unchanged cell):
+    decode@128's 0.03 s in the sweep's process is under the samples' noise (docs/gpu-e2e.md)."""
+    results = copy.deepcopy(_load("hide-decode", "results"))
+    results["rule"]["witness_every_cell"] = False
+    results["witnesses"] = [w for w in results["witnesses"] if w["source"] == "samples"]
+    verdict = grade(results, POLICY)
+    assert verdict["headline"] == "eval:none"
+    assert all(c["decision"] == "neutral" for c in verdict["cells"])
