@@ -12,7 +12,8 @@ PAGE = 100  # items per page of a listing (GitHub's maximum)
 
 
 class GitHubError(EvalbotError):
-    """A GitHub call failed for good (4xx other than rate limits, or retries exhausted)."""
+    """A GitHub call failed for good: a 4xx other than 401 and the rate limits. Retries that run
+    out raise the Transient of their last try (evalbot/github/publish.py), not this class."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
