@@ -25,6 +25,7 @@ import pytest
 from evalbot.github import run_cancel
 from evalbot.store.jobs import Store
 from tests.demo_box import box_python  # noqa: F401 (a fixture)
+from tests.github.accounts import PACING
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO, Pull
 from tests.github.payloads import pr_comment
@@ -83,7 +84,7 @@ github:
   repo: {REPO}
   api_url: {api_url}
   token_env: EVALBOT_GITHUB_TOKEN
-boxes:
+{PACING}boxes:
   - name: local
     kind: local
     workdir: {workdir}

@@ -46,7 +46,16 @@ def make_port(gh: GitHubConfig, token: str, throttle: bool = True) -> GitHubPort
     from evalbot.github.app_auth import github_auth
     from evalbot.github.pygithub_client import PyGithubPort
 
-    return PyGithubPort(gh.repo, github_auth(gh, token), gh.api_url, throttle=throttle)
+    return PyGithubPort(gh.repo, github_auth(gh, token), gh.api_url, throttle=throttle,
+                        request_interval_s=gh.request_interval_s,
+                        write_interval_s=gh.write_interval_s)
+
+
+def process_backoff(gh: GitHubConfig) -> Backoff:
+    """PROCESS_BACKOFF, waiting the config's retry_wait_s before a transient error's retry (a
+    process runs one config)."""
+    PROCESS_BACKOFF.transient_wait_s = gh.retry_wait_s
+    return PROCESS_BACKOFF
 
 
 def make_publisher(config: Config, port: GitHubPort,
@@ -60,9 +69,9 @@ def make_publisher(config: Config, port: GitHubPort,
         from evalbot.github.shadow import ShadowPublisher
 
         return ShadowPublisher(config.store, config.service.shadow_log, gh.bot_login,
-                               gh.status_context, backoff or PROCESS_BACKOFF)
+                               gh.status_context, backoff or process_backoff(gh))
     return Publisher(port, gh.bot_login, LabelFamily(load_labels(config.labels_file)),
-                     gh.status_context, backoff or PROCESS_BACKOFF, config.service.reports_url)
+                     gh.status_context, backoff or process_backoff(gh), config.service.reports_url)
 
 
 def make_handlers(config: Config, store: Store, port: GitHubPort,
