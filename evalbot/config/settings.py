@@ -67,10 +67,10 @@ class GitHubConfig:
     auto_merge: bool = False  # merge that PR after a confirmation run (needs merge_first)
     merge_method: str = "merge"  # merge | squash | rebase
     close_stale_after_days: int = 0  # close PRs with no push for this many days (0: never)
-    # Pacing (docs/operations.md): GitHub asks integrators to space requests, writes above all,
-    # and a transient error (5xx, a dropped connection) is retried after retry_wait_s, doubled
-    # at each try (evalbot.github.publish.Backoff). The defaults are GitHub's advice; a test
-    # against the fake GitHub sets small ones, which run the same code.
+    # Pacing (docs/github.md, Retries): GitHub asks integrators to space requests, writes above
+    # all, and a transient error (5xx, a dropped connection) is retried after retry_wait_s,
+    # doubled at each try (evalbot.github.publish.Backoff). The defaults are GitHub's advice; a
+    # test against the fake GitHub sets small ones, which run the same code.
     request_interval_s: float = 0.25  # PyGithub's seconds_between_requests
     write_interval_s: float = 1.0  # PyGithub's seconds_between_writes
     retry_wait_s: float = 1.0  # the first wait before a transient error is retried
