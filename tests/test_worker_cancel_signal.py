@@ -38,13 +38,17 @@ SIGTERM_AFTER_S, KILL_AFTER_S = 7.5, 2.5  # GitHub's runner, after its SIGINT
 
 
 def sandbox_processes() -> list[int]:
+    """The live processes of the sandbox user. A zombie is not one: it has exited, and an
+    orphaned bwrap's waits for the machine's init to reap it (a second or two here), which a
+    step that ends soon after its last run can beat."""
     uid = pwd.getpwnam(SANDBOX_USER).pw_uid
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
+            if os.stat(f"/proc/{pid}").st_uid == uid and \
+                    Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1][:1] != "Z":
                 found.append(int(pid))
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return found
 
