@@ -70,6 +70,7 @@ def test_a_valid_config_with_zero_quota_still_loads(tmp_path: Path) -> None:
     ("github:\n  repo: o/r\n", "retry_wait_s", "-1", "must be seconds >= 0"),
     ("github:\n  repo: o/r\n", "write_interval_s", "soon", "must be seconds >= 0"),
     ("github:\n  repo: o/r\n", "request_interval_s", "true", "must be seconds >= 0"),
+    ("github:\n  repo: o/r\n", "delivery_retry_s", "0", "must be seconds > 0"),
     ("service:\n", "host_beat_s", "0", "must be seconds > 0"),
 ])
 def test_a_pacing_interval_must_be_seconds(tmp_path: Path, section: str, key: str, value: str,

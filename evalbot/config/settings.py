@@ -74,6 +74,9 @@ class GitHubConfig:
     request_interval_s: float = 0.25  # PyGithub's seconds_between_requests
     write_interval_s: float = 1.0  # PyGithub's seconds_between_writes
     retry_wait_s: float = 1.0  # the first wait before a transient error is retried
+    # A delivery (or a reconcile pass) that met a passing fault (5xx, a refused token, the store
+    # failing) is handled again after this, doubled up to 5 minutes (evalbot.github.dispatcher).
+    delivery_retry_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "a
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
            "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
            "auto_merge", "merge_method", "close_stale_after_days", "app_id", "installation_id",
-           "approve_later_pushes", "request_interval_s", "write_interval_s", "retry_wait_s"}
+           "approve_later_pushes", "request_interval_s", "write_interval_s", "retry_wait_s",
+           "delivery_retry_s"}
 
 
 def load_config(path: Path) -> Config:
@@ -283,6 +287,7 @@ def _github(s: Section) -> GitHubConfig:
         request_interval_s=s.get("request_interval_s", float, GitHubConfig.request_interval_s),
         write_interval_s=s.get("write_interval_s", float, GitHubConfig.write_interval_s),
         retry_wait_s=s.get("retry_wait_s", float, GitHubConfig.retry_wait_s),
+        delivery_retry_s=s.get("delivery_retry_s", float, GitHubConfig.delivery_retry_s),
     )
 
 
@@ -297,6 +302,7 @@ def _check_rounds(s: Section) -> bool:
                 "must be a whole number >= 0 (0: no limit)")
     for key in ("request_interval_s", "write_interval_s", "retry_wait_s"):
         s.check(key, lambda v: _seconds(v) and v >= 0, "must be seconds >= 0")
+    s.check("delivery_retry_s", lambda v: _seconds(v) and v > 0, "must be seconds > 0")
     for key in ("app_id", "installation_id"):
         s.check(key, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                 "must be a GitHub id (a whole number)")

@@ -133,7 +133,7 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
           host: str = "127.0.0.1", listen_port: int = 0,
           backoff: Backoff | None = None,
           server_settings: dict[str, Any] | None = None,
-          reconcile_s: float | None = None, retry_s: float = 5.0,
+          reconcile_s: float | None = None, retry_s: float | None = None,
           reconcile_port: GitHubPort | None = None) -> Running:
     """The waitress server and the dispatcher, each on a thread; returns the bound port.
 
@@ -142,9 +142,13 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
     with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares).
     `reconcile_s`: compare open PRs' heads with the store at start and this often after each
     pass (None: never; `serve` and `webhook` do), on its own thread with its own
-    `reconcile_port` (PyGithub objects are not shared between threads)."""
+    `reconcile_port` (PyGithub objects are not shared between threads). `retry_s`: the first
+    wait before a delivery or a reconcile pass that met a passing fault is tried again (None:
+    the config's `github.delivery_retry_s`)."""
     if reconcile_s is not None and reconcile_port is None:
         raise ValueError("the reconcile needs a GitHub port of its own (reconcile_port)")
+    if retry_s is None:
+        retry_s = github_config(config).delivery_retry_s
     wake, locks = threading.Event(), PrLocks()
     store = Store(config.store)
     store.github_tables()
