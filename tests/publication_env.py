@@ -20,7 +20,7 @@ from evalbot.github import texts
 from evalbot.github.publish import status_state
 from evalbot.report.render import MARKER_PREFIX
 from evalbot.store.jobs import Store
-from tests.github.accounts import BOT, MAINTAINER
+from tests.github.accounts import BOT, MAINTAINER, PACING
 from tests.github.fake_github import REPO, FakeGitHub, Pull
 from tests.graded_history import measure, record
 from tests.service_env import write_config
@@ -50,7 +50,9 @@ def service_config(root: Path, fake: FakeGitHub, m: Measured, store: Path | None
                    ) -> Config:
     """The stub profile's config with one local box on the stub repository, against the fake;
     `store`: the store somewhere else than next to the config (a small disk)."""
-    github = f'github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: "{BOT}"\n'
+    github = (f'github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: "{BOT}"\n{PACING}'
+              # a refused publication is tried again after 0.5 s, not GitHub-paced 5 s
+              'service:\n  publish_retry_s: 0.5\n')
     config = write_config(root, m.repo, github=github)
     if store is None:
         return config

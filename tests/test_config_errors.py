@@ -64,3 +64,17 @@ def test_a_valid_config_with_zero_quota_still_loads(tmp_path: Path) -> None:
     path.write_text("profile: demo\n" + BOX + "github:\n  repo: o/r\n  quota_per_pr_per_day: 0\n")
     config = load_config(path)
     assert config.github is not None and config.github.quota_per_pr_per_day == 0
+
+
+@pytest.mark.parametrize(("section", "key", "value", "problem"), [
+    ("github:\n  repo: o/r\n", "retry_wait_s", "-1", "must be seconds >= 0"),
+    ("github:\n  repo: o/r\n", "write_interval_s", "soon", "must be seconds >= 0"),
+    ("github:\n  repo: o/r\n", "request_interval_s", "true", "must be seconds >= 0"),
+    ("github:\n  repo: o/r\n", "delivery_retry_s", "0", "must be seconds > 0"),
+    ("service:\n", "host_beat_s", "0", "must be seconds > 0"),
+])
+def test_a_pacing_interval_must_be_seconds(tmp_path: Path, section: str, key: str, value: str,
+                                          problem: str) -> None:
+    message = _load(tmp_path, "profile: demo\n" + BOX + section + f"  {key}: {value}\n")
+    where = section.split(":", 1)[0]
+    assert f"{where}.{key}: {problem}" in message, message

@@ -3,10 +3,12 @@ headless Chromium (Debian's `chromium`, installed by .ci/setup-chromium)."""
 
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -262,13 +264,24 @@ def test_regressions_page_lists_slower_cells_with_links(history, tmp_path):
     _screenshot(page, tmp_path)
 
 
-def test_one_main_commit_draws_no_line_and_claims_no_steps(tmp_path):
+@pytest.fixture(scope="module")
+def one_main(tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """(main, head, results, verdict): one real evaluation of a head on the demo's model name,
+    measured once for the tests that record it (each of them records its own copies)."""
+    root = tmp_path_factory.mktemp("one-main")
+    repo, main0, shas = make_repo(root, {"pr1": {"decode": 1200.0, "prefill": 1.1e6}})
+    results, verdict = measure(repo, main0, shas["pr1"], root / "job", "tiny")
+    return main0, shas["pr1"], results, verdict
+
+
+def test_one_main_commit_draws_no_line_and_claims_no_steps(one_main, tmp_path):
     """The demo's history: every verdict measured the same main within minutes."""
-    repo, main0, shas = make_repo(tmp_path, {"pr1": {"decode": 1200.0, "prefill": 1.1e6}})
+    main0, head, results, verdict = one_main
     store = Store(tmp_path / "evalbot.sqlite3")
-    for n in (1, 2):
-        results, verdict = measure(repo, main0, shas["pr1"], tmp_path / f"job{n}", "tiny")
-        record(store, "demo/engine", n, main0, shas["pr1"], results, verdict, 1)
+    for n in (1, 2):  # two PRs' verdicts on the one main
+        record(store, "demo/engine", n, main0, head, copy.deepcopy(results),
+               copy.deepcopy(verdict), 1)
     site = tmp_path / "site"
     build_site(store, site)
     for page in [site / "index.html", *sorted((site / "cells").rglob("*.html"))]:
@@ -307,15 +320,14 @@ def test_each_verdict_links_its_verdict_and_results_json(history, tmp_path):
             == row["verdict"]
 
 
-def test_the_demo_repository_gets_no_github_link(tmp_path):
+def test_the_demo_repository_gets_no_github_link(one_main, tmp_path):
     from evalbot.evaluation import demo
     from evalbot.report import dashboard_pages
 
     assert dashboard_pages.DEMO_REPO == demo.DEMO_REPO
-    repo, main0, shas = make_repo(tmp_path, {"pr1": {"decode": 1200.0, "prefill": 1.1e6}})
+    main0, head, results, verdict = one_main
     store = Store(tmp_path / "evalbot.sqlite3")
-    results, verdict = measure(repo, main0, shas["pr1"], tmp_path / "job", "tiny")
-    record(store, "demo/engine", 1, main0, shas["pr1"], results, verdict, 1)
+    record(store, "demo/engine", 1, main0, head, copy.deepcopy(results), copy.deepcopy(verdict), 1)
     site = tmp_path / "site"
     build_site(store, site)
     for page in [site / "index.html", site / "regressions.html", *(site / "cells").rglob("*.html")]:

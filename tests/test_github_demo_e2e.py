@@ -21,7 +21,7 @@ from evalbot.engine.demo.repo import DemoRepo
 from evalbot.store.jobs import Store
 from tests.demo_profile import cut_demo_profile
 from tests.github import payloads
-from tests.github.accounts import BOT, MAINTAINER
+from tests.github.accounts import BOT, MAINTAINER, PACING
 from tests.github.fake_github import REPO, FakeGitHub, Pull
 from tests.github.sender import Sender
 from tests.service_env import evalbot, stop, wait_for
@@ -45,7 +45,7 @@ github:
   repo: {REPO}
   api_url: {fake.api_url}
   bot_login: "{BOT}"
-service: {{metrics_port: 0}}
+{PACING}service: {{metrics_port: 0}}
 boxes:
   - {{name: local, kind: local, workdir: {tmp_path / 'box'}, repo: {demo.path},
       models_dir: {demo.model_path.parent}, trusted: true, python: {sys.executable},

@@ -15,7 +15,7 @@ import pytest
 from evalbot.config.settings import Config
 from evalbot.store.jobs import Store
 from tests.github import payloads
-from tests.github.accounts import BOT, MAINTAINER
+from tests.github.accounts import BOT, MAINTAINER, PACING
 from tests.github.fake_github import REPO, FakeGitHub
 from tests.github.sender import Sender
 from tests.service_env import Service, write_config
@@ -46,7 +46,8 @@ def stub(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
 @pytest.fixture
 def service(tmp_path: Path, fake: FakeGitHub, stub: tuple[Path, str, dict[str, str]]
             ) -> Iterator[Service]:
-    github = (f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n")
+    github = (f"github:\n  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
+              f"{PACING}")
     svc = Service(write_config(tmp_path, stub[0], github=github), fake.token,  # type: ignore[attr-defined]
                   tmp_path)
     yield svc

@@ -22,7 +22,7 @@ from pathlib import Path
 from evalbot.config.settings import Config
 from evalbot.store.jobs import Store
 from evalbot.store.leasing import HOST
-from evalbot.store.owner import STALE_S
+from evalbot.store.owner import STALE_BEATS
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub
@@ -123,7 +123,8 @@ def test_another_host_is_refused_until_this_one_stops_beating(
         ours.wait()
         theirs = other_host(tmp_path, config, fake, log, other)
         wait_for("the other host to take the store over", lambda: host_record(config).get(
-            "boot_id") == other, timeout_s=STALE_S + 120.0, proc=theirs, log=log)
+            "boot_id") == other, timeout_s=STALE_BEATS * config.service.host_beat_s + 120.0,
+            proc=theirs, log=log)
         log = tmp_path / "ours-again.log"
         text = refused(evalbot("worker", "--config", str(config.source), env=env(fake),
                                log=log), log)

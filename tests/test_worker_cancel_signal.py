@@ -25,6 +25,7 @@ import pytest
 from evalbot.github import run_cancel
 from evalbot.store.jobs import Store
 from tests.demo_box import box_python  # noqa: F401 (a fixture)
+from tests.github.accounts import PACING
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO, Pull
 from tests.github.payloads import pr_comment
@@ -37,13 +38,17 @@ SIGTERM_AFTER_S, KILL_AFTER_S = 7.5, 2.5  # GitHub's runner, after its SIGINT
 
 
 def sandbox_processes() -> list[int]:
+    """The live processes of the sandbox user. A zombie is not one: it has exited, and an
+    orphaned bwrap's waits for the machine's init to reap it (a second or two here), which a
+    step that ends soon after its last run can beat."""
     uid = pwd.getpwnam(SANDBOX_USER).pw_uid
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
+            if os.stat(f"/proc/{pid}").st_uid == uid and \
+                    Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1][:1] != "Z":
                 found.append(int(pid))
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return found
 
@@ -83,7 +88,7 @@ github:
   repo: {REPO}
   api_url: {api_url}
   token_env: EVALBOT_GITHUB_TOKEN
-boxes:
+{PACING}boxes:
   - name: local
     kind: local
     workdir: {workdir}

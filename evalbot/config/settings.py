@@ -67,6 +67,16 @@ class GitHubConfig:
     auto_merge: bool = False  # merge that PR after a confirmation run (needs merge_first)
     merge_method: str = "merge"  # merge | squash | rebase
     close_stale_after_days: int = 0  # close PRs with no push for this many days (0: never)
+    # Pacing (docs/github.md, Retries): GitHub asks integrators to space requests, writes above
+    # all, and a transient error (5xx, a dropped connection) is retried after retry_wait_s,
+    # doubled at each try (evalbot.github.publish.Backoff). The defaults are GitHub's advice; a
+    # test against the fake GitHub sets small ones, which run the same code.
+    request_interval_s: float = 0.25  # PyGithub's seconds_between_requests
+    write_interval_s: float = 1.0  # PyGithub's seconds_between_writes
+    retry_wait_s: float = 1.0  # the first wait before a transient error is retried
+    # A delivery (or a reconcile pass) that met a passing fault (5xx, a refused token, the store
+    # failing) is handled again after this, doubled up to 5 minutes (evalbot.github.dispatcher).
+    delivery_retry_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,12 @@ class ServiceConfig:
     aa_every_h: float = 24.0  # periodic A/A per box when idle; 0: never
     signing_key_file: Path | None = None  # Ed25519 private key (0600): sign every verdict
     reports_url: str = ""  # where dashboard/ and runs/<job>/ are published (comment links)
+    # Each serve and worker rewrites the store's host record this often; another host takes the
+    # store over after 3 missed beats (evalbot.store.owner).
+    host_beat_s: float = 5.0
+    # A verdict whose publication met a 5xx, a timeout or a refused token is tried again after
+    # this, doubled at each try up to 5 minutes, with jitter (evalbot.service.publishing).
+    publish_retry_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -103,7 +119,7 @@ class Config:
 
 _TOP = {"profile", "policy", "store", "boxes", "github", "labels_file", "service"}
 _SERVICE = {"shadow", "shadow_log", "metrics_host", "metrics_port", "aa_every_h",
-            "signing_key_file", "reports_url"}
+            "signing_key_file", "reports_url", "host_beat_s", "publish_retry_s"}
 _BOX = {"name", "kind", "workdir", "repo", "models_dir", "host", "port", "user", "key_file", "known_hosts",
         "labels", "trusted", "lock_clocks", "sd_floor", "python", "sandbox_user",
         "sandbox_launcher", "unsandboxed"}
@@ -111,7 +127,8 @@ _GITHUB = {"repo", "api_url", "token_env", "webhook_secret_env", "bot_login", "a
            "evaluate_drafts", "author_may_command", "quota_per_author_per_day",
            "quota_per_pr_per_day", "status_context", "merge_first", "merge_first_label",
            "auto_merge", "merge_method", "close_stale_after_days", "app_id", "installation_id",
-           "approve_later_pushes"}
+           "approve_later_pushes", "request_interval_s", "write_interval_s", "retry_wait_s",
+           "delivery_retry_s"}
 
 
 def load_config(path: Path) -> Config:
@@ -169,6 +186,8 @@ def _service(s: Section, base: Path) -> ServiceConfig:
             "must be a port number (0: any free port)")
     s.check("aa_every_h", lambda h: isinstance(h, int | float) and h >= 0,
             "must be hours >= 0 (0: no periodic A/A)")
+    for key in ("host_beat_s", "publish_retry_s"):
+        s.check(key, lambda v: _seconds(v) and v > 0, "must be seconds > 0")
     shadow_log, key = s.get("shadow_log", str, None), s.get("signing_key_file", str, None)
     return ServiceConfig(
         shadow=s.get("shadow", bool, False),
@@ -178,7 +197,13 @@ def _service(s: Section, base: Path) -> ServiceConfig:
         aa_every_h=s.get("aa_every_h", float, ServiceConfig.aa_every_h),
         signing_key_file=_resolve(base, key) if key else None,
         reports_url=s.get("reports_url", str, ""),
+        host_beat_s=s.get("host_beat_s", float, ServiceConfig.host_beat_s),
+        publish_retry_s=s.get("publish_retry_s", float, ServiceConfig.publish_retry_s),
     )
+
+
+def _seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _resolve(base: Path, value: str) -> Path:
@@ -259,6 +284,10 @@ def _github(s: Section) -> GitHubConfig:
         auto_merge=_check_rounds(s),
         merge_method=s.get("merge_method", str, "merge"),
         close_stale_after_days=s.get("close_stale_after_days", int, 0),
+        request_interval_s=s.get("request_interval_s", float, GitHubConfig.request_interval_s),
+        write_interval_s=s.get("write_interval_s", float, GitHubConfig.write_interval_s),
+        retry_wait_s=s.get("retry_wait_s", float, GitHubConfig.retry_wait_s),
+        delivery_retry_s=s.get("delivery_retry_s", float, GitHubConfig.delivery_retry_s),
     )
 
 
@@ -271,6 +300,9 @@ def _check_rounds(s: Section) -> bool:
     for quota in ("quota_per_author_per_day", "quota_per_pr_per_day"):
         s.check(quota, lambda q: isinstance(q, int) and not isinstance(q, bool) and q >= 0,
                 "must be a whole number >= 0 (0: no limit)")
+    for key in ("request_interval_s", "write_interval_s", "retry_wait_s"):
+        s.check(key, lambda v: _seconds(v) and v >= 0, "must be seconds >= 0")
+    s.check("delivery_retry_s", lambda v: _seconds(v) and v > 0, "must be seconds > 0")
     for key in ("app_id", "installation_id"):
         s.check(key, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                 "must be a GitHub id (a whole number)")

@@ -40,7 +40,7 @@ def webhook(config_file: Path, host: str, listen_port: int) -> None:
     gh = github_config(config)
     token = config.secret(gh.token_env)
     try:  # it runs the dispatcher, as serve does: one per store, one host per store
-        owner = StoreOwner(config.store, serving=True)
+        owner = StoreOwner(config.store, serving=True, beat_s=config.service.host_beat_s)
     except StoreInUse as exc:
         raise EvalbotError(str(exc)) from None
     running = start(config, config.secret(gh.webhook_secret_env).encode(),

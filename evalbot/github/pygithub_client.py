@@ -32,12 +32,14 @@ SECONDARY_WAIT_S = 60.0  # GitHub's advice when a secondary limit names no Retry
 
 class PyGithubPort:
     def __init__(self, repo: str, token: str | Auth.Auth, api_url: str, *, throttle: bool = True,
-                 timeout_s: int = 15) -> None:
+                 timeout_s: int = 15, request_interval_s: float = 0.25,
+                 write_interval_s: float = 1.0) -> None:
+        """throttle: PyGithub spaces requests and writes by the intervals (GitHubConfig's)."""
         auth = token if isinstance(token, Auth.Auth) else Auth.Token(token)  # App: app_auth.py
         self._gh = Github(auth=auth, base_url=api_url.rstrip("/"), retry=None,
                           timeout=timeout_s, per_page=PAGE, lazy=True,
-                          seconds_between_requests=0.25 if throttle else None,
-                          seconds_between_writes=1.0 if throttle else None)
+                          seconds_between_requests=request_interval_s if throttle else None,
+                          seconds_between_writes=write_interval_s if throttle else None)
         self._repo = self._gh.get_repo(repo)
         self.full_name = repo
 

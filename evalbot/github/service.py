@@ -46,7 +46,16 @@ def make_port(gh: GitHubConfig, token: str, throttle: bool = True) -> GitHubPort
     from evalbot.github.app_auth import github_auth
     from evalbot.github.pygithub_client import PyGithubPort
 
-    return PyGithubPort(gh.repo, github_auth(gh, token), gh.api_url, throttle=throttle)
+    return PyGithubPort(gh.repo, github_auth(gh, token), gh.api_url, throttle=throttle,
+                        request_interval_s=gh.request_interval_s,
+                        write_interval_s=gh.write_interval_s)
+
+
+def process_backoff(gh: GitHubConfig) -> Backoff:
+    """PROCESS_BACKOFF, waiting the config's retry_wait_s before a transient error's retry (a
+    process runs one config)."""
+    PROCESS_BACKOFF.transient_wait_s = gh.retry_wait_s
+    return PROCESS_BACKOFF
 
 
 def make_publisher(config: Config, port: GitHubPort,
@@ -60,9 +69,9 @@ def make_publisher(config: Config, port: GitHubPort,
         from evalbot.github.shadow import ShadowPublisher
 
         return ShadowPublisher(config.store, config.service.shadow_log, gh.bot_login,
-                               gh.status_context, backoff or PROCESS_BACKOFF)
+                               gh.status_context, backoff or process_backoff(gh))
     return Publisher(port, gh.bot_login, LabelFamily(load_labels(config.labels_file)),
-                     gh.status_context, backoff or PROCESS_BACKOFF, config.service.reports_url)
+                     gh.status_context, backoff or process_backoff(gh), config.service.reports_url)
 
 
 def make_handlers(config: Config, store: Store, port: GitHubPort,
@@ -124,7 +133,7 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
           host: str = "127.0.0.1", listen_port: int = 0,
           backoff: Backoff | None = None,
           server_settings: dict[str, Any] | None = None,
-          reconcile_s: float | None = None, retry_s: float = 5.0,
+          reconcile_s: float | None = None, retry_s: float | None = None,
           reconcile_port: GitHubPort | None = None) -> Running:
     """The waitress server and the dispatcher, each on a thread; returns the bound port.
 
@@ -133,9 +142,13 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
     with `webhook.SERVER_SETTINGS` unless `server_settings` replaces them (the bench compares).
     `reconcile_s`: compare open PRs' heads with the store at start and this often after each
     pass (None: never; `serve` and `webhook` do), on its own thread with its own
-    `reconcile_port` (PyGithub objects are not shared between threads)."""
+    `reconcile_port` (PyGithub objects are not shared between threads). `retry_s`: the first
+    wait before a delivery or a reconcile pass that met a passing fault is tried again (None:
+    the config's `github.delivery_retry_s`)."""
     if reconcile_s is not None and reconcile_port is None:
         raise ValueError("the reconcile needs a GitHub port of its own (reconcile_port)")
+    if retry_s is None:
+        retry_s = github_config(config).delivery_retry_s
     wake, locks = threading.Event(), PrLocks()
     store = Store(config.store)
     store.github_tables()

@@ -25,6 +25,7 @@ import sqlite3
 from collections.abc import Callable
 
 from evalbot.config.errors import EvalbotError
+from evalbot.config.settings import ServiceConfig
 from evalbot.github.hold import Hold
 from evalbot.github.port import GitHubError, RateLimited, Transient, Unauthorized
 from evalbot.github.writing import Busy, writing
@@ -32,7 +33,7 @@ from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import Store
 
 log = logging.getLogger("evalbot.worker")
-FIRST_RETRY_S = 5.0
+FIRST_RETRY_S = ServiceConfig.publish_retry_s  # the config's default
 CAP_S = 300.0
 Publish = Callable[[Store, str], None]
 

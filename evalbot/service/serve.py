@@ -152,10 +152,10 @@ def _dead(threads: list[threading.Thread], until_idle: bool,
     return gone + (["the dispatcher"] if alive is not None and not alive() else [])
 
 
-def _owner(store: Path, serving: bool = False) -> StoreOwner:
+def _owner(config: Config, serving: bool = False) -> StoreOwner:
     """This process's hold on the store (evalbot.store.owner), or the one-line refusal."""
     try:
-        return StoreOwner(store, serving)
+        return StoreOwner(config.store, serving, beat_s=config.service.host_beat_s)
     except StoreInUse as exc:
         raise ConfigError(str(exc)) from None
 
@@ -190,7 +190,8 @@ def _settings(config: Config, lease_ttl: float, max_tries: int, retry_backoff: f
         raise click.BadParameter("--lease-ttl and --poll must be > 0, --max-tries >= 1, "
                                  "--retry-backoff and --drain-grace >= 0")
     return Settings(lease_ttl_s=lease_ttl, max_tries=max_tries, backoff_s=retry_backoff,
-                    poll_s=poll, aa_every_s=config.service.aa_every_h * 3600.0)
+                    poll_s=poll, aa_every_s=config.service.aa_every_h * 3600.0,
+                    publish_retry_s=config.service.publish_retry_s)
 
 
 def _metrics(config: Config, running: Running | None) -> Listener | None:
@@ -230,7 +231,7 @@ def serve(config_file: Path, host: str, listen_port: int, lease_ttl: float, max_
         w.on_start = ActionsRun(rt, "").started
     gh = rt.config.github
     ring = ring_from_env(os.environ, gh.webhook_secret_env) if gh is not None else None
-    owner = _owner(rt.config.store, serving=True)  # one host, one serve: before any open
+    owner = _owner(rt.config, serving=True)  # one host, one serve: before any open
     prepare_store(rt.config)  # after the config's checks: a refused config changes nothing
     running = None
     if gh is not None and ring is not None:
@@ -284,7 +285,7 @@ def worker(config_file: Path, box_name: str | None, until_idle: bool, on_signal:
     settings = _settings(rt.config, lease_ttl, max_tries, retry_backoff, poll, drain_grace)
     workers = make_workers(rt, settings, out_root or rt.config.store.parent / "results",
                            box_name)
-    owner = _owner(rt.config.store)  # another host's store is refused before it is opened
+    owner = _owner(rt.config)  # another host's store is refused before it is opened
     prepare_store(rt.config)
     actions = ActionsRun(rt, run_url)
     watch = head_watch.for_config(rt.config, rt.token, throttle) if watch_pushes else None

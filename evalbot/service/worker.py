@@ -46,7 +46,7 @@ from evalbot.report.witness_floors import stale_witnesses
 from evalbot.service.calibrate import calibration_job
 from evalbot.service.health import SICK_RECHECK_S, Health, HealthStore, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
-from evalbot.service.publishing import publish_pending
+from evalbot.service.publishing import FIRST_RETRY_S, publish_pending
 from evalbot.service.renewal import Renewal
 from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import JobRow, Store
@@ -66,6 +66,7 @@ class Settings:
     follow_poll_s: float = 0.5
     aa_every_s: float = 0.0  # periodic A/A per box when idle (config service.aa_every_h); 0: off
     aa_pairs: int = 12
+    publish_retry_s: float = FIRST_RETRY_S  # config service.publish_retry_s
 
 
 class Worker:
@@ -331,7 +332,8 @@ class Worker:
     # ---- publication ----------------------------------------------------------------------
     def publish_pending(self, store: Store) -> None:
         """Every finished job not yet on GitHub; one PR's failure holds back no other's."""
-        publish_pending(store, self._publish, self.name, hold=self.publishing_hold)
+        publish_pending(store, self._publish, self.name, self.settings.publish_retry_s,
+                        hold=self.publishing_hold)
 
     # ---- the box --------------------------------------------------------------------------
     def _connected(self) -> Box:

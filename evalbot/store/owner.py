@@ -7,8 +7,10 @@ the host's monotonic clock. So every process of a store runs on one host; a seco
 refused at start, before it opens (and so changes) anything:
 
 - `<store>.host` names the host using the store (its kernel boot id: one monotonic clock) and
-  carries a heartbeat, a fresh token written every BEAT_S by each `serve` and `worker` of it. A
-  process of another host watches the file for STALE_S by its own monotonic clock: a token that
+  carries a heartbeat, a fresh token written every `beat_s` (the config's `service.host_beat_s`)
+  by each `serve` and `worker` of it, and that interval. A process of another host watches the
+  file for STALE_BEATS of the longer of its own and the record's intervals, by its own monotonic
+  clock (a record without one: BEAT_S): a token that
   changes means the other host is alive, and the process is refused with an error naming it; an
   unchanged one means that host is gone (powered off, rebooted), and the store is taken over. A
   process that later finds another host's record in the file (two hosts took over at once)
@@ -35,8 +37,8 @@ from typing import IO, Any
 from evalbot.store.leasing import HOST
 
 log = logging.getLogger("evalbot.store")
-BEAT_S = 5.0
-STALE_S = 3 * BEAT_S  # no beat for this long: the host is gone
+BEAT_S = 5.0  # ServiceConfig.host_beat_s's default, and a record's that names none
+STALE_BEATS = 3  # no beat for this many intervals: the host is gone
 
 
 class StoreInUse(Exception):
@@ -47,9 +49,10 @@ class StoreInUse(Exception):
 class StoreOwner:
     """This process's hold on a store: the host record it beats, the serve lock it holds."""
 
-    def __init__(self, store: Path, serving: bool = False, host: str = HOST) -> None:
+    def __init__(self, store: Path, serving: bool = False, host: str = HOST,
+                 beat_s: float = BEAT_S) -> None:
         self.store, self.host_file = store, Path(f"{store}.host")
-        self.host, self.lost = host, ""
+        self.host, self.lost, self.beat_s = host, "", beat_s
         self._lock: IO[str] | None = _serve_lock(store) if serving else None
         self._wait_for_other_host()
         self._stop = threading.Event()
@@ -68,8 +71,8 @@ class StoreOwner:
         first = _read(self.host_file)
         if first is None or first.get("boot_id") == self.host:
             return
-        since = time.monotonic()
-        while time.monotonic() - since < STALE_S:
+        since, stale_s = time.monotonic(), STALE_BEATS * max(self.beat_s, _beat_of(first))
+        while time.monotonic() - since < stale_s:
             time.sleep(0.2)
             now = _read(self.host_file)
             if now is not None and now.get("beat") != first.get("beat") \
@@ -80,17 +83,17 @@ class StoreOwner:
                     f"{now.get('boot_id', '?')}): a store serves one host (docs/service.md). "
                     "Run this evalbot on that host, or give this host a store of its own")
         log.warning("store: host %r (boot id %s) stopped beating %.0f s ago; taking the store "
-                    "over", first.get("hostname"), first.get("boot_id"), STALE_S)
+                    "over", first.get("hostname"), first.get("boot_id"), stale_s)
 
     def _beat(self) -> None:
         record = {"boot_id": self.host, "hostname": socket.gethostname(), "pid": os.getpid(),
-                  "beat": uuid.uuid4().hex, "at": time.time()}
+                  "beat": uuid.uuid4().hex, "beat_s": self.beat_s, "at": time.time()}
         tmp = self.host_file.with_name(f"{self.host_file.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.host_file)  # atomic: a reader sees the old or the new record
 
     def _beating(self) -> None:
-        while not self._stop.wait(BEAT_S):
+        while not self._stop.wait(self.beat_s):
             now = _read(self.host_file)
             if now is not None and now.get("boot_id") != self.host:
                 self.lost = (f"host {now.get('hostname')!r} (boot id {now.get('boot_id')}) "
@@ -118,6 +121,12 @@ def _serve_lock(store: Path) -> IO[str]:
     handle.write(str(os.getpid()))
     handle.flush()
     return handle
+
+
+def _beat_of(record: dict[str, Any]) -> float:
+    """The interval a host record says its host beats at (BEAT_S where it names none)."""
+    beat = record.get("beat_s")
+    return float(beat) if isinstance(beat, int | float) and beat > 0 else BEAT_S
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from evalbot.github.port import GitHubPort
 from evalbot.github.pygithub_client import PyGithubPort
 from evalbot.github.service import Running, make_handlers, start
 from evalbot.store.jobs import Store
-from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, fast_backoff
+from tests.github.accounts import BOT, MAINTAINER, OUTSIDER, PACING, fast_backoff
 from tests.github.fake_github import REPO, FakeGitHub
 from tests.github.sender import Sender
 
@@ -40,7 +40,7 @@ github:
   repo: {REPO}
   api_url: {fake.api_url}
   bot_login: "{BOT}"
-  quota_per_author_per_day: 3
+{PACING}  quota_per_author_per_day: 3
   quota_per_pr_per_day: 2
 boxes:
   - {{name: local, kind: local, workdir: {tmp_path / 'box'}, trusted: true,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from evalbot.config.settings import Config, load_config
 from evalbot.service.health import Health, HealthStore
-from tests.github.accounts import BOT
+from tests.github.accounts import BOT, PACING
 from tests.github.fake_github import REPO, FakeGitHub
 from tests.github.sender import Sender
 from tests.service_env import evalbot, stop, wait_for
@@ -24,8 +24,9 @@ def serve_config(root: Path, fake: FakeGitHub) -> Config:
     path = root / "evalbot.yaml"
     path.write_text(f"profile: demo\nstore: {root / 'evalbot.sqlite3'}\ngithub:\n"
                     f"  repo: {REPO}\n  api_url: {fake.api_url}\n  bot_login: \"{BOT}\"\n"
-                    "  quota_per_author_per_day: 0\n  quota_per_pr_per_day: 0\n"
-                    "service:\n  metrics_port: 0\n  aa_every_h: 0\nboxes:\n"
+                    f"{PACING}  quota_per_author_per_day: 0\n  quota_per_pr_per_day: 0\n"
+                    # a host that stops beating is gone after 3 beats: 4.5 s, not 15
+                    "service:\n  metrics_port: 0\n  aa_every_h: 0\n  host_beat_s: 1.5\nboxes:\n"
                     f"  - {{name: local, kind: local, workdir: {root / 'box'}, trusted: true, "
                     "unsandboxed: true}\n")
     config = load_config(path)
