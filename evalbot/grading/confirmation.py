@@ -69,6 +69,7 @@ from evalbot.engine.measure.witness import (
     claimed_saving,
     others_claims,
     pair_savings,
+    slowdown_s,
     unverified_work_s,
 )
 from evalbot.engine.measure.witness_interval import (
@@ -76,10 +77,11 @@ from evalbot.engine.measure.witness_interval import (
     Critical,
     Floor,
     Interval,
+    rules_out,
     saving_interval,
 )
 from evalbot.grading import quantiles, unexplained_cost
-from evalbot.grading.sequential import DIGITS, GUARD_ALPHA, guard
+from evalbot.grading.sequential import DIGITS, EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
@@ -137,7 +139,12 @@ def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE
     crit = [critical(n, a, SPOOF_ALPHA / looks, spec.floor_df, version)
             for n, a in zip(spec.looks, alphas, strict=True)]
     pooled = Floor(spec.sd_floor_s, spec.floor_df).given
+    eq = [critical(n, a, a, spec.floor_df, version)
+          for n, a in zip(spec.looks, look_alphas(spec.looks, EQUIVALENCE_ALPHA, version),
+                          strict=True)]
     return replace(spec, rule_version=version, stop_t=tuple(c.lower for c in crit),
+                   equivalence_t=tuple(c.lower for c in eq),
+                   pooled_equivalence_t=tuple(c.lower_pooled for c in eq) if pooled else (),
                    spoof_t=tuple(c.upper for c in crit),
                    pooled_stop_t=tuple(c.lower_pooled for c in crit) if pooled else (),
                    pooled_spoof_t=tuple(c.upper_pooled for c in crit) if pooled else (),
@@ -173,10 +180,24 @@ def interval(d: np.ndarray, base_s: float, alpha: float, floor: Floor = NO_FLOOR
     return saving_interval(d, base_s, critical(len(d), alpha, alpha, floor.df, version), floor)
 
 
+def equivalence_critical(looks: tuple[int, ...], pairs: int, floor: Floor,
+                         version: int) -> Critical | None:
+    """The equivalence bound's critical values for `pairs` pairs: the printed-rate rule's TOST
+    level (EQUIVALENCE_ALPHA) split over the looks as `with_stops` split it, which the harness
+    stopped on; None off a look (a witness cut between looks, or that lost a pair's base
+    output), where the harness decided nothing."""
+    if pairs not in looks:
+        return None
+    a = alpha_at(looks, pairs, EQUIVALENCE_ALPHA, version)
+    return critical(pairs, a, a, floor.df, version)
+
+
 def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
-          alpha: float) -> dict[str, Any]:
-    """One witness: its interval and, per covered cell with a claim, the status and the gain
-    the harness measured for it (a lower bound)."""
+          alpha: float, tolerance: float = 0.0) -> dict[str, Any]:
+    """One witness: its interval and, per covered cell with a claim, the status, the gain
+    the harness measured for it (a lower bound) and whether it rules out a slowdown of the
+    regression threshold `tolerance` of the cell's work (`ruled_out`, engine/measure/
+    witness_interval.py `rules_out`, the harness's own stop; 0: not asked)."""
     confirming = witness.get("source", "witness") == "witness"
     samples = witness["samples"]
     unverified = confirming and any(not s.get("verified") and not s["dropped"] for s in samples
@@ -212,6 +233,7 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     wall_reason = not confirming and bool(witness.get("wall_reason"))
     # what the printed rates say of the cells printed slower (<= 0): a saving they do not claim
     negative = sum(min(v[0], 0.0) for v in claims.values())
+    eq = equivalence_critical(looks, len(d), floor, version) if tolerance > 0 else None
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
@@ -230,8 +252,10 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         # None: the pairs allow any gain (a cell whose time they could all but remove)
         gain_hi = (None if own_hi >= main_s else
                    main_s / (main_s - own_hi) - 1 if own_hi > 0 else 0.0)
+        ruled_out = eq is not None and confirming and not unverified and rules_out(
+            d, base_s, eq, floor, total + negative, slowdown_s(claims, [key], tolerance))
         out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
-                             "gain": gain, "gain_hi": gain_hi}
+                             "gain": gain, "gain_hi": gain_hi, "ruled_out": ruled_out}
     return out
 
 
@@ -243,14 +267,15 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         return []
     alpha = confirm_alpha(results["rule"].get("alpha"), 1)
     records = {_key(c): c for c in results["cells"]}
+    every = bool(results["rule"].get("witness_every_cell"))
+    tolerance = float(results["rule"].get("tolerance") or 0.0) if every else 0.0
     judged = []
     for w in results["witnesses"]:
         claims = {k: s for k, t in w["cells"].items() if k in records
                   for s in [claimed_saving(records[k]["samples"], int(t),
                                            records[k].get("higher_is_better", True))]
                   if s is not None}
-        judged.append(judge(w, claims, alpha))
-    every = bool(results["rule"].get("witness_every_cell"))
+        judged.append(judge(w, claims, alpha, tolerance))
     covered = {k for w in results["witnesses"] if w.get("source", "witness") == "witness"
                for k in w["cells"]}
     for cell in cells:
@@ -281,16 +306,21 @@ def _apply(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
 
 
 def both_ways(cell: dict[str, Any], judged: list[dict[str, Any]], must_time: bool) -> None:
-    """A cell its witness shows slower than printed, or (`must_time`: the rule times every
-    covered cell) an unchanged one no witness of the harness timed to a judgement, is not
-    believed (an improved one unconfirmed is not believed already)."""
-    real = [j["cells"][cell["key"]]["status"] for j in judged
+    """A cell its witness shows slower than printed is not believed; so (`must_time`: the rule
+    times every covered cell, issue 53) is an unchanged one no witness of the harness ruled a
+    slowdown of the regression threshold out for: one that timed it but could not
+    (NOT_RULED_OUT), or none could time it (UNTIMED: its head output failed, too few pairs, a
+    stale floor). An improved one unconfirmed is not believed already."""
+    real = [j["cells"][cell["key"]] for j in judged
             if cell["key"] in j["cells"] and j["source"] == "witness"]
-    timed = {"confirmed", "unconfirmed", "contradicted", COSTLY} & set(real)
-    if COSTLY in real or "contradicted" in real:  # an unchanged cell's noise-sized claim
+    statuses = {c["status"] for c in real}
+    if COSTLY in statuses or "contradicted" in statuses:  # an unchanged cell's noise-sized claim
         cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.COST)
-    elif must_time and not timed and cell["decision"] in ("neutral", "slower", "inconclusive"):
-        cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.UNTIMED)
+    elif must_time and cell["decision"] in ("neutral", "slower", "inconclusive") \
+            and not any(c.get("ruled_out") for c in real):
+        timed = statuses & {"confirmed", "unconfirmed"}
+        cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.NOT_RULED_OUT
+                    if timed else unexplained_cost.UNTIMED)
 
 
 def _cap(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
