@@ -286,9 +286,10 @@ class Measurement:
         both_ways = self.job.rule.witness_every_cell and not self.job.rule.witness_aa
         unchanged = [k for k in improved if self.records[k].looks[-1]["decision"]
                      not in ("improved", "improving")] if both_ways else []
+        own = [k for k in unchanged if not witness_plan.timed_by_narrower(k, spec, run.witnesses)]
         stop = replace(witness.stop_for(claims, improved),
                        unchanged_only=both_ways and len(unchanged) == len(improved),
-                       slowdown_s=witness.slowdown_s(claims, unchanged, self.job.rule.tolerance))
+                       believe_above_s=witness.believed_above(claims, own, self.job.rule.tolerance))
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
                                  self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)
         self.witnessed_s += witness.box_s(record.samples)

@@ -167,12 +167,12 @@ class Stop:
     margin_s: float = 0.0
     claimed_s: float = 0.0
     negative_s: float = 0.0  # the claims (<= 0) of cells printed slower: less saving expected
-    # only unchanged cells (`witness_every_cell`, issue 53): `slower` once the upper bound is below
-    # all claims, `timed` once the equivalence bound rules out a slowdown of `slowdown_s`
+    # only unchanged cells (`witness_every_cell`, issue 53): `timed` once the equivalence bound
+    # rules out their slowdowns, `slower` once the upper bound says it never will
     unchanged_only: bool = False
-    # the regression threshold's seconds of the smallest unchanged cell's work it times (0: none):
-    # such a cell is believed only once the witness rules that slowdown out (`rules_out`)
-    slowdown_s: float = 0.0
+    # the unchanged cells it times are believed once the equivalence bound is above this, plus
+    # the work invented ids may have skipped (`believed_above`); None: none to rule out
+    believe_above_s: float | None = None
 
 
 def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
@@ -180,13 +180,16 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str])
                 sum(min(c[0], 0.0) for c in claims.values()))
 
 
-def slowdown_s(claims: Mapping[str, tuple[float, float]], unchanged: Iterable[str],
-               tolerance: float) -> float:
-    """The regression threshold's seconds of the smallest of the `unchanged` cells' work in one
-    witness process (main's time for it, by its printed rates): what the witness must rule out
-    for each of them to be believed unchanged (both the harness's stop and the bot's belief);
-    0: none to rule out."""
-    return min((tolerance * claims[k][1] for k in unchanged if k in claims), default=0.0)
+def believed_above(claims: Mapping[str, tuple[float, float]], unchanged: Iterable[str],
+                   tolerance: float) -> float | None:
+    """The mean saving's equivalence bound above which each of the `unchanged` cells is
+    believed unchanged (issue 53), less the work the head's invented ids may have skipped,
+    which the caller adds: the regression threshold's seconds of the cell's work in one witness
+    process (main's time for it, by its printed rates) below the saving the other covered cells
+    claim (their positive claims, taken as true, could hide it). Both the harness's stop and the
+    bot's belief; None: none to rule out."""
+    bounds = [others_claims(claims, k) - tolerance * claims[k][1] for k in unchanged if k in claims]
+    return max(bounds) if bounds else None
 
 
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
@@ -215,15 +218,12 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     # contradiction first, as the bot judges: a saving far below the claim is no confirmation
     if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s + stop.negative_s:
         return "contradicted"
-    signed = stop.claimed_s + stop.negative_s
-    if stop.unchanged_only and bounds.hi < signed:
-        return "slower"
-    ruled_out = stop.slowdown_s > 0 and len(d) == pairs and rules_out(
-        d, base_s, equivalence_critical(spec, pairs), Floor(spec.sd_floor_s, spec.floor_df),
-        signed, stop.slowdown_s)
-    if stop.unchanged_only:
-        return "timed" if ruled_out else ""
-    if bounds.lo > stop.margin_s + skipped and (ruled_out or not stop.slowdown_s):
+    above = None if stop.believe_above_s is None else stop.believe_above_s + skipped
+    ruled_out = above is not None and len(d) == pairs and rules_out(
+        d, base_s, equivalence_critical(spec, pairs), Floor(spec.sd_floor_s, spec.floor_df), above)
+    if stop.unchanged_only:  # futility: at the contradiction's level, it can never rule it out
+        return "timed" if ruled_out else "slower" if above is not None and bounds.hi < above else ""
+    if bounds.lo > stop.margin_s + skipped and (ruled_out or stop.believe_above_s is None):
         return "confirmed"
     return ""
 

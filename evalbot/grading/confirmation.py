@@ -66,10 +66,10 @@ from evalbot.engine.measure.witness import (
     FLOOR_STALE,
     MIN_PAIRS,
     SHOWN_FRACTION,
+    believed_above,
     claimed_saving,
     others_claims,
     pair_savings,
-    slowdown_s,
     unverified_work_s,
 )
 from evalbot.engine.measure.witness_interval import (
@@ -100,6 +100,12 @@ STALE_REASON = "witness floor stale, run `evalbot calibrate`"
 # a witness shows the head slower than its printed rates say, at 1 - SPOOF_ALPHA (issue 53): the
 # covered cells that are not regressed are not believed (evalbot/grading/unexplained_cost.py COST)
 COSTLY = "slower than printed"
+# Where the witnesses time every covered cell (`witness_every_cell`), each gets a last look at
+# this many times its profile's last: an A/A's unchanged cell is believed only once its witness
+# rules out a slowdown of the regression threshold, and at the demo's prefill-1024 (0.058 s of
+# a 30% slowdown against 0.03 s a pair) 6 pairs left 1 A/A in 70 not believed; a witness that
+# rules it out earlier stops there (bench/hidden_cost.py, docs/statistics.md section 9)
+BOTH_WAYS_LAST_LOOK = 2
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
@@ -129,11 +135,17 @@ def alpha_at(looks: tuple[int, ...], pairs: int, alpha: float, version: int) -> 
     return reached[-1] if reached else shares[0]
 
 
-def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE) -> WitnessSpec:
-    """The witness as the job carries it: the critical values of each look, of confirmation
-    and of contradiction, at which the harness may stop measuring (engine/measure/witness.py):
-    for the own sd and, where the witness has a calibrated floor, for the pooled sd with the
-    guard and (rule 2) the degrees of freedom the floor counts for at each look."""
+def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE,
+               both_ways: bool = False) -> WitnessSpec:
+    """The witness as the job carries it: the critical values of each look, of confirmation,
+    of contradiction and of equivalence, at which the harness may stop measuring
+    (engine/measure/witness.py): for the own sd and, where the witness has a calibrated floor,
+    for the pooled sd with the guard and (rule 2) the degrees of freedom the floor counts for at
+    each look. `both_ways` (`speed.witness_every_cell`): one more look, at BOTH_WAYS_LAST_LOOK
+    times the last, for an unchanged cell's equivalence (issue 53)."""
+    if both_ways:
+        last = BOTH_WAYS_LAST_LOOK * spec.looks[-1]
+        spec = replace(spec, looks=(*spec.looks, last), pairs=last)
     looks = len(spec.looks)
     alphas = look_alphas(spec.looks, confirm_alpha(rule_alpha, 1), version)
     crit = [critical(n, a, SPOOF_ALPHA / looks, spec.floor_df, version)
@@ -252,8 +264,9 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         # None: the pairs allow any gain (a cell whose time they could all but remove)
         gain_hi = (None if own_hi >= main_s else
                    main_s / (main_s - own_hi) - 1 if own_hi > 0 else 0.0)
-        ruled_out = eq is not None and confirming and not unverified and rules_out(
-            d, base_s, eq, floor, total + negative, slowdown_s(claims, [key], tolerance))
+        above = believed_above(claims, [key], tolerance)
+        ruled_out = eq is not None and above is not None and confirming and not unverified \
+            and rules_out(d, base_s, eq, floor, above + skipped)
         out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
                              "gain": gain, "gain_hi": gain_hi, "ruled_out": ruled_out}
     return out
@@ -306,21 +319,22 @@ def _apply(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
 
 
 def both_ways(cell: dict[str, Any], judged: list[dict[str, Any]], must_time: bool) -> None:
-    """A cell its witness shows slower than printed is not believed; so (`must_time`: the rule
-    times every covered cell, issue 53) is an unchanged one no witness of the harness ruled a
-    slowdown of the regression threshold out for: one that timed it but could not
-    (NOT_RULED_OUT), or none could time it (UNTIMED: its head output failed, too few pairs, a
-    stale floor). An improved one unconfirmed is not believed already."""
+    """Where the rule times every covered cell (`must_time`, issue 53), an unchanged one is
+    believed only where a witness of the harness ruled a slowdown of the regression threshold
+    out: else it is not believed, NOT_RULED_OUT where a witness timed it, UNTIMED where none
+    could (its head output failed, too few pairs, a stale floor). That one rule replaces, for
+    these cells, the check below. Elsewhere a cell its witness shows slower than printed (or
+    contradicts) is not believed. An improved one unconfirmed is not believed already."""
     real = [j["cells"][cell["key"]] for j in judged
             if cell["key"] in j["cells"] and j["source"] == "witness"]
     statuses = {c["status"] for c in real}
-    if COSTLY in statuses or "contradicted" in statuses:  # an unchanged cell's noise-sized claim
+    if must_time and cell["decision"] in ("neutral", "slower", "inconclusive"):
+        if not any(c.get("ruled_out") for c in real):
+            timed = statuses & {"confirmed", "unconfirmed", "contradicted", COSTLY}
+            cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.
+                        NOT_RULED_OUT if timed else unexplained_cost.UNTIMED)
+    elif COSTLY in statuses or "contradicted" in statuses:  # an unchanged cell's noise claim
         cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.COST)
-    elif must_time and cell["decision"] in ("neutral", "slower", "inconclusive") \
-            and not any(c.get("ruled_out") for c in real):
-        timed = statuses & {"confirmed", "unconfirmed"}
-        cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.NOT_RULED_OUT
-                    if timed else unexplained_cost.UNTIMED)
 
 
 def _cap(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
