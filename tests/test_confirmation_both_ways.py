@@ -20,6 +20,7 @@ from evalbot.engine.measure import witness
 from evalbot.grading import confirmation, unexplained_cost
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
+from evalbot.report import unconfirmed
 from tests.test_confirmation import ROOT, _scripted
 from tests.test_grading import C, Doc, results
 
@@ -183,3 +184,10 @@ def test_the_bot_replays_what_the_harness_measured(tmp_path, savings, pairs_run,
         DEFAULT.alpha, 1), DEFAULT.tolerance)
     assert judged["cells"][KEY]["ruled_out"] is believed
     assert (record.settled_by == "timed") is believed
+
+
+def test_the_comment_says_the_harness_could_not_rule_the_slowdown_out():
+    verdict = _graded(_witness(THRESHOLD_S, 5))
+    lines = unconfirmed.lines(unconfirmed.groups(verdict))
+    assert lines == ["❓ decode @ 128: not believed: the harness's clock could not rule out a "
+                     "slowdown of 2% (the regression threshold) of this cell's work"], lines
