@@ -33,6 +33,7 @@ Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparki
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -41,6 +42,7 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -50,6 +52,7 @@ if str(ROOT) not in sys.path:
 
 from bench import _simbox  # noqa: E402
 from bench._simbox import POLICY, Head, World  # noqa: E402
+from evalbot.engine.measure import witness_plan  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
 
@@ -171,6 +174,33 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int) -> Non
                   flush=True)
 
 
+def print_analytic(name: str, share: float) -> None:
+    """Per witness of the profile under design B, the chance that an A/A's unchanged cell is not
+    ruled in at its last look (a normal approximation: the pair sd the fixture's, the critical
+    value the job's last equivalence t), and their sum over the PR: the false-flag rate the
+    rule's construction gives, box-time cuts aside (the simulated A/As count those)."""
+    evaluator = _simbox.Evaluator(profile_of(name, True, share), World(name),
+                                  Path(tempfile.mkdtemp(prefix="hidden-")))
+    rule = evaluator.job.rule
+    print(f"\n### {name}: an A/A not believed at a witness's last look (normal approximation)\n"
+          "\n| witness | cell | t x main's s | pair sd | last look | P |\n|---|---|---:|---:|---:|---:|")
+    total = 0.0
+    for run in evaluator.job.runs:
+        pace, cells = evaluator.world.run(run), {c.key: c for c in run.cells}
+        for spec in run.witnesses:
+            sd = evaluator.world.witness(run, spec).pair_sd_s
+            t_last = (spec.pooled_equivalence_t or spec.equivalence_t)[-1]
+            n = spec.looks[-1]
+            for key, tokens in spec.cells.items():
+                if witness_plan.timed_by_narrower(key, spec, run.witnesses):
+                    continue
+                delta = rule.tolerance * tokens / _simbox.rate(pace, cells[key])
+                p = NormalDist().cdf(t_last - delta * math.sqrt(n) / sd)
+                total += p
+                print(f"| {spec.name} | {key} | {delta:.4f} | {sd:.4f} | {n} | {p:.1e} |")
+    print(f"\nsum over the PR: {total:.1e}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=300, help="evaluations per hiding head")
@@ -181,9 +211,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--designs", default="A,B", help="A: without `speed.witness_every_cell`; "
                     "B: with it; A@S, B@S: with a `speed.witness_share` of S")
     ap.add_argument("--only", default="", help="the heads whose name contains this")
+    ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
+                    help="print design B's analytic false-flag bound at this witness_share")
     a = ap.parse_args(argv)
     started = time.time()
     designs = a.designs.split(",")
+    if a.analytic is not None:
+        for name in a.profiles.split(","):
+            print_analytic(name, a.analytic)
     if a.box:
         print_box(a.profiles.split(","), designs, a.box, a.jobs)
     for name in a.profiles.split(",") if a.sims else ():
