@@ -23,8 +23,14 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
                 1 - SPOOF_ALPHA is below the claims (cells printed slower lower it): the harness's
                 time is longer than the printed rates say (issue 53); likewise a contradiction's
                 bound counts the cells printed slower. Cells not improved are then not believed
-                (`both_ways`), as is an unchanged covered cell no witness timed where the rule
-                times every covered cell (`witness_every_cell`)
+                (`both_ways`), unless the rule times every covered cell:
+  ruled in (`ruled_out`, `witness_every_cell` only)  judged at one of its looks, the witness's
+                lower bound at EQUIVALENCE_ALPHA (the printed-rate rule's TOST level, split over
+                the looks as confirmation's alpha is) rules out a slowdown of the regression
+                threshold of the cell's work, beyond the other covered cells' positive claims
+                and the unverified work (engine/measure/witness.py `believed_above`,
+                witness_interval.py `rules_out`: the harness's own stop). A covered cell printed
+                unchanged is believed only where some witness rules it in: the one rule both ways
 
 A witness with several looks is judged at alpha split over its looks, so stopping early never
 makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
