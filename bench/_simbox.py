@@ -48,6 +48,7 @@ ID_SPACE = 1 << 20  # output ids a simulated witness prints (any vocabulary's si
 # running on a harness from before the stepped protocol)
 STEP = getattr(witness_spec, "STEP", "EVALBOT_STEP ")
 FAULTS = ("", "slow first", "throttle")  # World.fault
+DEMO_LOAD_S = 0.3  # a demo witness process's start-up and model (evalbot/profiles/demo.yaml)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,21 @@ class World:
         return self.pace_s or self.run(run).seconds
 
     def witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
+        if self.fixtures == "demo":
+            return self._demo_witness(run, spec)
         return _paces.witness_pace(self.fixtures, run.model, spec)
+
+    def _demo_witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
+        """The demo's driver calls the very `forward` its bench times: its work is the covered
+        cells' tokens at the neutral fixture's rates, its load the interpreter, numpy and the
+        model (0.3 s of CPU a process, evalbot/profiles/demo.yaml), and a pair's sd the
+        witness's floor in the profile (its cpu clock beside 4 busy loops on a 2-core machine,
+        `scripts/demo_witness_floor.py`): there is no witness fixture."""
+        pace = self.run(run)
+        cells = {c.key: c for c in run.cells}
+        work = sum(t / rate(pace, cells[k]) for k, t in spec.cells.items())
+        return _paces.WitnessPace(work, work + DEMO_LOAD_S, DEMO_LOAD_S, spec.sd_floor_s,
+                                  0.1 * DEMO_LOAD_S, "demo: the profile's witness floors")
 
 
 def rate(pace: _paces.RunPace, cell: Cell) -> float:

@@ -10,23 +10,30 @@ Heads (issue 53):
   hide S x0.95 on C   the same, printing 0.95 x main's rate
   hide S mix          every tiered cell of the first run slowed by S, printed scaled on half of
                       them and x0.95 on the rest
-  A/A, honest +5%     the false flags: an evaluation whose unexplained-cost check flagged a run
-S: 2 (2x), the policy's smallest tier step (XS 2%) and its regression threshold (t = 2%), at
-which the target is detection >= 95%: the slowed cell regressed or not believed, and the headline
-no better than eval:inconclusive. False flags: <= 0.1% per PR.
+  A/A, honest +5%     the false flags: an evaluation with any cell held for time unaccounted
+                      for or not believed unchanged (CAPPED)
+S: 2 (2x), the smallest tier step (the policy's; the demo's tier gate) and the regression
+threshold t (the profile's tolerance, else the policy's 2%), at which the target is detection
+>= 95%: the slowed cell regressed or not believed, and the headline no better than
+eval:inconclusive. False flags: <= 0.1% per PR.
 
-Designs: A, as shipped (the samples' two-sided check; the witnesses time the improved cells
-only); B, every witness times every covered cell that is not regressed, judged both ways
-(`speed.witness_every_cell`). Box time (`--box N`): per design, the mean seconds of N
-evaluations of the A/A, the honest head and a hiding head, measuring and witnesses.
+Designs: A, the samples' two-sided check (evalbot/grading/unexplained_cost.py; the witnesses time
+the improved cells only); B, every witness times every covered cell that is not regressed
+(`speed.witness_every_cell`), and an unchanged one is believed only where its witness rules out
+a slowdown of t at the printed-rate rule's equivalence level (evalbot/grading/confirmation.py
+`both_ways`). "@S": with a `speed.witness_share` of S. Box time (`--box N`): per design, the mean
+seconds of N evaluations of the A/A, the honest head and a head hiding t on the first run's
+largest cell, measuring and witnesses. The demo's witnesses have no fixture: their pair sd is
+the profile's floor (bench/_simbox.py `_demo_witness`).
 
-Usage: python bench/hidden_cost.py [--sims 300] [--profiles sparkinfer,llamacpp] [--jobs N]
-       [--box 0]
+Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
+       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -35,6 +42,7 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -44,6 +52,7 @@ if str(ROOT) not in sys.path:
 
 from bench import _simbox  # noqa: E402
 from bench._simbox import POLICY, Head, World  # noqa: E402
+from evalbot.engine.measure import witness_plan  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
 
@@ -52,12 +61,18 @@ NO_BETTER = ("inconclusive", "regressed", "spoofed", "incorrect")
 DETECT_TARGET, FALSE_TARGET = 0.95, 0.001
 
 
-def slowdowns() -> dict[str, float]:
-    step = min(b - a for a, b in zip(sorted(POLICY.tiers.values()),
-                                     sorted(POLICY.tiers.values())[1:], strict=False))
-    smallest = min(POLICY.tiers.values())
-    return {"2x": 2.0, f"tier step {100 * min(step, smallest):g}%": 1 + min(step, smallest),
-            f"threshold {100 * POLICY.tolerance:g}%": 1 / (1 - POLICY.tolerance)}
+def slowdowns(profile: Profile) -> dict[str, float]:
+    """2x, the smallest tier step (the policy's, or the profile's own tier gate where it sets
+    one: the demo's 30%) and the regression threshold (the profile's tolerance, else the
+    policy's); a step equal to the threshold is one row."""
+    tiers = sorted(POLICY.tiers.values())
+    step = min([tiers[0]] + [b - a for a, b in zip(tiers, tiers[1:], strict=False)])
+    step = profile.speed.significance or step
+    t = profile.speed.tolerance or POLICY.tolerance
+    out = {"2x": 2.0, f"threshold {100 * t:g}%": 1 / (1 - t)}
+    if abs(step - t) > 1e-9:
+        out = {"2x": 2.0, f"tier step {100 * step:g}%": 1 + step, **out}
+    return out
 
 
 def heads(profile: Profile) -> list[Head]:
@@ -71,7 +86,7 @@ def heads(profile: Profile) -> list[Head]:
             for c in run.cells}
     ordered = sorted(work, key=work.__getitem__)
     out = []
-    for label, s in slowdowns().items():
+    for label, s in slowdowns(profile).items():
         for key in (ordered[0], ordered[-1]):
             short = key.split("/", 1)[1]
             out.append(Head(f"hide {label} on {short}", real={key: 1 / s}, printed={key: s},
@@ -92,16 +107,27 @@ def _rate(pace: object, cell: object) -> float:
     return float(rates.get(f"{cell.metric}@{cell.ctx}") or rates[cell.metric])  # type: ignore[attr-defined]
 
 
-def profile_of(name: str, every: bool) -> Profile:
-    """The shipped profile; `every`: design B, its witnesses timing every covered cell."""
+def profile_of(name: str, every: bool, share: float = 0.0) -> Profile:
+    """The shipped profile; `every`: design B, its witnesses timing every covered cell;
+    `share`: another `speed.witness_share` (0: the shipped one)."""
     profile = load_profile(name)
-    return replace(profile, speed=replace(profile.speed, witness_every_cell=every))
+    speed = replace(profile.speed, witness_every_cell=every)
+    return replace(profile, speed=replace(speed, witness_share=share) if share else speed)
 
 
-def chunk(name: str, every: bool, head: Head, sims: int, seed: int) -> tuple[int, int, int]:
+def design_of(label: str) -> tuple[bool, float]:
+    """"A": the profile without `witness_every_cell`; "B": with it; "@S" after either: with a
+    `speed.witness_share` of S (else the profile's)."""
+    kind, _, share = label.partition("@")
+    if kind not in ("A", "B"):
+        raise SystemExit(f"--designs: {label!r} is not A, B, A@SHARE or B@SHARE")
+    return kind == "B", float(share or 0.0)
+
+
+def chunk(name: str, design: str, head: Head, sims: int, seed: int) -> tuple[int, int, int]:
     """(evaluations, caught, flagged) of `sims` evaluations of one head."""
-    profile = profile_of(name, every)
-    evaluator = _simbox.Evaluator(profile, World(name), Path(tempfile.mkdtemp(prefix="hidden-")))
+    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name),
+                                  Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, caught, flagged = np.random.default_rng(seed), 0, 0
     with _simbox.seeded_prompts(seed):
         for _ in range(sims):
@@ -113,9 +139,10 @@ def chunk(name: str, every: bool, head: Head, sims: int, seed: int) -> tuple[int
     return sims, caught, flagged
 
 
-def box_seconds(name: str, every: bool, head: Head, sims: int, seed: int) -> tuple[float, float]:
+def box_seconds(name: str, design: str, head: Head, sims: int,
+                seed: int) -> tuple[float, float]:
     """(measuring with warm-ups, witnesses): mean seconds of `sims` evaluations of `head`."""
-    evaluator = _simbox.Evaluator(profile_of(name, every), World(name),
+    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, measured, witnessed = np.random.default_rng(seed), 0.0, 0.0
     with _simbox.seeded_prompts(seed):
@@ -125,22 +152,53 @@ def box_seconds(name: str, every: bool, head: Head, sims: int, seed: int) -> tup
     return measured / sims, witnessed / sims
 
 
-def print_box(names: list[str], sims: int) -> None:
+def print_box(names: list[str], designs: list[str], sims: int, jobs: int) -> None:
     """Per profile and design, the box time of an A/A (neutral), an honest tier and a head
     hiding the threshold slowdown on its first run's largest cell."""
     print("\n### box time per verdict kind (seconds: measuring with warm-ups + witnesses; "
           f"{sims} evaluations a row)\n\n| profile | head | design | measuring | witnesses | "
           "total |\n|---|---|---|---:|---:|---:|")
+    rows = []
     for name in names:
-        rows = heads(load_profile(name))
-        picked = [h for h in rows if h.name in ("A/A", "honest +5% every cell")] + \
-            [h for h in rows if h.name.startswith("hide threshold") and "x0.95" not in h.name
+        every = heads(load_profile(name))
+        picked = [h for h in every if h.name in ("A/A", "honest +5% every cell")] + \
+            [h for h in every if h.name.startswith("hide threshold") and "x0.95" not in h.name
              and "mix" not in h.name][-1:]
-        for head in picked:
-            for design, every in (("A", False), ("B", True)):
-                m, w = box_seconds(name, every, head, sims, 1)
-                print(f"| {name} | {head.name} | {design} | {m:.0f} | {w:.0f} | {m + w:.0f} |",
-                      flush=True)
+        rows += [(name, head, design) for head in picked for design in designs]
+    with ProcessPoolExecutor(jobs) as pool:
+        futures = [pool.submit(box_seconds, name, design, head, sims, 1)
+                   for name, head, design in rows]
+        for (name, head, design), fut in zip(rows, futures, strict=True):
+            m, w = fut.result()
+            print(f"| {name} | {head.name} | {design} | {m:.0f} | {w:.0f} | {m + w:.0f} |",
+                  flush=True)
+
+
+def print_analytic(name: str, share: float) -> None:
+    """Per witness of the profile under design B, the chance that an A/A's unchanged cell is not
+    ruled in at its last look (a normal approximation: the pair sd the fixture's, the critical
+    value the job's last equivalence t), and their sum over the PR: the false-flag rate the
+    rule's construction gives, box-time cuts aside (the simulated A/As count those)."""
+    evaluator = _simbox.Evaluator(profile_of(name, True, share), World(name),
+                                  Path(tempfile.mkdtemp(prefix="hidden-")))
+    rule = evaluator.job.rule
+    print(f"\n### {name}: an A/A not believed at a witness's last look (normal approximation)\n"
+          "\n| witness | cell | t x main's s | pair sd | last look | P |\n|---|---|---:|---:|---:|---:|")
+    total = 0.0
+    for run in evaluator.job.runs:
+        pace, cells = evaluator.world.run(run), {c.key: c for c in run.cells}
+        for spec in run.witnesses:
+            sd = evaluator.world.witness(run, spec).pair_sd_s
+            t_last = (spec.pooled_equivalence_t or spec.equivalence_t)[-1]
+            n = spec.looks[-1]
+            for key, tokens in spec.cells.items():
+                if witness_plan.timed_by_narrower(key, spec, run.witnesses):
+                    continue
+                delta = rule.tolerance * tokens / _simbox.rate(pace, cells[key])
+                p = NormalDist().cdf(t_last - delta * math.sqrt(n) / sd)
+                total += p
+                print(f"| {spec.name} | {key} | {delta:.4f} | {sd:.4f} | {n} | {p:.1e} |")
+    print(f"\nsum over the PR: {total:.1e}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -150,34 +208,43 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profiles", default="sparkinfer,llamacpp")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--box", type=int, default=0, help="A/A evaluations per design (box time)")
-    ap.add_argument("--designs", default="A,B", help="A: as shipped; B: every witness timing "
-                    "every covered cell (`speed.witness_every_cell`)")
+    ap.add_argument("--designs", default="A,B", help="A: without `speed.witness_every_cell`; "
+                    "B: with it; A@S, B@S: with a `speed.witness_share` of S")
+    ap.add_argument("--only", default="", help="the heads whose name contains this")
+    ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
+                    help="print design B's analytic false-flag bound at this witness_share")
     a = ap.parse_args(argv)
     started = time.time()
+    designs = a.designs.split(",")
+    if a.analytic is not None:
+        for name in a.profiles.split(","):
+            print_analytic(name, a.analytic)
     if a.box:
-        print_box(a.profiles.split(","), a.box)
+        print_box(a.profiles.split(","), designs, a.box, a.jobs)
     for name in a.profiles.split(",") if a.sims else ():
-        for design in a.designs.split(","):
-            print_rows(name, design == "B", a)
+        for design in designs:
+            print_rows(name, design, a)
     print(f"\n({time.time() - started:.0f} s)")
 
 
-def print_rows(name: str, every: bool, a: argparse.Namespace) -> None:
+def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     """One table: every head of the profile under one design."""
-    rows = heads(load_profile(name))
+    rows = [h for h in heads(load_profile(name)) if a.only in h.name]
     tasks = []
     for i, head in enumerate(rows):
         n = a.sims if head.name.startswith("hide") else (a.aa_sims or 10 * a.sims)
         for start in range(0, n, 50):
             seed = zlib.crc32(f"{name}|{head.name}|{start}".encode())
-            tasks.append((i, (name, every, head, min(50, n - start), seed)))
+            tasks.append((i, (name, design, head, min(50, n - start), seed)))
     totals = [[0, 0, 0] for _ in rows]
     with ProcessPoolExecutor(a.jobs) as pool:
         for i, fut in [(i, pool.submit(chunk, *args)) for i, args in tasks]:
             for j, v in enumerate(fut.result()):
                 totals[i][j] += v
-    design = "B: every witness times every covered cell" if every else "A: as shipped"
-    print(f"\n### {name}, measured pace, design {design}\n\n"
+    every, share = design_of(design)
+    what = ("B: every witness times every covered cell" if every else
+            "A: the samples' two-sided check") + (f", witness_share {share:g}" if share else "")
+    print(f"\n### {name}, measured pace, design {what}\n\n"
           "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
     for head, (n, caught, flagged) in zip(rows, totals, strict=True):
         print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "

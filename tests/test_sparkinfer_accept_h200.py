@@ -39,6 +39,8 @@ EXPECTED = {
 
 # version 4 of the shipped profile counts its budget in pairs (issue 46); the GPU sessions ran before
 ISSUE_46 = {"budget_pace_s": 25.5, "max_budget_s": 14400.0}
+# version 6 times every covered cell both ways, with the box time for it (issue 53, one clock)
+ISSUE_53 = {"witness_share": 1.5, "witness_every_cell": True}
 
 
 def _load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -70,7 +72,7 @@ def test_the_gpu_profile_is_the_shipped_one_but_for_the_models_and_the_removed_s
     # issue 33 moved the middle look from 4 to 5 pairs (no verdict before 5, docs/statistics.md);
     # these GPU verdicts were graded under [2, 4, 8] and regrade under the rule they recorded
     assert ran.speed.looks == (2, 4, 8) and shipped.speed.looks == (2, 5, 8)
-    assert replace(ran.speed, looks=shipped.speed.looks, **ISSUE_46) == shipped.speed
+    assert replace(ran.speed, looks=shipped.speed.looks, **ISSUE_46, **ISSUE_53) == shipped.speed
     assert ran.correctness is None
     assert ran.runs == _without_cost_floors(qwythos)
     assert all(w.argv[0] == TOOL for r in ran.runs for w in r.witnesses)
@@ -80,9 +82,11 @@ def test_the_second_sessions_profile_is_the_shipped_one_but_for_the_same_changes
     ran, shipped = load_profile(str(DATA / "profile-v2.yaml")), load_profile("sparkinfer")
     qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
     # version 3 changed the correctness section only, which this session ran without; version 4
-    # the budget's pace keys only (issue 46); version 5 the runs' cost floors only (issue 53)
-    assert (ran.version, shipped.version) == (2, 5)
-    assert (replace(ran.speed, **ISSUE_46), ran.build_argv) == (shipped.speed, shipped.build_argv)
+    # the budget's pace keys only (issue 46); version 5 the runs' cost floors only (issue 53);
+    # version 6 the witnesses' share and witness_every_cell (issue 53)
+    assert (ran.version, shipped.version) == (2, 6)
+    assert (replace(ran.speed, **ISSUE_46, **ISSUE_53), ran.build_argv) == \
+        (shipped.speed, shipped.build_argv)
     assert ran.correctness is None
     assert ran.runs == _without_cost_floors(qwythos)
 
@@ -119,8 +123,9 @@ def test_an_honest_gain_costs_little_witness_time() -> None:
 def test_the_third_sessions_profile_keeps_the_shipped_correctness_section() -> None:
     ran, shipped = load_profile(str(DATA / "profile-v3.yaml")), load_profile("sparkinfer")
     qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
-    assert (ran.version, shipped.version) == (2, 5)  # 3: the correctness section's first look
-    assert (replace(ran.speed, **ISSUE_46), ran.build_argv) == (shipped.speed, shipped.build_argv)
+    assert (ran.version, shipped.version) == (2, 6)  # 3: the correctness section's first look
+    assert (replace(ran.speed, **ISSUE_46, **ISSUE_53), ran.build_argv) == \
+        (shipped.speed, shipped.build_argv)
     assert ran.runs == _without_cost_floors(qwythos)
     assert ran.correctness is not None and shipped.correctness is not None
     # only the reference's key, the floors calibrated on the random-weight model, the removed

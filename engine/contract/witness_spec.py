@@ -70,6 +70,11 @@ class WitnessSpec:
     # (evalbot/grading/confirmation.py; recorded in the results, so a re-grade judges alike)
     pooled_df: tuple[int, ...] = ()
     rule_version: int = 1
+    # The bot's per-look t quantiles of the equivalence bound (own sd, pooled): a cell printed
+    # unchanged is believed once that lower bound rules out a slowdown of the regression
+    # threshold (engine/measure/witness_interval.py `rules_out`, issue 53); empty: never
+    equivalence_t: tuple[float, ...] = ()
+    pooled_equivalence_t: tuple[float, ...] = ()
     # The box's stored witness pairs refute its floor (evalbot/service/witness_floors.py): the
     # harness does not run it, and it confirms nothing until the floor is measured again
     floor_stale: bool = False
@@ -114,6 +119,8 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         guard=tuple(float(t) for t in d.get("guard") or ()),
         pooled_df=tuple(int(t) for t in d.get("pooled_df") or ()),
         rule_version=get(d, where, "rule_version", int, optional=True) or 1,
+        equivalence_t=tuple(float(t) for t in d.get("equivalence_t") or ()),
+        pooled_equivalence_t=tuple(float(t) for t in d.get("pooled_equivalence_t") or ()),
         floor_stale=get(d, where, "floor_stale", bool, optional=True) or False,
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
@@ -132,7 +139,8 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
     if not 0 <= spec.tie_margin <= 1:  # NaN fails it too; 1 logit is no longer a tie
         raise ContractError(f"{where}.tie_margin: {spec.tie_margin} is not a logit margin "
                             "between 0 and 1")
-    for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard", "pooled_df"):
+    for name in ("stop_t", "spoof_t", "pooled_stop_t", "pooled_spoof_t", "guard", "pooled_df",
+                 "equivalence_t", "pooled_equivalence_t"):
         if getattr(spec, name) and len(getattr(spec, name)) != len(looks):
             raise ContractError(f"{where}.{name}: one critical value per look {list(looks)}")
     _check_floor(spec, where)

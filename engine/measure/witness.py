@@ -24,8 +24,12 @@ import numpy as np
 
 from ..contract.witness_spec import READY, STEP, WitnessSpec
 from ..sandbox import proc
-from .witness_interval import Critical, Floor, saving_interval
-from .witness_steps import _agreement, main_ties, read_steps
+from .witness_interval import Critical, Floor, rules_out, saving_interval
+from .witness_output import read, tie_counts
+from .witness_output import read_output_ids as read_output_ids  # tests read ids through here
+from .witness_steps import _agreement
+from .witness_steps import main_ties as main_ties  # the tools' tests read steps through here
+from .witness_steps import read_steps as read_steps
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
 FLOOR_STALE = "floor_stale"  # `stopped` of a witness not run: its floor on the box is refuted
@@ -115,16 +119,16 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
         timed = {side: launch(side, _argv(spec, fill, side, prompt, prompts), spec.timeout_s,
                               prompt) for side in order}
         dropped = any(t.throttled for t in timed.values())
-        read = {side: _read(spec, t) for side, t in timed.items()}
-        main = read["base"]
+        outputs = {side: read(spec, t) for side, t in timed.items()}
+        main = outputs["base"]
         for side in order:
-            t, (got, _, error) = timed[side], read[side]
+            t, (got, _, error) = timed[side], outputs[side]
             agree, credited = _agreement(got, main[0], spec.output_tokens, main[1])
             record.samples.append({
                 "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
                 "verified": bool(got) and error == "" and agree >= spec.min_agreement,
                 "agreement": round(agree, 4), "error": error,
-                **_tie_counts(spec, side, main[1], credited),
+                **tie_counts(spec, side, main[1], credited),
                 **({} if t.wall_s is None else {"wall_s": round(t.wall_s, 4)})})
         if not dropped:
             pair += 1
@@ -165,15 +169,29 @@ class Stop:
     margin_s: float = 0.0
     claimed_s: float = 0.0
     negative_s: float = 0.0  # the claims (<= 0) of cells printed slower: less saving expected
-    # only unchanged cells (`witness_every_cell`, issue 53): `slower` once the upper bound is below
-    # all claims, `timed` once the lower bound rules out a slowdown of `tolerance_s`
+    # only unchanged cells (`witness_every_cell`, issue 53): `timed` once the equivalence bound
+    # rules out their slowdowns, `slower` once the upper bound says it never will
     unchanged_only: bool = False
-    tolerance_s: float = 0.0
+    # the unchanged cells it times are believed once the equivalence bound is above this, plus
+    # the work invented ids may have skipped (`believed_above`); None: none to rule out
+    believe_above_s: float | None = None
 
 
 def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> Stop:
     return Stop(stop_margin(claims, improved), sum(max(c[0], 0.0) for c in claims.values()),
                 sum(min(c[0], 0.0) for c in claims.values()))
+
+
+def believed_above(claims: Mapping[str, tuple[float, float]], unchanged: Iterable[str],
+                   tolerance: float) -> float | None:
+    """The mean saving's equivalence bound above which each of the `unchanged` cells is
+    believed unchanged (issue 53), less the work the head's invented ids may have skipped,
+    which the caller adds: the regression threshold's seconds of the cell's work in one witness
+    process (main's time for it, by its printed rates) below the saving the other covered cells
+    claim (their positive claims, taken as true, could hide it). Both the harness's stop and the
+    bot's belief; None: none to rule out."""
+    bounds = [others_claims(claims, k) - tolerance * claims[k][1] for k in unchanged if k in claims]
+    return max(bounds) if bounds else None
 
 
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
@@ -202,13 +220,25 @@ def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) ->
     # contradiction first, as the bot judges: a saving far below the claim is no confirmation
     if stop.claimed_s > 0 and bounds.hi < SHOWN_FRACTION * stop.claimed_s + stop.negative_s:
         return "contradicted"
-    if stop.unchanged_only:
-        signed = stop.claimed_s + stop.negative_s
-        return "slower" if bounds.hi < signed else \
-            "timed" if bounds.lo > signed - stop.tolerance_s else ""
-    if bounds.lo > stop.margin_s + skipped:
+    above = None if stop.believe_above_s is None else stop.believe_above_s + skipped
+    ruled_out = above is not None and len(d) == pairs and rules_out(
+        d, base_s, equivalence_critical(spec, pairs), Floor(spec.sd_floor_s, spec.floor_df), above)
+    if stop.unchanged_only:  # futility: at the contradiction's level, it can never rule it out
+        return "timed" if ruled_out else "slower" if above is not None and bounds.hi < above else ""
+    if bounds.lo > stop.margin_s + skipped and (ruled_out or stop.believe_above_s is None):
         return "confirmed"
     return ""
+
+
+def equivalence_critical(spec: WitnessSpec, pairs: int) -> Critical:
+    """The equivalence bound's critical values at the look of `pairs` pairs, as the bot set them
+    (`equivalence_t`: none rules nothing out)."""
+    if pairs not in spec.looks or not spec.equivalence_t:
+        return Critical(math.inf)
+    k = spec.looks.index(pairs)
+    pooled = spec.pooled_equivalence_t[k] if spec.pooled_equivalence_t else 0.0
+    return Critical(spec.equivalence_t[k], math.inf, pooled, math.inf,
+                    spec.guard[k] if spec.guard else 0.0, spec.pooled_df[k] if spec.pooled_df else 0)
 
 
 def unresolvable(spec: WitnessSpec, d: np.ndarray, own_claim_s: float) -> bool:
@@ -349,52 +379,3 @@ def _argv(spec: WitnessSpec, fill: Callable[[str, str], str], side: str,
         arg = arg.replace("{prompt}", str(prompts / "prompt.txt"))
         out.append(fill(arg.replace("{prompt_json}", str(prompts / "prompt.json")), side))
     return out
-
-
-def _read(spec: WitnessSpec, timed: Timed) -> tuple[list[int], list[int | None], str]:
-    """A process's output ids, main's near ties read from the same output (`main_ties`; only
-    the base side's are ever used), and "" or why the output cannot be judged."""
-    if not timed.ok:
-        return [], [], timed.error or "failed"
-    try:
-        if spec.output["kind"] == "step_lines":
-            steps = read_steps(timed.output)
-            ids, ties = [s.id for s in steps], main_ties(steps, spec.tie_margin)
-        else:
-            ids, ties = read_output_ids(timed.output, spec.output), []
-    except (ValueError, KeyError, TypeError) as exc:
-        return [], [], f"unreadable output: {str(exc)[:200]}"
-    if len(ids) != spec.output_tokens:
-        return [], [], f"{len(ids)} output ids, expected {spec.output_tokens}"
-    return ids, ties, ""
-
-
-def read_output_ids(output: str, how: dict[str, Any]) -> list[int]:
-    """The ids a witness printed: one STEP line per step, one prefixed line of ids, a list
-    inside a prefixed JSON line, or the argmax column of `S` score lines."""
-    kind, prefix = how["kind"], str(how.get("prefix", ""))
-    if kind == "step_lines":
-        return [s.id for s in read_steps(output)]
-    if kind == "score_lines":
-        return [int(ln.split(" am=")[1].split()[0]) for ln in output.splitlines()
-                if ln.startswith("S i=")]
-    lines = [ln[len(prefix):] for ln in output.splitlines() if ln.startswith(prefix)]
-    if len(lines) != 1:
-        raise ValueError(f"expected one line starting {prefix.strip()!r}, found {len(lines)}")
-    if kind == "ids_line":
-        return [int(t) for t in lines[0].replace(",", " ").split()]
-    doc: Any = json.loads(lines[0])
-    for part in str(how["path"]).split("."):
-        doc = doc[part]
-    return [int(t) for t in doc]
-
-
-def _tie_counts(spec: WitnessSpec, side: str, ties: Sequence[int | None],
-                credited: int) -> dict[str, int]:
-    """What a maintainer checks the near-tie credit by (docs/trust.md): main's near-tie steps
-    on its sample, the head's ids credited as near ties on the head's. Stepped witnesses only."""
-    if spec.output["kind"] != "step_lines":
-        return {}
-    if side == "base":
-        return {"near_ties": sum(t is not None for t in ties)}
-    return {"tie_credited": credited}

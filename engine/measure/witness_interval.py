@@ -80,3 +80,13 @@ def saving_interval(d: np.ndarray, base_s: float, crit: Critical,
     mean, root = float(np.mean(d)), math.sqrt(n)
     return Interval(mean, mean - lo_t * sd / root, mean + hi_t * sd / root,
                     "pooled" if pooled else "own")
+
+
+def rules_out(d: np.ndarray, base_s: float, crit: Critical, floor: Floor, bound_s: float) -> bool:
+    """Does the harness's clock rule out a slowdown? The equivalence half of a TOST: the mean
+    per-pair saving's lower bound at `crit.lower` (the bot's equivalence level, split over the
+    witness's looks) lies above `bound_s`, minus the regression threshold's seconds of a cell's
+    work plus what else could hide it (engine/measure/witness.py `believed_above`). One function
+    for the harness's stop (witness.py `settled`) and the bot's belief in an unchanged cell
+    (evalbot/grading/confirmation.py), so the two cannot disagree on the same pairs."""
+    return saving_interval(d, base_s, crit, floor).lo > bound_s

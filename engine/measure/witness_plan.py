@@ -46,6 +46,14 @@ def narrower_cover(spec: WitnessSpec, cells: Sequence[str],
     return set(cells) <= {key for w in narrower for key in w.cells}
 
 
+def timed_by_narrower(key: str, spec: WitnessSpec, witnesses: Sequence[WitnessSpec]) -> bool:
+    """Does a narrower witness of the run (fewer cells, `key` among them) time `key`? An
+    unchanged cell's slowdown is then left to it to rule out (its noise is the cell's own work's,
+    not the wider witness's other work's): Qwen3.6's decode@4096 has its own decode witness
+    beside the prefill one whose 4096-id fill would drown a 2% slowdown of 512 steps."""
+    return any(key in w.cells and set(w.cells) < set(spec.cells) for w in witnesses)
+
+
 def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],
                  rule: StoppingRule) -> tuple[int, float]:
     """The highest (tier, estimate) the cells' own measuring claims: the tier's index in the

@@ -93,7 +93,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        r.timeout_s,
                        {"decode": r.decode_tokens},
                        [replace(with_stops(_witness_floor(w, witness_floors,
-                                                          witness_df or floor_df), policy.alpha),
+                                                          witness_df or floor_df), policy.alpha,
+                                           both_ways=speed.witness_every_cell),
                                 floor_stale=w.name in stale_witnesses)
                         for w in r.witnesses], r.cost_floor_s, r.cost_floor_df)
               for r in profile.runs],

@@ -23,8 +23,14 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
                 1 - SPOOF_ALPHA is below the claims (cells printed slower lower it): the harness's
                 time is longer than the printed rates say (issue 53); likewise a contradiction's
                 bound counts the cells printed slower. Cells not improved are then not believed
-                (`both_ways`), as is an unchanged covered cell no witness timed where the rule
-                times every covered cell (`witness_every_cell`)
+                (`both_ways`), unless the rule times every covered cell:
+  ruled in (`ruled_out`, `witness_every_cell` only)  judged at one of its looks, the witness's
+                lower bound at EQUIVALENCE_ALPHA (the printed-rate rule's TOST level, split over
+                the looks as confirmation's alpha is) rules out a slowdown of the regression
+                threshold of the cell's work, beyond the other covered cells' positive claims
+                and the unverified work (engine/measure/witness.py `believed_above`,
+                witness_interval.py `rules_out`: the harness's own stop). A covered cell printed
+                unchanged is believed only where some witness rules it in: the one rule both ways
 
 A witness with several looks is judged at alpha split over its looks, so stopping early never
 makes confirmation (or contradiction) easier than one fixed look; the harness stops at the first
@@ -66,6 +72,7 @@ from evalbot.engine.measure.witness import (
     FLOOR_STALE,
     MIN_PAIRS,
     SHOWN_FRACTION,
+    believed_above,
     claimed_saving,
     others_claims,
     pair_savings,
@@ -76,10 +83,11 @@ from evalbot.engine.measure.witness_interval import (
     Critical,
     Floor,
     Interval,
+    rules_out,
     saving_interval,
 )
 from evalbot.grading import quantiles, unexplained_cost
-from evalbot.grading.sequential import DIGITS, GUARD_ALPHA, guard
+from evalbot.grading.sequential import DIGITS, EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
 SPOOF_ALPHA = 0.001  # a contradiction is REJECT-grade: stricter than confirmation
@@ -98,6 +106,12 @@ STALE_REASON = "witness floor stale, run `evalbot calibrate`"
 # a witness shows the head slower than its printed rates say, at 1 - SPOOF_ALPHA (issue 53): the
 # covered cells that are not regressed are not believed (evalbot/grading/unexplained_cost.py COST)
 COSTLY = "slower than printed"
+# Where the witnesses time every covered cell (`witness_every_cell`), each gets a last look at
+# this many times its profile's last: an A/A's unchanged cell is believed only once its witness
+# rules out a slowdown of the regression threshold, and at the demo's prefill-1024 (0.058 s of
+# a 30% slowdown against 0.03 s a pair) 6 pairs left 1 A/A in 70 not believed; a witness that
+# rules it out earlier stops there (bench/hidden_cost.py, docs/statistics.md section 9)
+BOTH_WAYS_LAST_LOOK = 2
 
 
 def confirm_alpha(rule_alpha: float | None, looks: int) -> float:
@@ -127,17 +141,28 @@ def alpha_at(looks: tuple[int, ...], pairs: int, alpha: float, version: int) -> 
     return reached[-1] if reached else shares[0]
 
 
-def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE) -> WitnessSpec:
-    """The witness as the job carries it: the critical values of each look, of confirmation
-    and of contradiction, at which the harness may stop measuring (engine/measure/witness.py):
-    for the own sd and, where the witness has a calibrated floor, for the pooled sd with the
-    guard and (rule 2) the degrees of freedom the floor counts for at each look."""
+def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE,
+               both_ways: bool = False) -> WitnessSpec:
+    """The witness as the job carries it: the critical values of each look, of confirmation,
+    of contradiction and of equivalence, at which the harness may stop measuring
+    (engine/measure/witness.py): for the own sd and, where the witness has a calibrated floor,
+    for the pooled sd with the guard and (rule 2) the degrees of freedom the floor counts for at
+    each look. `both_ways` (`speed.witness_every_cell`): one more look, at BOTH_WAYS_LAST_LOOK
+    times the last, for an unchanged cell's equivalence (issue 53)."""
+    if both_ways:
+        last = BOTH_WAYS_LAST_LOOK * spec.looks[-1]
+        spec = replace(spec, looks=(*spec.looks, last), pairs=last)
     looks = len(spec.looks)
     alphas = look_alphas(spec.looks, confirm_alpha(rule_alpha, 1), version)
     crit = [critical(n, a, SPOOF_ALPHA / looks, spec.floor_df, version)
             for n, a in zip(spec.looks, alphas, strict=True)]
     pooled = Floor(spec.sd_floor_s, spec.floor_df).given
+    eq = [critical(n, a, a, spec.floor_df, version)
+          for n, a in zip(spec.looks, look_alphas(spec.looks, EQUIVALENCE_ALPHA, version),
+                          strict=True)]
     return replace(spec, rule_version=version, stop_t=tuple(c.lower for c in crit),
+                   equivalence_t=tuple(c.lower for c in eq),
+                   pooled_equivalence_t=tuple(c.lower_pooled for c in eq) if pooled else (),
                    spoof_t=tuple(c.upper for c in crit),
                    pooled_stop_t=tuple(c.lower_pooled for c in crit) if pooled else (),
                    pooled_spoof_t=tuple(c.upper_pooled for c in crit) if pooled else (),
@@ -173,10 +198,24 @@ def interval(d: np.ndarray, base_s: float, alpha: float, floor: Floor = NO_FLOOR
     return saving_interval(d, base_s, critical(len(d), alpha, alpha, floor.df, version), floor)
 
 
+def equivalence_critical(looks: tuple[int, ...], pairs: int, floor: Floor,
+                         version: int) -> Critical | None:
+    """The equivalence bound's critical values for `pairs` pairs: the printed-rate rule's TOST
+    level (EQUIVALENCE_ALPHA) split over the looks as `with_stops` split it, which the harness
+    stopped on; None off a look (a witness cut between looks, or that lost a pair's base
+    output), where the harness decided nothing."""
+    if pairs not in looks:
+        return None
+    a = alpha_at(looks, pairs, EQUIVALENCE_ALPHA, version)
+    return critical(pairs, a, a, floor.df, version)
+
+
 def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
-          alpha: float) -> dict[str, Any]:
-    """One witness: its interval and, per covered cell with a claim, the status and the gain
-    the harness measured for it (a lower bound)."""
+          alpha: float, tolerance: float = 0.0) -> dict[str, Any]:
+    """One witness: its interval and, per covered cell with a claim, the status, the gain
+    the harness measured for it (a lower bound) and whether it rules out a slowdown of the
+    regression threshold `tolerance` of the cell's work (`ruled_out`, engine/measure/
+    witness_interval.py `rules_out`, the harness's own stop; 0: not asked)."""
     confirming = witness.get("source", "witness") == "witness"
     samples = witness["samples"]
     unverified = confirming and any(not s.get("verified") and not s["dropped"] for s in samples
@@ -212,6 +251,7 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     wall_reason = not confirming and bool(witness.get("wall_reason"))
     # what the printed rates say of the cells printed slower (<= 0): a saving they do not claim
     negative = sum(min(v[0], 0.0) for v in claims.values())
+    eq = equivalence_critical(looks, len(d), floor, version) if tolerance > 0 else None
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
@@ -230,8 +270,11 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         # None: the pairs allow any gain (a cell whose time they could all but remove)
         gain_hi = (None if own_hi >= main_s else
                    main_s / (main_s - own_hi) - 1 if own_hi > 0 else 0.0)
+        above = believed_above(claims, [key], tolerance)
+        ruled_out = eq is not None and above is not None and confirming and not unverified \
+            and rules_out(d, base_s, eq, floor, above + skipped)
         out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
-                             "gain": gain, "gain_hi": gain_hi}
+                             "gain": gain, "gain_hi": gain_hi, "ruled_out": ruled_out}
     return out
 
 
@@ -243,14 +286,15 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         return []
     alpha = confirm_alpha(results["rule"].get("alpha"), 1)
     records = {_key(c): c for c in results["cells"]}
+    every = bool(results["rule"].get("witness_every_cell"))
+    tolerance = float(results["rule"].get("tolerance") or 0.0) if every else 0.0
     judged = []
     for w in results["witnesses"]:
         claims = {k: s for k, t in w["cells"].items() if k in records
                   for s in [claimed_saving(records[k]["samples"], int(t),
                                            records[k].get("higher_is_better", True))]
                   if s is not None}
-        judged.append(judge(w, claims, alpha))
-    every = bool(results["rule"].get("witness_every_cell"))
+        judged.append(judge(w, claims, alpha, tolerance))
     covered = {k for w in results["witnesses"] if w.get("source", "witness") == "witness"
                for k in w["cells"]}
     for cell in cells:
@@ -281,16 +325,22 @@ def _apply(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
 
 
 def both_ways(cell: dict[str, Any], judged: list[dict[str, Any]], must_time: bool) -> None:
-    """A cell its witness shows slower than printed, or (`must_time`: the rule times every
-    covered cell) an unchanged one no witness of the harness timed to a judgement, is not
-    believed (an improved one unconfirmed is not believed already)."""
-    real = [j["cells"][cell["key"]]["status"] for j in judged
+    """Where the rule times every covered cell (`must_time`, issue 53), an unchanged one is
+    believed only where a witness of the harness ruled a slowdown of the regression threshold
+    out: else it is not believed, NOT_RULED_OUT where a witness timed it, UNTIMED where none
+    could (its head output failed, too few pairs, a stale floor). That one rule replaces, for
+    these cells, the check below. Elsewhere a cell its witness shows slower than printed (or
+    contradicts) is not believed. An improved one unconfirmed is not believed already."""
+    real = [j["cells"][cell["key"]] for j in judged
             if cell["key"] in j["cells"] and j["source"] == "witness"]
-    timed = {"confirmed", "unconfirmed", "contradicted", COSTLY} & set(real)
-    if COSTLY in real or "contradicted" in real:  # an unchanged cell's noise-sized claim
+    statuses = {c["status"] for c in real}
+    if must_time and cell["decision"] in ("neutral", "slower", "inconclusive"):
+        if not any(c.get("ruled_out") for c in real):
+            timed = statuses & {"confirmed", "unconfirmed", "contradicted", COSTLY}
+            cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.
+                        NOT_RULED_OUT if timed else unexplained_cost.UNTIMED)
+    elif COSTLY in statuses or "contradicted" in statuses:  # an unchanged cell's noise claim
         cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.COST)
-    elif must_time and not timed and cell["decision"] in ("neutral", "slower", "inconclusive"):
-        cell.update(decision="unconfirmed", tier=None, confirmation=unexplained_cost.UNTIMED)
 
 
 def _cap(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:

@@ -285,7 +285,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                        + ", ".join(spoofed))
         return "spoofed", None
     unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
-    reasons.extend(_unbelieved(c) for c in unconfirmed)
+    reasons.extend(_unbelieved(c, policy.tolerance) for c in unconfirmed)
     regressed = [c for c in cells if c["decision"] == "regressed"]
     if regressed and policy.regression_rejects:
         reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
@@ -318,7 +318,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     return "neutral", None
 
 
-def _unbelieved(cell: dict[str, Any]) -> str:
+def _unbelieved(cell: dict[str, Any], tolerance: float) -> str:
     """Why an unconfirmed cell's printed speed-up earns nothing."""
     if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
         return f"{cell['key']}: {confirmation.WALL_REASON}"
@@ -326,6 +326,8 @@ def _unbelieved(cell: dict[str, Any]) -> str:
         return f"{cell['key']}: {unexplained_cost.COST_REASON}"
     if cell["confirmation"] == unexplained_cost.UNTIMED:
         return f"{cell['key']}: {unexplained_cost.UNTIMED_REASON}"
+    if cell["confirmation"] == unexplained_cost.NOT_RULED_OUT:
+        return f"{cell['key']}: {unexplained_cost.not_ruled_out_reason(tolerance)}"
     if cell["confirmation"] == confirmation.STALE:
         return f"{cell['key']}: not confirmed: {confirmation.STALE_REASON}"
     return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "

@@ -42,7 +42,16 @@ COST_REASON = ("the harness's clock shows time the engine's printed rates do not
 # to a judgement (its head output failed, too few pairs, a stale floor): not believed either
 UNTIMED = "not timed by the harness"
 UNTIMED_REASON = "the harness's witness could not time this cell; not believed"
-CAPPED = (COST, UNTIMED)  # confirmations that hold the headline at eval:inconclusive at best
+# ... or that its witness timed without ruling out, at the printed-rate rule's equivalence level
+# (evalbot/grading/confirmation.py `both_ways`), a slowdown of the regression threshold
+NOT_RULED_OUT = "slowdown not ruled out"
+CAPPED = (COST, UNTIMED, NOT_RULED_OUT)  # confirmations that hold the headline at inconclusive
+
+
+def not_ruled_out_reason(tolerance: float) -> str:
+    """Why an unchanged cell its witness timed is not believed (the comment's reason)."""
+    return (f"the harness's clock could not rule out a slowdown of {100 * tolerance:g}% (the "
+            "regression threshold) of this cell's work; not believed")
 
 
 def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]) -> np.ndarray:

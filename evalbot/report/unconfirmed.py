@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalbot.grading import unexplained_cost
 from evalbot.grading.confirmation import FLOOR_STALE, STALE_REASON, WALL_ONLY, WALL_REASON
 from evalbot.grading.grade import ctx_name
 from evalbot.report.numbers import signed
@@ -35,6 +36,7 @@ class Why:
     maintainer: str = ""  # "": no maintainer action changes it
     contributor: str = NOTHING
     cut: bool = False  # its witness was stopped for box time (evalbot witness-cut lists these)
+    lead: str = "faster, not confirmed"  # what the row's cells are said to be
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None)
     uncovered = []
     for cell in cells:
         why = Why(WALL_REASON, "the harness's clock shows no saving", maintainer=RERUN) \
-            if cell.get("confirmation") == WALL_ONLY else _why(cell["key"], views, rule)
+            if cell.get("confirmation") == WALL_ONLY else _unbelieved(cell, rule) \
+            or _why(cell["key"], views, rule)
         if why is None:
             uncovered.append(cell)
         else:
@@ -82,7 +85,7 @@ def short(found: list[Group]) -> str:
 
 def lines(found: list[Group]) -> list[str]:
     """`❓ decode @ 128: faster, not confirmed: …` per group."""
-    return [f"❓ {', '.join(g.cells)}: faster, not confirmed: {g.why.reason}" for g in found]
+    return [f"❓ {', '.join(g.cells)}: {g.why.lead}: {g.why.reason}" for g in found]
 
 
 def actions(found: list[Group], more: tuple[str, ...] = ()) -> str:
@@ -132,6 +135,24 @@ def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | N
     if w.pairs < w.first_look:
         return _short(w, rule)
     return _not_shown(w, rule)
+
+
+def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> Why | None:
+    """A cell not believed for time the harness measured (issue 53), not for a missing saving:
+    its witness could not rule out a slowdown of the regression threshold, none could time it,
+    or the time is unaccounted for."""
+    tolerance = float(rule.get("tolerance") or 0.0)
+    reasons = {
+        unexplained_cost.NOT_RULED_OUT: (unexplained_cost.not_ruled_out_reason(tolerance),
+                                         "slowdown not ruled out"),
+        unexplained_cost.UNTIMED: (unexplained_cost.UNTIMED_REASON, "not timed"),
+        unexplained_cost.COST: (unexplained_cost.COST_REASON, "time unaccounted for")}
+    if cell.get("confirmation") not in reasons:
+        return None
+    reason, short = reasons[cell["confirmation"]]
+    return Why(reason.removesuffix("; not believed"), short, maintainer=RERUN, lead="not believed",
+               contributor="make the harness's timed run of this cell's work as fast as main's, "
+                           "or print the slowdown, then push")
 
 
 def _box_time(w: WitnessView, rule: Mapping[str, Any]) -> str:
