@@ -331,9 +331,7 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
         cells = {(r.model, c.metric, c.ctx) for r in p.runs for c in r.cells}
         assert (p.correctness is not None) is e.correctness, e.name
         assert p.env == {**shipped.env, "LD_LIBRARY_PATH": "/usr/lib/wsl/lib"}, e.name  # the box's env
-        # the statistics as shipped; design B's evaluations (issue 53) with its two keys
-        b = {"witness_every_cell": True, "witness_share": 10.0} if e.every_cell else {}
-        assert p.speed == replace(shipped.speed, **b), e.name  # type: ignore[arg-type]
+        assert p.speed == shipped.speed, e.name  # the statistics as shipped
         if cfg.engine == "llamacpp":
             assert p.models[0].sha256 == "c" * 64 and "--cmake-flag=-DGGML_CUDA_FA=OFF" in p.build_argv
             assert cells == {(r.model, c.metric, c.ctx) for r in shipped.runs for c in r.cells}

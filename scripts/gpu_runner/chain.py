@@ -80,7 +80,6 @@ def profile_argv(cfg: Config, e: Evaluation) -> list[str]:
         return ["llamacpp", shipped, sums, build_flags(cfg), *env]
     flags = [f for f, on in (("--correctness", e.correctness), ("--qwen36", e.qwen36),
                              ("--long-run", e.long_run), ("--speed-cut", e.speed_cut),
-                             ("--every-cell", e.every_cell),
                              ("--stable", cfg.synth == "stable"),
                              ("--calibrate-from-aa", cfg.synth == "stable" and e.name != "aa")) if on]
     return ["sparkinfer", shipped, sums, stage_env(cfg)["REF_KEY"], *flags, *env]

@@ -10,8 +10,7 @@ llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of t
   (flash attention off, chain.build_flags), and the box's environment, nothing else.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
-        [--long-run] [--stable] [--speed-cut] [--every-cell] [--calibrate-from-aa] [NAME=VALUE ...]
-        > P.yaml
+        [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
     python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [NAME=VALUE ...] > P.yaml
 """
 
@@ -67,8 +66,6 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
             r["cells"] = [c for c in r["cells"] if c["ctx"] <= 4096]
             r["witnesses"] = [w for w in r.get("witnesses", []) if all(
                 int(cell.split("@")[1]) <= 4096 for cell in w["cells"])]
-    if "--every-cell" in flags:  # design B (issue 53), its witnesses never cut for box time
-        doc["speed"].update(witness_every_cell=True, witness_share=10.0)
     corr = doc.get("correctness")
     if "--correctness" not in flags or corr is None:
         doc.pop("correctness", None)
