@@ -74,10 +74,15 @@ def room(spec: WitnessSpec, rule: StoppingRule, budget_left_s: float, budget_s: 
     measuring's `budget_left_s` plus the witnesses' part of it (witness_share × `budget_s`, the
     budget as main's pace scaled it: budget.py), so a measuring that spent its budget never
     starves the first look, on a slow box as on a fast one. Beyond it: what is left of
-    the share of the measuring's box time. None (unbounded) in an A/A calibration, which
-    measures every pair of every witness."""
+    the share of the measuring's box time; where the witnesses time every covered cell, of the
+    measuring's budget: their pairs are then the measurement of every unchanged cell, and a
+    steady engine's measuring, decided at 2 pairs, says nothing of what they need (on an H100
+    sparkinfer's cut sweep measured 14 s, and its A/A's witnesses were cut at 3 pairs:
+    docs/gpu-e2e.md, run 53). None (unbounded) in an A/A calibration, which measures every pair
+    of every witness."""
     if rule.witness_aa:
         return None
+    spent = max(measured_s, budget_s) if rule.witness_every_cell else measured_s
     return witness.Room(spec.looks[0],
                         max(budget_left_s + rule.witness_share * budget_s, 0.0),
-                        max(rule.witness_share * measured_s - witnessed_s, 0.0))
+                        max(rule.witness_share * spent - witnessed_s, 0.0))

@@ -106,18 +106,24 @@ def unexplained_costs(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
           witnesses: list[dict[str, Any]]) -> None:
     """Flagged runs' cells (in place): every cell not already regressed or spoofed is not
-    believed; each
+    believed, but for one a harness witness timed: confirmed, or (where the rule times every
+    covered cell) judged by the one rule on its own clock (confirmation.py `both_ways`). Each
     samples witness's judgement joins the verdict's `witnesses` as `cost`."""
     costs = unexplained_costs(results)
     for w in witnesses:
         if w["name"] in costs:
             w["cost"] = costs[w["name"]]
     flagged = {k for c in costs.values() if c["flagged"] for k in c["cells"]}
+    # Whole-process wall times include the load, which two builds of the same code need not
+    # share: a GPU A/A's docs-only head took 0.30 s longer a process in both of its pairs, its
+    # printed rates and its witnesses' handoff clocks equal to main's (docs/gpu-e2e.md, run 53)
+    timed = {k for w in results.get("witnesses") or [] if w.get("source", "witness") == "witness"
+             for k in w["cells"]} if results["rule"].get("witness_every_cell") else set()
     for cell in cells:
         # a cell a harness-owned witness confirmed was timed itself: the cost is elsewhere
         # (issue 46: wall times alone never undo a real witness's confirmation)
         if cell["key"] not in flagged or cell["decision"] in ("regressed", "spoofed") \
-                or cell.get("confirmation") == "confirmed":
+                or cell.get("confirmation") == "confirmed" or cell["key"] in timed:
             continue
         cell["time_unaccounted"] = True  # holds the headline (grade.py), whatever it says
         if cell["decision"] != "unconfirmed":  # one not believed already keeps its reason
