@@ -180,3 +180,35 @@ def test_the_compat_label_rests_on_the_harness_time():
     timed = compat.cell_label({**cell, "witness_gain_hi": 0.05}, policy)
     assert printed.gain == pytest.approx(0.4) and timed.gain == pytest.approx(0.05)
     assert printed.tier == "XL" and timed.tier != "XL"
+
+
+GPU_V6_AA = ROOT / "tests" / "data" / "sparkinfer" / "hidden-h100-v6" / "aa-speed.results.json"
+
+
+def test_a_cell_its_own_witness_times_is_not_judged_by_whole_process_wall_times():
+    """GPU run 53's A/A (H100, sparkinfer v6): the docs-only head's processes took 0.30 s longer
+    than main's in both pairs (their printed rates equal), so the samples flag the run; where the
+    witnesses time every covered cell, prefill@4096, which its witness timed and ruled a 2%
+    slowdown out for, stays unchanged. Under design A the same run's cells are not believed."""
+    doc = _load(GPU_V6_AA)
+    verdict = grade(doc, DEFAULT)
+    [cost] = [w["cost"] for w in verdict["witnesses"] if "cost" in w]
+    assert cost["flagged"]
+    cells = {c["key"].split("/")[1]: c for c in verdict["cells"]}
+    prefill = cells["prefill@4096"]
+    assert prefill["decision"] == "neutral" and not prefill.get("time_unaccounted")
+    design_a = copy.deepcopy(doc)
+    design_a["rule"]["witness_every_cell"] = False
+    design_a["witnesses"] = [w for w in design_a["witnesses"] if w["source"] == "samples"]
+    assert all(c["confirmation"] == unexplained_cost.COST for c in grade(design_a, DEFAULT)["cells"])
+
+
+def test_a_cell_no_witness_times_is_still_held_by_the_samples_under_both_ways():
+    """The attack on the rule above: a results file without the witness of a cell (a head that
+    made it fail to start, a profile that covers less) leaves that cell to the samples' check."""
+    doc = _load(GPU_V6_AA)
+    doc["witnesses"] = [w for w in doc["witnesses"] if w["name"] != "prefill-4096"]
+    verdict = grade(validate(doc), DEFAULT)
+    [cell] = [c for c in verdict["cells"] if c["key"].endswith("prefill@4096")]
+    assert cell["decision"] == "unconfirmed" and cell["confirmation"] == unexplained_cost.COST
+    assert verdict["headline"] == "eval:inconclusive"

@@ -11,6 +11,7 @@ import copy
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -347,3 +348,24 @@ def test_a_witness_that_could_not_change_the_verdict_is_not_run(stub, tmp_path) 
                                                                             "not_needed", [])
     assert verdict["kind"] == "spoofed"
     assert cut_witnesses(verdict, results) == []
+
+
+@pytest.mark.parametrize("every_cell, measured_s, budget_s, share_s", [
+    (False, 14.0, 233.0, 1.5 * 14.0),  # the improved cells' witnesses: a share of what measuring spent
+    (True, 14.0, 233.0, 1.5 * 233.0),  # every covered cell timed: a share of the measuring's budget
+    (True, 400.0, 233.0, 1.5 * 400.0),  # a measuring that ran past its budget (extended) keeps it
+])
+def test_the_witnesses_share_under_both_ways_follows_the_measuring_s_budget(
+        every_cell: bool, measured_s: float, budget_s: float, share_s: float) -> None:
+    """GPU run 53: sparkinfer's steady measuring decided at 2 pairs in 14 s, and a share of that
+    cut every witness of its A/A at its first look (docs/gpu-e2e.md); where the witnesses are the
+    measurement of every unchanged cell they get their share of the budget instead."""
+    from evalbot.engine.contract.rule import StoppingRule
+    from evalbot.engine.measure import witness_plan
+
+    rule = StoppingRule(looks=[2, 5], critical=[3.0, 2.0], sd_floor=0.01, significance=0.02,
+                        tolerance=0.02, witness_share=1.5, witness_every_cell=every_cell)
+    spec: Any = SimpleNamespace(looks=(3, 6))  # the room reads only the witness's first look
+    room = witness_plan.room(spec, rule, budget_left_s=0.0, budget_s=budget_s,
+                             measured_s=measured_s, witnessed_s=10.0)
+    assert room is not None and room.share_s == pytest.approx(share_s - 10.0)
