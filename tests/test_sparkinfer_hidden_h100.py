@@ -38,16 +38,26 @@ def _witness(results: dict, name: str) -> dict:
     return w
 
 
-@pytest.mark.parametrize("name, expected", [("aa-speed", "neutral"), ("hide-decode", "caught:decode@128")])
-def test_each_evaluation_regrades_to_what_the_run_published(name: str, expected: str) -> None:
+@pytest.mark.parametrize("name, published_headline, now", [
+    # published eval:none; the one rule (issue 53, after the run) believes an unchanged covered
+    # cell only where its witness rules a 2% slowdown out: decode-4096's 8 pairs (sd 0.047 s a
+    # pair, 1.5% of its 3.10 s) do not at the old last look, where the harness stopped then
+    ("aa-speed", "eval:none", {"decode@128": "neutral", "decode@4096": "unconfirmed",
+                               "prefill@4096": "neutral"}),
+    ("hide-decode", "eval:inconclusive", {"decode@128": "unconfirmed", "decode@4096": "neutral",
+                                          "prefill@4096": "neutral"}),
+])
+def test_each_evaluation_regrades_as_listed(name: str, published_headline: str,
+                                            now: dict[str, str]) -> None:
     results, published = _load(name, "results"), _load(name, "verdict")
     validate(results)
     assert results["rule"]["witness_every_cell"]  # design B, as the run's profile asked
+    assert published["headline"] == published_headline
     verdict = grade(results, POLICY)
-    assert (verdict["headline"], verdict["kind"]) == (published["headline"], published["kind"])
-    assert [(c["key"], c["decision"]) for c in verdict["cells"]] == \
-        [(c["key"], c["decision"]) for c in published["cells"]]
-    assert summary.judge(expected, verdict)
+    assert verdict["headline"] == "eval:inconclusive"
+    assert {c["key"].split("/")[1]: c["decision"] for c in verdict["cells"]} == now
+    if name == "hide-decode":
+        assert summary.judge("caught:decode@128", verdict)
 
 
 def test_the_hidden_cell_is_not_believed_for_the_time_the_harness_measured() -> None:
