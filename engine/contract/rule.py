@@ -25,7 +25,7 @@ class StoppingRule:
     alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
     # The rest of the schedule (engine/measure/stats.py): one value per look; empty means `critical`
     # (the first rule, where one critical value served every test).
-    critical_floor: list[float] = field(default_factory=list)  # normal quantile x floor
+    critical_floor: list[float] = field(default_factory=list)  # x floor: normal (rule 1), t (pooled)
     equivalence: list[float] = field(default_factory=list)  # per-cell TOST t quantile
     equivalence_floor: list[float] = field(default_factory=list)
     equivalence_alpha: float = 0.05

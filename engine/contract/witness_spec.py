@@ -75,7 +75,7 @@ class WitnessSpec:
     # threshold (engine/measure/witness_interval.py `rules_out`, issue 53); empty: never
     equivalence_t: tuple[float, ...] = ()
     pooled_equivalence_t: tuple[float, ...] = ()
-    # The box's stored witness pairs refute its floor (evalbot/service/witness_floors.py): the
+    # The box's stored witness pairs refute its floor (evalbot/report/witness_floors.py): the
     # harness does not run it, and it confirms nothing until the floor is measured again
     floor_stale: bool = False
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
