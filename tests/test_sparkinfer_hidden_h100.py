@@ -95,3 +95,19 @@ def test_design_a_alone_lets_the_hidden_cell_pass_as_unchanged() -> None:
     verdict = grade(results, POLICY)
     assert verdict["headline"] == "eval:none"
     assert all(c["decision"] == "neutral" for c in verdict["cells"])
+
+
+def test_the_comment_says_not_believed_not_faster_for_unchanged_cells_held_for_time() -> None:
+    """The second run's A/A (shipped v6, before the witnesses got the budget's share): two cells
+    printed unchanged and not believed. Its comment drew them as "faster, not confirmed"; every
+    line now says what they are."""
+    from evalbot.report.render import render_comment
+
+    results = json.loads((RUN.parent / "hidden-h100-v6" / "aa-speed.results.json").read_text())
+    comment = render_comment(grade(results, POLICY), results=results)
+    head, table = comment.split("| result |", 1)
+    assert "Not decided: 2 cells not believed (slowdown not ruled out); 1 unchanged" in head
+    assert "0 faster" in head and "2 not believed" in head  # the counts line
+    assert "not confirmed" not in comment
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert sum("❓ not believed" in r for r in rows) == 2 and not any("faster" in r for r in rows)

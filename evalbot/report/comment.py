@@ -23,7 +23,7 @@ from evalbot.report.comment_headline import (
     label,
     tally,
 )
-from evalbot.report.decisions import DECISIONS, UNKNOWN_ORDER, decision_word
+from evalbot.report.decisions import DECISIONS, UNKNOWN_ORDER, decision_word, shown_decision
 from evalbot.report.history import box_label, cell_page, recent_main
 from evalbot.report.numbers import interval, pct, rate, sparkline
 
@@ -72,8 +72,8 @@ def rows(verdict: dict[str, Any], ctx: CommentContext) -> list[dict[str, Any]]:
     for c in verdict["cells"]:
         if c["pairs"] <= 0:  # counted as "not measured" in the tally line, no row of n/a
             continue
-        word, mark, order = DECISIONS.get(c["decision"], (decision_word(c["decision"]), "⚠️",
-                                                          UNKNOWN_ORDER))
+        shown = shown_decision(c)
+        word, mark, order = DECISIONS.get(shown, (decision_word(shown), "⚠️", UNKNOWN_ORDER))
         equivalence = c.get("interval") == "equivalence"
         change = f"{pct(c['speedup'])} {interval(c['lo'], c['hi'])}{'ᵉ' if equivalence else ''}"
         if c.get("believed") is False:  # no figure of the PR's the bot does not believe

@@ -12,21 +12,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalbot.report import unconfirmed
-from evalbot.report.decisions import decision_word
+from evalbot.report.decisions import decision_word, shown_decision
 from evalbot.report.numbers import interval, pct
 
 NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
 # What keeps an inconclusive verdict open, per cell decision, as its headline says it.
 OPEN = {"unconfirmed": "faster but not confirmed",
+        "unbelieved": "not believed",  # unconfirmed, held for time (decisions.shown_decision)
         "inconclusive": "undecided within the budget",
         NOT_MEASURED: "not measured within the budget"}  # only a budget stop is inconclusive
+# the shown decisions the ❓ lines explain: a line's lead (unconfirmed.Why.lead) is the word
+EXPLAINED = ("unconfirmed", "unbelieved")
 
 
 def tally(verdict: Mapping[str, Any]) -> dict[str, int]:
     """Cells per decision, a cell without pairs as not measured: the counts line's numbers."""
     out: dict[str, int] = {}
     for c in verdict["cells"]:
-        decision = c["decision"] if c["pairs"] > 0 else NOT_MEASURED
+        decision = shown_decision(c) if c["pairs"] > 0 else NOT_MEASURED
         out[decision] = out.get(decision, 0) + 1
     return out
 
@@ -115,8 +118,8 @@ def _not_decided(verdict: Mapping[str, Any], results: Mapping[str, Any] | None) 
         n = counts.pop(decision, 0)
         if not n:
             continue
-        why = f" {unconfirmed.short(unconfirmed.groups(verdict, results))}" \
-            if decision == "unconfirmed" else ""
+        why = f" {unconfirmed.short(_explaining(verdict, results, decision))}" \
+            if decision in EXPLAINED else ""
         open_.append(f"{n} cell{'' if n == 1 else 's'} {words}{why}")
     undecided = [str(g.get("model") or "a guard model") for g in
                  verdict.get("correctness_guards") or [] if g.get("decision") == "inconclusive"]
@@ -126,6 +129,12 @@ def _not_decided(verdict: Mapping[str, Any], results: Mapping[str, Any] | None) 
         open_.append(f"correctness of {', '.join(f'`{m}`' for m in undecided)} undecided")
     rest = ", ".join(f"{n} {decision_word(d)}" for d, n in counts.items())
     return f"Not decided: {', '.join(open_) or 'see the table'}" + (f"; {rest}" if rest else "")
+
+
+def _explaining(verdict: Mapping[str, Any], results: Mapping[str, Any] | None,
+                decision: str) -> list[unconfirmed.Group]:
+    """The ❓ groups of the cells shown as `decision`."""
+    return [g for g in unconfirmed.groups(verdict, results) if g.why.lead == decision_word(decision)]
 
 
 def _named(cell: Mapping[str, Any], cells: list[Mapping[str, Any]]) -> str:

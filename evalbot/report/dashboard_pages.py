@@ -24,6 +24,7 @@ from markupsafe import Markup
 from evalbot.grading.grade import ctx_name
 from evalbot.report.charts import Band, Line, Marker, Spread, line_chart
 from evalbot.report.comment import decision_word
+from evalbot.report.decisions import shown_decision
 from evalbot.report.history import NoisePoint, Series, cell_page
 from evalbot.report.numbers import interval, pct, rate
 
@@ -124,7 +125,7 @@ def _cell_verdicts(rows: list[dict[str, Any]], repo: str, key: str) -> list[dict
 def _verdict_row(row: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
     return {"when": when(row["created"]), "pr": row["pr"], "url": pr_url(row["repo"], row["pr"]),
             "head": row["head_sha"][:10], "base": row["base_sha"][:10],
-            "decision": decision_word(c["decision"]), "slower": c["decision"] == "regressed",
+            "decision": decision_word(shown_decision(c)), "slower": c["decision"] == "regressed",
             "change": f"{pct(c.get('speedup'))} {interval(c.get('lo'), c.get('hi'))}"
                       f"{'ᵉ' if c.get('interval') == 'equivalence' else ''}",
             "pairs": c.get("pairs", 0), "headline": row["verdict"].get("headline", "?"),

@@ -4,6 +4,11 @@ alike (issue 48: ❔ and ❓ were two question marks, one rendered pale grey).""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from evalbot.grading.unexplained_cost import CAPPED
+
 UNDECIDED_MARK = "⚖️"  # the evidence weighs both ways: the noise is wider than the change
 UNCONFIRMED_MARK = "❓"  # faster by its printed rates; the harness's clock did not confirm it
 DECISIONS: dict[str, tuple[str, str, int]] = {
@@ -11,6 +16,7 @@ DECISIONS: dict[str, tuple[str, str, int]] = {
     "spoofed": ("speed not believed", "⛔", 0),
     "improved": ("faster", "🟢", 2),
     "unconfirmed": ("faster, not confirmed", UNCONFIRMED_MARK, 3),
+    "unbelieved": ("not believed", UNCONFIRMED_MARK, 3),  # shown_decision: held for time
     "inconclusive": ("undecided", UNDECIDED_MARK, 4),
     "neutral": ("unchanged", "", 6),
 }
@@ -19,3 +25,13 @@ UNKNOWN_ORDER = 5  # a decision this module does not know sorts after the undeci
 
 def decision_word(decision: str) -> str:
     return DECISIONS.get(decision, (decision.replace("-", " ").replace("_", " "), "", 0))[0]
+
+
+def shown_decision(cell: Mapping[str, Any]) -> str:
+    """The decision as the comment shows it: an `unconfirmed` cell held for time the harness
+    measured (issue 53: its witness could not rule out a slowdown, none timed it, or its run's
+    time is unaccounted for) was not printed faster, so it reads "not believed", not "faster,
+    not confirmed" (a GPU run's A/A showed two unchanged cells as faster)."""
+    if cell["decision"] == "unconfirmed" and cell.get("confirmation") in CAPPED:
+        return "unbelieved"
+    return str(cell["decision"])

@@ -23,7 +23,7 @@ from evalbot.report.box_time_view import WORDS, duration
 from evalbot.report.comment import CommentContext
 from evalbot.report.comment import job_dir as job_dir
 from evalbot.report.dashboard_pages import pr_url, when
-from evalbot.report.decisions import decision_word
+from evalbot.report.decisions import decision_word, shown_decision
 from evalbot.report.history import cell_page
 from evalbot.report.numbers import interval, pct, rate
 from evalbot.report.render import render_comment
@@ -74,7 +74,7 @@ def _cells(row: dict[str, Any]) -> list[dict[str, Any]]:
         believed = c.get("believed") is not False
         out.append({
             "cell": f"{c['model']} {c['metric']} @ {c['ctx']}", "decision": decision_word(
-                c["decision"]), "base": rate(base, c["unit"]) if base is not None else "-",
+                shown_decision(c)), "base": rate(base, c["unit"]) if base is not None else "-",
             "head": rate(head, c["unit"]) if believed and head is not None else "not believed",
             "change": f"{pct(c.get('speedup'))} {interval(c.get('lo'), c.get('hi'))}"
             if believed else "not believed",
