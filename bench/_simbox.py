@@ -282,7 +282,7 @@ def teacher_forced(spec: WitnessSpec) -> bool:
 
 def render(how: dict[str, Any], printed: Printed | list[int]) -> str:
     """What the witness process prints, in the spec's output kind, for the harness's reader
-    (engine.measure.witness.read_output_ids)."""
+    (engine.measure.witness_output.read_output_ids)."""
     out = printed if isinstance(printed, Printed) else Printed(list(printed))
     ids, kind, prefix = out.ids, how["kind"], str(how.get("prefix", ""))
     if kind == "ids_line":

@@ -13,7 +13,7 @@ import pytest
 
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.witness_spec import READY, WitnessSpec, parse_witness
-from evalbot.engine.measure import witness
+from evalbot.engine.measure import witness, witness_output
 from evalbot.engine.sandbox import proc
 
 # A stub witness engine: "loads" (a fixed amount of CPU work, timed by its own monotonic clock,
@@ -56,7 +56,7 @@ def test_the_clock_runs_from_the_handoff_to_the_output_line(tmp_path: Path) -> N
     # the load before READY is outside the clock, the work after the prompt inside it
     assert done.wall_s - done.handoff_s >= float((tmp_path / "load_s.txt").read_text()) > 0
     assert done.handoff_s >= float((tmp_path / "work_s.txt").read_text())
-    assert witness.read_output_ids(done.output, _spec().output) == [i % 7 for i in prompt[-4:]]
+    assert witness_output.read_output_ids(done.output, _spec().output) == [i % 7 for i in prompt[-4:]]
 
 
 def test_the_process_cannot_have_the_prompt_before_it_is_ready(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_a_stepped_witness_gets_each_id_only_after_its_previous_answer(tmp_path:
     assert len(ids) == 8 + 20
     done = _run_stepped(tmp_path, STEPPED, spec, ids)
     assert done.ok and done.handoff_s is not None, done.output
-    got = witness.read_output_ids(done.output, spec.output)
+    got = witness_output.read_output_ids(done.output, spec.output)
     assert got == [sum(ids[:8 + k]) % 1000 for k in range(21)]
     assert eval((tmp_path / "early.txt").read_text()) == [False] * 21
 
@@ -140,7 +140,7 @@ def test_a_long_prompt_reaches_the_process_whole(tmp_path: Path) -> None:
     assert len(witness.handoff_of(spec, ids).prompt) > 3 * proc.PIPE_DEFAULT
     done = _run_stepped(tmp_path, STEPPED, spec, ids)
     assert done.ok and done.handoff_s is not None, done.output[-500:]
-    got = witness.read_output_ids(done.output, spec.output)
+    got = witness_output.read_output_ids(done.output, spec.output)
     assert got == [sum(ids[:65_536 + k]) % 1000 for k in range(4)]
 
 

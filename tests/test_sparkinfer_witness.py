@@ -26,7 +26,7 @@ import pytest
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.witness_spec import READY, WitnessSpec, parse_witness
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import witness
+from evalbot.engine.measure import witness, witness_output, witness_steps
 from evalbot.engine.measure.speed import Measurement
 from evalbot.engine.sandbox import proc
 from evalbot.engine.sides.build import build_side
@@ -171,7 +171,7 @@ def test_prefill_runs_the_prompt_as_one_batch_then_one_step_per_id(tool: Path, t
     assert done.ok and done.handoff_s is not None, done.output
     # the STEP ids: the argmax after the prompt (prefill_batched's own), then after each step;
     # each depends on every id and position before it, so on the state the batched prefill wrote
-    assert witness.read_output_ids(done.output, spec.output) == argmaxes(ids)[15:]
+    assert witness_output.read_output_ids(done.output, spec.output) == argmaxes(ids)[15:]
     before, after = split_at_ready(done.output)
     stub = [ln for ln in after if ln.startswith("stub:")]
     # timed: one batched prefill of exactly the prompt, then the steps at positions 16..21
@@ -194,7 +194,7 @@ def test_a_long_prompt_may_warm_up_on_a_shorter_one(tool: Path, tmp_path: Path) 
     ids = ids_from(9, 27)
     done = run_tool(tool, tmp_path, ["prefill", str(model(tmp_path)), "24", "3", "--warm-prompt=10"],
                     witness.handoff_of(spec, ids))
-    assert done.ok and witness.read_output_ids(done.output, spec.output) == argmaxes(ids)[23:]
+    assert done.ok and witness_output.read_output_ids(done.output, spec.output) == argmaxes(ids)[23:]
     before, after = split_at_ready(done.output)
     assert [ln.split(" first=")[0] for ln in before if "stub: prefill_batched" in ln] == \
         ["stub: prefill_batched n=10"]
@@ -220,7 +220,7 @@ def test_the_kv_cache_is_the_benchmark_processes(tool: Path, tmp_path: Path) -> 
     done = run_tool(tool, tmp_path, ["prefill", m, "8", "2", "--ctxs=128,512"],
                     witness.handoff_of(spec, ids), env=unpinned)
     assert done.ok and "stub: kv int8=0 " in done.output and "path=token-fill" in done.output
-    assert witness.read_output_ids(done.output, spec.output) == argmaxes(ids)[7:]
+    assert witness_output.read_output_ids(done.output, spec.output) == argmaxes(ids)[7:]
     done = run_tool(tool, tmp_path, ["prefill", m, "8", "2", "--ctxs=128,512"],
                     witness.handoff_of(spec, ids))
     assert done.ok and "stub: kv int8=1 " in done.output and "path=batched" in done.output
@@ -234,7 +234,7 @@ def test_the_moe_model_fills_its_prompt_token_by_token(tool: Path, tmp_path: Pat
     done = run_tool(tool, tmp_path, ["prefill", str(model(tmp_path, dense=False)), "12", "3"],
                     witness.handoff_of(spec, ids))
     assert done.ok, done.output
-    assert witness.read_output_ids(done.output, spec.output) == argmaxes(ids)[11:]
+    assert witness_output.read_output_ids(done.output, spec.output) == argmaxes(ids)[11:]
     _, after = split_at_ready(done.output)
     stub = [ln for ln in after if ln.startswith("stub:")]
     assert stub == ([f"stub: forward_token pos={p} sample=0" for p in range(11)]
@@ -254,7 +254,7 @@ def test_decode_at_depth_fills_before_ready_with_its_own_ids(tool: Path, tmp_pat
     expected = argmaxes(fill_ids(32) + fresh)[40:]
     for done in runs:
         assert done.ok, done.output
-        assert witness.read_output_ids(done.output, spec.output) == expected
+        assert witness_output.read_output_ids(done.output, spec.output) == expected
     before, after = split_at_ready(runs[0].output)
     assert [ln for ln in before if ln.startswith("stub: prefill_batched")] == \
         [f"stub: prefill_batched n=32 first={fill_ids(32)[0]} last={fill_ids(32)[31]}"]
@@ -265,7 +265,7 @@ def test_decode_at_depth_fills_before_ready_with_its_own_ids(tool: Path, tmp_pat
     # another seed is another fill (a per-pair seed the harness could draw)
     other = run_tool(tool, tmp_path, ["decode", m, "32", "5", "--fill-seed=5"],
                      witness.handoff_of(spec, fresh))
-    assert witness.read_output_ids(other.output, spec.output) == argmaxes(fill_ids(32, 5) + fresh)[40:]
+    assert witness_output.read_output_ids(other.output, spec.output) == argmaxes(fill_ids(32, 5) + fresh)[40:]
 
 
 def test_the_continuation_proves_the_fill(tool: Path, tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_the_continuation_proves_the_fill(tool: Path, tmp_path: Path) -> None:
     main = run_tool(tool, tmp_path, ["prefill", m, "32", "8"], witness.handoff_of(spec, ids))
     lazy = run_tool(tool, tmp_path, ["prefill", m, "32", "8"], witness.handoff_of(spec, ids),
                     env={"STUB_PREFILL_SKIP": "16"})
-    got = {name: witness.read_output_ids(d.output, spec.output) for name, d in
+    got = {name: witness_output.read_output_ids(d.output, spec.output) for name, d in
            (("main", main), ("lazy", lazy))}
     assert got["main"] == argmaxes(ids)[31:] and got["lazy"] == argmaxes(ids, skip=16)[31:]
     assert witness._agreement(got["lazy"], got["main"], spec.output_tokens)[0] < spec.min_agreement
@@ -341,10 +341,10 @@ def test_each_step_line_carries_mains_runner_up_and_margin(tool: Path, tmp_path:
                     witness.handoff_of(spec, ids))
     assert done.ok, done.output
     expected = near_ties(ids)[15:]
-    steps = witness.read_steps(done.output)
+    steps = witness_steps.read_steps(done.output)
     assert [(s.id, s.runner_up) for s in steps] == [(t, r) for t, r, _ in expected]
     assert [s.margin for s in steps] == pytest.approx([m for _, _, m in expected], abs=1e-6)
-    ties = witness.main_ties(steps, spec.tie_margin)
+    ties = witness_steps.main_ties(steps, spec.tie_margin)
     assert ties == [r if m < 0.05 else None for _, r, m in expected]
     assert 0 < sum(t is not None for t in ties) < len(ties)  # the stub has both kinds of steps
 
@@ -360,8 +360,8 @@ def test_a_head_with_other_numerics_agrees_through_mains_near_ties(tool: Path,
                                  witness.handoff_of(spec, fresh), env)
                         for env in ({}, {"STUB_FLIP_BELOW": "0.03"}, {"STUB_FLIP_BELOW": "0.09"}))
     assert main.ok and bf16.ok and wide.ok, (main.output, bf16.output, wide.output)
-    ties = witness.main_ties(witness.read_steps(main.output), spec.tie_margin)
-    got = {name: witness.read_output_ids(d.output, spec.output)
+    ties = witness_steps.main_ties(witness_steps.read_steps(main.output), spec.tie_margin)
+    got = {name: witness_output.read_output_ids(d.output, spec.output)
            for name, d in (("main", main), ("bf16", bf16), ("wide", wide))}
     flips = sum(a != b for a, b in zip(got["bf16"], got["main"], strict=True))
     assert flips > 0

@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 
 from evalbot.engine.contract.witness_spec import READY, STEP
-from evalbot.engine.measure.witness import handoff_of, read_output_ids
+from evalbot.engine.measure.witness import handoff_of
+from evalbot.engine.measure.witness_output import read_output_ids
 from evalbot.evaluation.profile import load_profile
 
 DATA = Path(__file__).resolve().parent / "data" / "llamacpp"

@@ -26,10 +26,7 @@ from ..contract.witness_spec import READY, STEP, WitnessSpec
 from ..sandbox import proc
 from .witness_interval import Critical, Floor, rules_out, saving_interval
 from .witness_output import read, tie_counts
-from .witness_output import read_output_ids as read_output_ids  # tests read ids through here
 from .witness_steps import _agreement
-from .witness_steps import main_ties as main_ties  # the tools' tests read steps through here
-from .witness_steps import read_steps as read_steps
 
 MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
 FLOOR_STALE = "floor_stale"  # `stopped` of a witness not run: its floor on the box is refuted
