@@ -295,8 +295,7 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
                                            records[k].get("higher_is_better", True))]
                   if s is not None}
         judged.append(judge(w, claims, alpha, tolerance))
-    covered = {k for w in results["witnesses"] if w.get("source", "witness") == "witness"
-               for k in w["cells"]}
+    covered = unexplained_cost.harness_covered(results)
     for cell in cells:
         _apply(cell, judged)
         if cell["decision"] not in ("regressed", "spoofed"):

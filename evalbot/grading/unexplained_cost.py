@@ -54,6 +54,12 @@ def not_ruled_out_reason(tolerance: float) -> str:
             "regression threshold) of this cell's work; not believed")
 
 
+def harness_covered(results: Mapping[str, Any]) -> set[str]:
+    """The cells some harness-owned witness of the results times (not the run's samples)."""
+    return {k for w in results.get("witnesses") or [] if w.get("source", "witness") == "witness"
+            for k in w["cells"]}
+
+
 def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]) -> np.ndarray:
     """u_i per kept pair of a samples witness: (head wall - head's rates' work) - (base's)."""
     work: dict[tuple[int, str], float] = {}
@@ -117,8 +123,7 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
     # Whole-process wall times include the load, which two builds of the same code need not
     # share: a GPU A/A's docs-only head took 0.30 s longer a process in both of its pairs, its
     # printed rates and its witnesses' handoff clocks equal to main's (docs/gpu-e2e.md, run 53)
-    timed = {k for w in results.get("witnesses") or [] if w.get("source", "witness") == "witness"
-             for k in w["cells"]} if results["rule"].get("witness_every_cell") else set()
+    timed = harness_covered(results) if results["rule"].get("witness_every_cell") else set()
     for cell in cells:
         # a cell a harness-owned witness confirmed was timed itself: the cost is elsewhere
         # (issue 46: wall times alone never undo a real witness's confirmation)
