@@ -15,6 +15,7 @@ from typing import Any
 from evalbot.grading import unexplained_cost
 from evalbot.grading.confirmation import FLOOR_STALE, STALE_REASON, WALL_ONLY, WALL_REASON
 from evalbot.grading.grade import ctx_name
+from evalbot.report.decisions import decision_word, shown_decision
 from evalbot.report.numbers import signed
 from evalbot.report.witness_view import WitnessView, witness_views
 
@@ -36,7 +37,7 @@ class Why:
     maintainer: str = ""  # "": no maintainer action changes it
     contributor: str = NOTHING
     cut: bool = False  # its witness was stopped for box time (evalbot witness-cut lists these)
-    lead: str = "faster, not confirmed"  # what the row's cells are said to be
+    lead: str = decision_word("unconfirmed")  # what the row's cells are said to be
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> Why | None:
     if cell.get("confirmation") not in reasons:
         return None
     reason, short = reasons[cell["confirmation"]]
-    return Why(reason.removesuffix("; not believed"), short, maintainer=RERUN, lead="not believed",
+    return Why(reason.removesuffix("; not believed"), short, maintainer=RERUN,
+               lead=decision_word(shown_decision(cell)),
                contributor="make the harness's timed run of this cell's work as fast as main's, "
                            "or print the slowdown, then push")
 
