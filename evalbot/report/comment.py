@@ -124,6 +124,10 @@ def _named(cell: dict[str, Any], cells: list[dict[str, Any]]) -> str:
 def witness_lines(verdict: dict[str, Any]) -> list[str]:
     """One line per witness the harness timed: its pairs, what it showed, why it stopped short."""
     out = []
+    rule = (verdict.get("provenance") or {}).get("rule") or {}
+    # under the one rule (issue 53) a witness's word for a cell is whether it ruled out the
+    # slowdown, which "unconfirmed" (no saving to confirm) would hide
+    tolerance = float(rule.get("tolerance") or 0.0) if rule.get("witness_every_cell") else 0.0
     for w in verdict.get("witnesses") or []:
         if w.get("source", "witness") != "witness":
             continue
@@ -131,12 +135,21 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
         if w.get("stopped") == "not_needed":
             out.append(f"Witness `{w['name']}`: not run, the verdict did not need it")
             continue
-        shown = sorted({c["status"] for c in (w.get("cells") or {}).values()}) or ["not judged"]
+        shown = sorted({_outcome(c, tolerance) for c in (w.get("cells") or {}).values()}) \
+            or ["not judged"]
         cut = "; stopped at its share of the box time" if w.get("stopped") == "box_time" else ""
         n = w["pairs"]
         out.append(f"Witness `{w['name']}` (the harness's own clock): {n} usable "
                    f"pair{'' if n == 1 else 's'}, {', '.join(shown)}{cut}")
     return out
+
+
+def _outcome(cell: dict[str, Any], tolerance: float) -> str:
+    """A covered cell's word in its witness's line: confirmed, or, under the one rule, whether
+    a slowdown of the regression threshold was ruled out; else the status as judged."""
+    if cell["status"] == "confirmed" or tolerance <= 0 or "ruled_out" not in cell:
+        return str(cell["status"])
+    return f"a {100 * tolerance:g}% slowdown {'' if cell['ruled_out'] else 'not '}ruled out"
 
 
 # A verdict that names no unconfirmed cell (an older one) but a witness cut for box time.

@@ -63,7 +63,7 @@ def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None)
     uncovered = []
     for cell in cells:
         why = Why(WALL_REASON, "the harness's clock shows no saving", maintainer=RERUN) \
-            if cell.get("confirmation") == WALL_ONLY else _unbelieved(cell, rule) \
+            if cell.get("confirmation") == WALL_ONLY else _unbelieved(cell, rule, views) \
             or _why(cell["key"], views, rule)
         if why is None:
             uncovered.append(cell)
@@ -138,10 +138,16 @@ def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | N
     return _not_shown(w, rule)
 
 
-def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> Why | None:
+def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any],
+                views: list[WitnessView]) -> Why | None:
     """A cell not believed for time the harness measured (issue 53), not for a missing saving:
     its witness could not rule out a slowdown of the regression threshold, none could time it,
     or the time is unaccounted for."""
+    if cell.get("confirmation") == unexplained_cost.UNTIMED and _spared(cell["key"], views):
+        # the harness stops every witness once one cell cannot be believed: that cell's line
+        # says what to change; this one's says only why it has no time of its own
+        return Why("its witness was not run: another cell not believed had already settled "
+                   "the verdict", "witness not needed", lead=decision_word(shown_decision(cell)))
     tolerance = float(rule.get("tolerance") or 0.0)
     reasons = {
         unexplained_cost.NOT_RULED_OUT: (unexplained_cost.not_ruled_out_reason(tolerance),
@@ -155,6 +161,12 @@ def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> Why | None:
                lead=decision_word(shown_decision(cell)),
                contributor="make the harness's timed run of this cell's work as fast as main's, "
                            "or print the slowdown, then push")
+
+
+def _spared(key: str, views: list[WitnessView]) -> bool:
+    """Every witness covering the cell was left out as not needed."""
+    covering = [w for w in views if w.covers is not None and key in w.covers]
+    return bool(covering) and all(w.stopped == "not_needed" for w in covering)
 
 
 def _box_time(w: WitnessView, rule: Mapping[str, Any]) -> str:
