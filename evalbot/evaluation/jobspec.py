@@ -51,7 +51,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     significance = speed.significance if speed.significance is not None else policy.significance
     tolerance = speed.tolerance if speed.tolerance is not None else policy.tolerance
     cell_floors, witness_floors = split_floors(sd_floors or {})
-    witnesses = sum(len(r.witnesses) for r in profile.runs)
+    checks = sum(len(w.cells) for r in profile.runs for w in r.witnesses)  # the cells ruled in
     floors = _floors(profile, cell_floors)
     pool_df = 0 if not speed.sd_floor_df else min(
         [speed.sd_floor_df] + ([floor_df] if cell_floors else []))
@@ -96,7 +96,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        r.timeout_s,
                        {"decode": r.decode_tokens},
                        [replace(_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
-                                       policy.alpha, tolerance, witnesses, speed.witness_every_cell),
+                                       policy.alpha, tolerance, checks, speed.witness_every_cell),
                                 floor_stale=w.name in stale_witnesses)
                         for w in r.witnesses], r.cost_floor_s, r.cost_floor_df)
               for r in profile.runs],
@@ -118,12 +118,13 @@ def split_floors(calibrated: dict[str, float]) -> tuple[dict[str, float], dict[s
     return cells, witnesses
 
 
-def _stops(spec: WitnessSpec, alpha: float, tolerance: float, witnesses: int,
+def _stops(spec: WitnessSpec, alpha: float, tolerance: float, checks: int,
            both_ways: bool) -> WitnessSpec:
     """The witness with the bot's critical values; where it times every covered cell, its last
-    look sized from the floor it carries (evalbot/grading/witness_sizing.py)."""
+    look sized from the floor it carries (evalbot/grading/witness_sizing.py), for `checks`
+    cells ruled in over the job's witnesses."""
     last = witness_sizing.last_look(spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
-                                    tolerance * spec.work_s, witnesses, WITNESS_RULE) \
+                                    tolerance * spec.work_s, checks, WITNESS_RULE) \
         if both_ways else 0
     return with_stops(spec, alpha, both_ways=both_ways, last=last)
 

@@ -8,7 +8,7 @@ floors a last look of 16 pairs missed it about once in 10^8 witnesses, at the H1
 times those floors) about once in 1,000 (docs/statistics.md section 9). So the last look is sized
 from the floor the job carries (the box's calibrated one, `evalbot calibrate`, else the
 profile's): the fewest pairs at which an A/A whose pair sd is that floor misses it with a chance
-of at most FALSE_FLAGS_PER_PR over the job's witnesses, and never fewer than the rule's
+of at most FALSE_FLAGS_PER_PR over the cells the job's witnesses rule in, and never fewer than the rule's
 BOTH_WAYS_LAST_LOOK times the profile's last look.
 
 The miss chance is that of the look's own test, not a normal approximation: the mean of n pairs
@@ -35,43 +35,47 @@ MAX_LAST_LOOK = 64  # beyond it a witness's box time is out of any PR's proporti
 _GRID = 4000  # points of the chi-square integral
 
 
-def last_look(looks: tuple[int, ...], floor: Floor, delta_s: float, witnesses: int,
+def last_look(looks: tuple[int, ...], floor: Floor, delta_s: float, checks: int,
               version: int) -> int:
     """The last look a witness of these `looks` gets where it must rule out `delta_s` (seconds a
     pair): BOTH_WAYS_LAST_LOOK x its last, or more where an A/A at `floor` would miss it there
-    with a chance above FALSE_FLAGS_PER_PR / `witnesses`; at most MAX_LAST_LOOK (the room then
+    with a chance above FALSE_FLAGS_PER_PR / `checks` (the cells the job's witnesses rule in);
+    at most MAX_LAST_LOOK (the room then
     decides what it gets: a cell it cannot rule in is not believed, never unchanged). Without a
     floor or a delta, nothing to size from: the rule's multiple."""
     least = BOTH_WAYS_LAST_LOOK * looks[-1]
     if not (floor.given and delta_s > 0):
         return least
-    target = FALSE_FLAGS_PER_PR / max(witnesses, 1)
+    target = FALSE_FLAGS_PER_PR / max(checks, 1)
     for n in range(least, MAX_LAST_LOOK + 1):
         if miss(n, (*looks, n), floor, delta_s, version) <= target:
             return n
     return max(MAX_LAST_LOOK, least)
 
 
-def miss(pairs: int, looks: tuple[int, ...], floor: Floor, delta_s: float, version: int) -> float:
-    """The chance that an A/A whose pair sd is the floor does not rule out `delta_s` at its look
-    of `pairs` pairs (one of `looks`, the witness's schedule), as the bot judges that look."""
-    return _miss(pairs, looks, floor.sd_s, floor.df, delta_s, version)
+def miss(pairs: int, looks: tuple[int, ...], floor: Floor, delta_s: float, version: int,
+         sd_s: float = 0.0) -> float:
+    """The chance that an A/A whose pair sd is `sd_s` (0: the floor) does not rule out `delta_s`
+    at its look of `pairs` pairs (one of `looks`, the witness's schedule), as the bot judges
+    that look with the floor the job carried."""
+    return _miss(pairs, looks, floor.sd_s, floor.df, delta_s, version, sd_s or floor.sd_s)
 
 
 @lru_cache(maxsize=4096)
-def _miss(pairs: int, looks: tuple[int, ...], sd: float, df: int, delta: float,
-          version: int) -> float:
+def _miss(pairs: int, looks: tuple[int, ...], floor: float, df: int, delta: float,
+          version: int, sd: float) -> float:
     a = alpha_at(looks, pairs, EQUIVALENCE_ALPHA, version)
     crit = critical(pairs, a, a, df, version)
     k = pairs - 1
     x = np.linspace(0.0, k + 14.0 * math.sqrt(2.0 * k) + 40.0, _GRID)[1:]
     log_density = (k / 2 - 1) * np.log(x) - x / 2 - (k / 2) * math.log(2) - math.lgamma(k / 2)
     weight = np.exp(log_density) * (x[1] - x[0])
-    own = x / k  # S^2 / f^2
+    own = sd * np.sqrt(x / k)  # the pairs' own S, (k S^2 / sd^2 ~ chi^2 at k df)
     counted = min(df, k) if version >= 2 else df
-    pooled = np.sqrt((counted + k * own) / (counted + k))
-    use_own = own > crit.guard if crit.guard > 0 and crit.lower_pooled > 0 else np.ones_like(own, bool)
-    c_sd = np.where(use_own, crit.lower * np.sqrt(own), crit.lower_pooled * pooled)
-    z = c_sd - delta * math.sqrt(pairs) / sd  # the mean's z below which the bound misses
+    pooled = np.sqrt((counted * floor * floor + k * own * own) / (counted + k))
+    refuted = own * own > crit.guard * floor * floor if crit.guard > 0 and crit.lower_pooled > 0 \
+        else np.ones_like(own, bool)
+    bound = np.where(refuted, crit.lower * own, crit.lower_pooled * pooled)  # c x the sd used
+    z = (bound - delta * math.sqrt(pairs)) / sd  # the mean's z below which the bound misses
     phi = 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
     return float(min(max(np.sum(weight * phi), 0.0), 1.0))
