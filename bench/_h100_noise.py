@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from typing import Any
 

@@ -118,7 +118,7 @@ def test_the_box_s_calibrated_floor_reaches_the_harness_and_sizes_its_looks(
     parsed = parse_job(json.loads(job.to_json()))
     specs = {w.name: w for run in parsed.runs for w in run.witnesses}
     for name, longer in (("decode-128", True), ("decode-4096", True), ("prefill-4096", False)):
-        spec, (sd, pairs) = specs[name], noise[f"witness:{name}"]
+        spec, (sd, _) = specs[name], noise[f"witness:{name}"]
         assert spec.sd_floor_s == pytest.approx(sd) and spec.floor_df == df == 4
         assert (spec.looks[-1] > 16) is longer and spec.pairs == spec.looks[-1]
         assert len(spec.equivalence_t) == len(spec.pooled_equivalence_t) == len(spec.looks)

@@ -16,8 +16,8 @@ from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.checks import sha as check_sha
 from evalbot.engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.evaluation.profile import Profile
 from evalbot.engine.measure.witness_interval import Floor
+from evalbot.evaluation.profile import Profile
 from evalbot.grading import witness_sizing
 from evalbot.grading.confirmation import WITNESS_RULE, with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
