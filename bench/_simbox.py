@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import _paces, _stress
+from bench import _h100_noise, _paces, _stress
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.job import Cell, Job, SpeedRun
@@ -84,6 +84,7 @@ class World:
     fixtures: str  # the shipped profile whose fixtures apply (bench/_paces.py)
     pace_s: float | None = None  # None: the measured pace
     fault: str = ""  # a fault of the box's processes (FAULTS), both sides and warm-ups alike
+    box: str = ""  # another box's witness noise (bench/_h100_noise.py BOXES); "": the fixtures'
 
     def fault_factors(self, run: SpeedRun, rng: np.random.Generator) -> list[float]:
         """Per cell of one process, the factor the box's fault puts on its rate: "slow first",
@@ -109,7 +110,7 @@ class World:
     def witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
         if self.fixtures == "demo":
             return self._demo_witness(run, spec)
-        return _paces.witness_pace(self.fixtures, run.model, spec)
+        return _h100_noise.witness(self.box, _paces.witness_pace(self.fixtures, run.model, spec), spec)
 
     def _demo_witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
         """The demo's driver calls the very `forward` its bench times: its work is the covered
@@ -319,8 +320,9 @@ class Evaluator:
     def __init__(self, profile: Profile, world: World, workdir: Path) -> None:
         self.profile, self.world, self.workdir = profile, world, workdir
         box = BoxConfig(name="sim", kind="local", workdir=str(workdir), repo=str(workdir))
+        floors, df = _h100_noise.calibrated(world.box, list(profile.runs), world.witness)
         self.job = make_job(replace(profile, correctness=None), POLICY, box, BASE_SHA,
-                            HEAD_SHA, seed=1, job_id="sim")
+                            HEAD_SHA, seed=1, job_id="sim", sd_floors=floors, witness_df=df)
 
     @cached_property
     def header(self) -> dict[str, Any]:

@@ -26,8 +26,12 @@ seconds of N evaluations of the A/A, the honest head and a head hiding t on the 
 largest cell, measuring and witnesses. The demo's witnesses have no fixture: their pair sd is
 the profile's floor (bench/_simbox.py `_demo_witness`).
 
+Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 measured
+(bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot calibrate`
+stores them) or the profile's (`h100-uncalibrated`).
+
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
-       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0]
+       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0] [--noise h100]
 """
 
 from __future__ import annotations
@@ -50,10 +54,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import _simbox  # noqa: E402
+from bench import _h100_noise, _simbox  # noqa: E402
 from bench._simbox import POLICY, Head, World  # noqa: E402
 from evalbot.engine.measure import witness_plan  # noqa: E402
+from evalbot.engine.measure.witness_interval import Floor  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
+from evalbot.grading import witness_sizing  # noqa: E402
 from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
 
 CAUGHT = ("regressed", "unconfirmed", "spoofed")
@@ -124,9 +130,12 @@ def design_of(label: str) -> tuple[bool, float]:
     return kind == "B", float(share or 0.0)
 
 
-def chunk(name: str, design: str, head: Head, sims: int, seed: int) -> tuple[int, int, int]:
-    """(evaluations, caught, flagged) of `sims` evaluations of one head."""
-    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name),
+def chunk(name: str, design: str, head: Head, sims: int, seed: int,
+          box: str = "", unsized: bool = False) -> tuple[int, int, int]:
+    """(evaluations, caught, flagged) of `sims` evaluations of one head on `box`
+    (bench/_h100_noise.py BOXES)."""
+    unsize(unsized)
+    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, caught, flagged = np.random.default_rng(seed), 0, 0
     with _simbox.seeded_prompts(seed):
@@ -139,10 +148,11 @@ def chunk(name: str, design: str, head: Head, sims: int, seed: int) -> tuple[int
     return sims, caught, flagged
 
 
-def box_seconds(name: str, design: str, head: Head, sims: int,
-                seed: int) -> tuple[float, float]:
+def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
+                box: str = "", unsized: bool = False) -> tuple[float, float]:
     """(measuring with warm-ups, witnesses): mean seconds of `sims` evaluations of `head`."""
-    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name),
+    unsize(unsized)
+    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, measured, witnessed = np.random.default_rng(seed), 0.0, 0.0
     with _simbox.seeded_prompts(seed):
@@ -152,7 +162,15 @@ def box_seconds(name: str, design: str, head: Head, sims: int,
     return measured / sims, witnessed / sims
 
 
-def print_box(names: list[str], designs: list[str], sims: int, jobs: int) -> None:
+def unsize(unsized: bool) -> None:
+    """`--unsized`: the rule before witness_sizing, every last look at BOTH_WAYS_LAST_LOOK x the
+    profile's (its cap at 0: `last_look` returns that multiple), in this process."""
+    if unsized:
+        witness_sizing.MAX_LAST_LOOK = 0
+
+
+def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: str,
+              unsized: bool) -> None:
     """Per profile and design, the box time of an A/A (neutral), an honest tier and a head
     hiding the threshold slowdown on its first run's largest cell."""
     print("\n### box time per verdict kind (seconds: measuring with warm-ups + witnesses; "
@@ -166,7 +184,7 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int) -> Non
              and "mix" not in h.name][-1:]
         rows += [(name, head, design) for head in picked for design in designs]
     with ProcessPoolExecutor(jobs) as pool:
-        futures = [pool.submit(box_seconds, name, design, head, sims, 1)
+        futures = [pool.submit(box_seconds, name, design, head, sims, 1, box, unsized)
                    for name, head, design in rows]
         for (name, head, design), fut in zip(rows, futures, strict=True):
             m, w = fut.result()
@@ -174,17 +192,20 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int) -> Non
                   flush=True)
 
 
-def print_analytic(name: str, share: float) -> None:
+def print_analytic(name: str, share: float, box: str = "") -> None:
     """Per witness of the profile under design B, the chance that an A/A's unchanged cell is not
-    ruled in at its last look (a normal approximation: the pair sd the fixture's, the critical
-    value the job's last equivalence t), and their sum over the PR: the false-flag rate the
-    rule's construction gives, box-time cuts aside (the simulated A/As count those)."""
-    evaluator = _simbox.Evaluator(profile_of(name, True, share), World(name),
+    ruled in at its last look, at the pair sd of the simulated box (`box`), judged with the floor
+    the job carries: a normal approximation (the critical value the job's last equivalence t)
+    and the look's own test (evalbot/grading/witness_sizing.py `miss`: the pairs' sd pooled with
+    the floor or refuting it); their sum over the PR: the false-flag rate the rule's
+    construction gives, box-time cuts aside (the simulated A/As count those)."""
+    evaluator = _simbox.Evaluator(profile_of(name, True, share), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rule = evaluator.job.rule
-    print(f"\n### {name}: an A/A not believed at a witness's last look (normal approximation)\n"
-          "\n| witness | cell | t x main's s | pair sd | last look | P |\n|---|---|---:|---:|---:|---:|")
-    total = 0.0
+    print(f"\n### {name}, {box or 'H200'} noise: an A/A not believed at a witness's last look\n"
+          "\n| witness | cell | t x main's s | pair sd | floor | last look | P normal | P |\n"
+          "|---|---|---:|---:|---:|---:|---:|---:|")
+    total = approx = 0.0
     for run in evaluator.job.runs:
         pace, cells = evaluator.world.run(run), {c.key: c for c in run.cells}
         for spec in run.witnesses:
@@ -195,10 +216,13 @@ def print_analytic(name: str, share: float) -> None:
                 if witness_plan.timed_by_narrower(key, spec, run.witnesses):
                     continue
                 delta = rule.tolerance * tokens / _simbox.rate(pace, cells[key])
-                p = NormalDist().cdf(t_last - delta * math.sqrt(n) / sd)
-                total += p
-                print(f"| {spec.name} | {key} | {delta:.4f} | {sd:.4f} | {n} | {p:.1e} |")
-    print(f"\nsum over the PR: {total:.1e}")
+                p_normal = NormalDist().cdf(t_last - delta * math.sqrt(n) / sd)
+                p = witness_sizing.miss(n, spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
+                                        delta, spec.rule_version, sd)
+                total, approx = total + p, approx + p_normal
+                print(f"| {spec.name} | {key} | {delta:.4f} | {sd:.4f} | {spec.sd_floor_s:.4f} "
+                      f"| {n} | {p_normal:.1e} | {p:.1e} |")
+    print(f"\nsum over the PR: {total:.1e} (normal approximation {approx:.1e})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -211,16 +235,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--designs", default="A,B", help="A: without `speed.witness_every_cell`; "
                     "B: with it; A@S, B@S: with a `speed.witness_share` of S")
     ap.add_argument("--only", default="", help="the heads whose name contains this")
+    ap.add_argument("--noise", default="", choices=_h100_noise.BOXES,
+                    help="the witnesses' noise: the fixtures' (H200, default), the H100's of GPU "
+                    "run 53 with the box's calibrated floors (h100) or the profile's "
+                    "(h100-uncalibrated): bench/_h100_noise.py")
+    ap.add_argument("--unsized", action="store_true", help="the rule before its last looks "
+                    "were sized from the floor (evalbot/grading/witness_sizing.py)")
     ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
                     help="print design B's analytic false-flag bound at this witness_share")
     a = ap.parse_args(argv)
     started = time.time()
     designs = a.designs.split(",")
+    unsize(a.unsized)
     if a.analytic is not None:
         for name in a.profiles.split(","):
-            print_analytic(name, a.analytic)
+            print_analytic(name, a.analytic, a.noise)
     if a.box:
-        print_box(a.profiles.split(","), designs, a.box, a.jobs)
+        print_box(a.profiles.split(","), designs, a.box, a.jobs, a.noise, a.unsized)
     for name in a.profiles.split(",") if a.sims else ():
         for design in designs:
             print_rows(name, design, a)
@@ -235,7 +266,8 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
         n = a.sims if head.name.startswith("hide") else (a.aa_sims or 10 * a.sims)
         for start in range(0, n, 50):
             seed = zlib.crc32(f"{name}|{head.name}|{start}".encode())
-            tasks.append((i, (name, design, head, min(50, n - start), seed)))
+            tasks.append((i, (name, design, head, min(50, n - start), seed, a.noise,
+                              a.unsized)))
     totals = [[0, 0, 0] for _ in rows]
     with ProcessPoolExecutor(a.jobs) as pool:
         for i, fut in [(i, pool.submit(chunk, *args)) for i, args in tasks]:
@@ -244,7 +276,8 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     every, share = design_of(design)
     what = ("B: every witness times every covered cell" if every else
             "A: the samples' two-sided check") + (f", witness_share {share:g}" if share else "")
-    print(f"\n### {name}, measured pace, design {what}\n\n"
+    print(f"\n### {name}, measured pace, {a.noise or 'H200'} noise"
+          f"{', last looks unsized' if a.unsized else ''}, design {what}\n\n"
           "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
     for head, (n, caught, flagged) in zip(rows, totals, strict=True):
         print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "

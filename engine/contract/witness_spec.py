@@ -78,6 +78,10 @@ class WitnessSpec:
     # The box's stored witness pairs refute its floor (evalbot/report/witness_floors.py): the
     # harness does not run it, and it confirms nothing until the floor is measured again
     floor_stale: bool = False
+    # main's seconds for the work of the least of its cells it must time both ways, in one
+    # process on the box its floor was measured on (the profile's; 0: not given): with the floor,
+    # what sizes its last look (evalbot/grading/witness_sizing.py); the harness does not read it
+    work_s: float = 0.0
     id_range: int = 1000  # prompt ids are drawn from [0, id_range): valid in any vocabulary
     min_agreement: float = 0.5  # share of output positions where the PR's ids equal main's
     # wall: process start to exit; cpu: the process tree's CPU time; handoff: from the moment the
@@ -122,6 +126,7 @@ def parse_witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
         equivalence_t=tuple(float(t) for t in d.get("equivalence_t") or ()),
         pooled_equivalence_t=tuple(float(t) for t in d.get("pooled_equivalence_t") or ()),
         floor_stale=get(d, where, "floor_stale", bool, optional=True) or False,
+        work_s=get(d, where, "work_s", float, optional=True) or 0.0,
         id_range=get(d, where, "id_range", int, optional=True) or 1000,
         min_agreement=float(d.get("min_agreement", 0.5)),
         clock=one_of(d.get("clock", "wall"), CLOCKS, f"{where}.clock"),
@@ -189,6 +194,9 @@ def _check_floor(spec: WitnessSpec, where: str) -> None:
     if not 0 <= spec.sd_floor_s < spec.timeout_s:  # NaN fails it too
         raise ContractError(f"{where}.sd_floor_s: {spec.sd_floor_s} is not an sd in seconds "
                             f"between 0 and the timeout")
+    if not 0 <= spec.work_s < spec.timeout_s:
+        raise ContractError(f"{where}.work_s: {spec.work_s} is not main's seconds for a cell's "
+                            f"work between 0 and the timeout")
     if spec.floor_df < 0:
         raise ContractError(f"{where}.floor_df: {spec.floor_df} degrees of freedom")
     if (spec.sd_floor_s > 0) != (spec.floor_df > 0):

@@ -16,8 +16,10 @@ from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.checks import sha as check_sha
 from evalbot.engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
 from evalbot.engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.measure.witness_interval import Floor
 from evalbot.evaluation.profile import Profile
-from evalbot.grading.confirmation import with_stops
+from evalbot.grading import witness_sizing
+from evalbot.grading.confirmation import WITNESS_RULE, with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import (
     EQUIVALENCE_ALPHA,
@@ -49,6 +51,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     significance = speed.significance if speed.significance is not None else policy.significance
     tolerance = speed.tolerance if speed.tolerance is not None else policy.tolerance
     cell_floors, witness_floors = split_floors(sd_floors or {})
+    checks = sum(len(w.cells) for r in profile.runs for w in r.witnesses)  # the cells ruled in
     floors = _floors(profile, cell_floors)
     pool_df = 0 if not speed.sd_floor_df else min(
         [speed.sd_floor_df] + ([floor_df] if cell_floors else []))
@@ -92,9 +95,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
                        {"decode": r.decode_tokens},
-                       [replace(with_stops(_witness_floor(w, witness_floors,
-                                                          witness_df or floor_df), policy.alpha,
-                                           both_ways=speed.witness_every_cell),
+                       [replace(_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
+                                       policy.alpha, tolerance, checks, speed.witness_every_cell),
                                 floor_stale=w.name in stale_witnesses)
                         for w in r.witnesses], r.cost_floor_s, r.cost_floor_df)
               for r in profile.runs],
@@ -114,6 +116,17 @@ def split_floors(calibrated: dict[str, float]) -> tuple[dict[str, float], dict[s
     witnesses = {k[len(WITNESS_FLOOR):]: v for k, v in calibrated.items()
                  if k.startswith(WITNESS_FLOOR)}
     return cells, witnesses
+
+
+def _stops(spec: WitnessSpec, alpha: float, tolerance: float, checks: int,
+           both_ways: bool) -> WitnessSpec:
+    """The witness with the bot's critical values; where it times every covered cell, its last
+    look sized from the floor it carries (evalbot/grading/witness_sizing.py), for `checks`
+    cells ruled in over the job's witnesses."""
+    last = witness_sizing.last_look(spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
+                                    tolerance * spec.work_s, checks, WITNESS_RULE) \
+        if both_ways else 0
+    return with_stops(spec, alpha, both_ways=both_ways, last=last)
 
 
 def _witness_floor(spec: WitnessSpec, calibrated: dict[str, float], floor_df: int) -> WitnessSpec:

@@ -142,15 +142,16 @@ def alpha_at(looks: tuple[int, ...], pairs: int, alpha: float, version: int) -> 
 
 
 def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE,
-               both_ways: bool = False) -> WitnessSpec:
+               both_ways: bool = False, last: int = 0) -> WitnessSpec:
     """The witness as the job carries it: the critical values of each look, of confirmation,
     of contradiction and of equivalence, at which the harness may stop measuring
     (engine/measure/witness.py): for the own sd and, where the witness has a calibrated floor,
     for the pooled sd with the guard and (rule 2) the degrees of freedom the floor counts for at
-    each look. `both_ways` (`speed.witness_every_cell`): one more look, at BOTH_WAYS_LAST_LOOK
-    times the last, for an unchanged cell's equivalence (issue 53)."""
+    each look. `both_ways` (`speed.witness_every_cell`): one more look, at `last` pairs (0:
+    BOTH_WAYS_LAST_LOOK times the profile's last; evalbot/grading/witness_sizing.py sizes it
+    from the floor), for an unchanged cell's equivalence (issue 53)."""
     if both_ways:
-        last = BOTH_WAYS_LAST_LOOK * spec.looks[-1]
+        last = max(last, BOTH_WAYS_LAST_LOOK * spec.looks[-1])
         spec = replace(spec, looks=(*spec.looks, last), pairs=last)
     looks = len(spec.looks)
     alphas = look_alphas(spec.looks, confirm_alpha(rule_alpha, 1), version)

@@ -1,0 +1,82 @@
+"""The witnesses' noise on the H100 that GPU run 53 measured (docs/gpu-e2e.md, "A slowdown hidden
+by printing"), for the simulated box (bench/_simbox.py `World.box`): the sparkinfer witness
+fixtures are the H200's, whose pair sd is 4-5 times below what the H100's A/As showed.
+
+Read from the run's A/A evaluations (tests/data/sparkinfer/hidden-h100*/aa-speed.results.json:
+main against a docs-only head, the shipped profile's witnesses on the cut sweep): per witness the
+sd of a pair's saving as a share of main's witness time, pooled over both runs' verified pairs.
+The simulated box keeps the H200's paces and applies that relative sd to them (what the rule's
+bound, t x main's seconds for the cell's work, meets is the noise relative to the work). A
+witness the run did not time gets the largest relative sd of the witnesses it did time of its
+cells' kinds (decode, prefill), or its H200 one where larger: an assumption, named in its source.
+
+Boxes: "h100", whose job carries that noise as the box's calibrated floor (`evalbot calibrate`
+with its default pairs: CALIBRATE_PAIRS); "h100-uncalibrated", whose job carries the profile's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from bench import _paces
+from evalbot.engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.measure.witness import pair_savings
+from evalbot.store.noise import WITNESS_FLOOR
+
+RUNS = ("hidden-h100", "hidden-h100-v6")  # GPU run 53's two A/As, under tests/data/sparkinfer
+BOXES = ("", "h100", "h100-uncalibrated")  # "": the fixtures' own box (the H200)
+CALIBRATE_PAIRS = 12  # `evalbot calibrate --pairs`'s default: a stored floor's pairs
+
+
+@cache
+def relative_sd() -> dict[str, tuple[float, int]]:
+    """Witness name -> (pair sd / main's mean witness time, degrees of freedom), pooled over the
+    H100 A/As' verified pairs."""
+    sums: dict[str, list[float]] = {}
+    for run in RUNS:
+        doc = json.loads((_paces.DATA / "sparkinfer" / run / "aa-speed.results.json").read_text())
+        for w in doc["witnesses"]:
+            d = pair_savings(w["samples"], need_verified=True) if w["source"] == "witness" else []
+            if len(d) < 2:
+                continue
+            base = float(np.mean([s["seconds"] for s in w["samples"] if s["side"] == "base"]))
+            acc = sums.setdefault(w["name"], [0.0, 0.0])
+            acc[0] += (len(d) - 1) * (float(np.std(d, ddof=1)) / base) ** 2
+            acc[1] += len(d) - 1
+    return {name: (math.sqrt(v / df), int(df)) for name, (v, df) in sums.items()}
+
+
+def witness(box: str, h200: _paces.WitnessPace, spec: WitnessSpec) -> _paces.WitnessPace:
+    """`h200`, the witness's fixture pace, with the H100's noise."""
+    if box not in BOXES:
+        raise ValueError(f"unknown box {box!r}: one of {BOXES}")
+    if not box:
+        return h200
+    rel, where = relative_sd(), ", ".join(f"tests/data/sparkinfer/{r}" for r in RUNS)
+    if spec.name in rel:
+        return replace(h200, pair_sd_s=rel[spec.name][0] * h200.seconds,
+                       source=f"{h200.source}; the H100's relative pair sd ({where})")
+    kinds = {key.rsplit("/", 1)[-1].split("@")[0] for key in spec.cells}
+    share = max([h200.pair_sd_s / h200.seconds] +
+                [r for name, (r, _) in rel.items() if name.split("-", 1)[0] in kinds])
+    return replace(h200, pair_sd_s=share * h200.seconds,
+                   source=f"{_paces.ASSUMED}: the largest relative pair sd of a witness of its "
+                          f"cells' kinds the H100 timed ({where}), or the H200's own")
+
+
+def calibrated(box: str, runs: list[Any],
+               pace: Callable[[Any, WitnessSpec], _paces.WitnessPace],
+               ) -> tuple[dict[str, float], int | None]:
+    """(the box's calibrated witness floors as make_job's `sd_floors`, their df) where the box
+    calibrated ("h100"): each witness's simulated pair sd (`pace`: World.witness); else none."""
+    if box != "h100":
+        return {}, None
+    return ({WITNESS_FLOOR + spec.name: pace(run, spec).pair_sd_s
+             for run in runs for spec in run.witnesses}, CALIBRATE_PAIRS - 1)
