@@ -35,3 +35,18 @@ def shown_decision(cell: Mapping[str, Any]) -> str:
     if cell["decision"] == "unconfirmed" and cell.get("confirmation") in CAPPED:
         return "unbelieved"
     return str(cell["decision"])
+
+
+PRINTED_MARK = "ᵖ"  # an unchanged cell no clock of the harness timed: the printed rate's word
+
+
+def printed_only(cell: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
+    """An unchanged cell that rests on the engine's printed rate alone, where the rule times
+    every covered cell (issue 53): no witness of the harness ruled its slowdown out, since none
+    covers it (the profile's "regressions only" cells). A slowdown printed away there is seen
+    by no clock, and the comment says so rather than call it unchanged as the others are."""
+    rule = (verdict.get("provenance") or {}).get("rule") or {}
+    if not rule.get("witness_every_cell") or cell["decision"] != "neutral":
+        return False
+    return not any((w.get("cells") or {}).get(cell["key"], {}).get("ruled_out")
+                   for w in verdict.get("witnesses") or [] if w.get("source", "witness") == "witness")
