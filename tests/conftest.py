@@ -19,7 +19,11 @@ __all__ = ["sshd"]
 # neighbours belongs here: the suite then ends with its workers together.
 SCOPE_SECONDS = {
     "test_setup_guide.py": 250,  # docs/setup.md: a wheel, box init, calibrate and a verdict over SSH
-    "test_warm_reference.py": 190, "test_exhaustion.py": 160, "test_hidden_slowdown_demo.py": 160,
+    "test_warm_reference.py": 190, "test_exhaustion.py": 160,
+    "test_hidden_slowdown_demo.py::"
+    "test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged": 85,
+    "test_hidden_slowdown_demo.py::"
+    "test_the_same_prefill_printed_honestly_is_the_regression_it_is": 85,
     "test_witness_box_time.py": 130, "test_demo_e2e.py::TestSlowLongPR": 115,
     "test_confirmation.py": 105, "test_demo_e2e.py::TestNeutralPR": 105,
     "test_witness_floor_stale.py": 100, "test_doctor_deploy.py": 95,
@@ -54,10 +58,10 @@ SCOPE_SECONDS = {
     "test_calibrate_ssh.py": 11, "test_demo_profile.py": 11, "test_github_rounds.py": 11,
 }
 
-# Modules of independent tests (each runs its own subprocess, they share no module fixture),
-# one of them much longer than the rest: each test is a work unit of its own, so the short ones
-# run on the other workers beside the long one instead of after it.
-OWN_SCOPE_MODULES = {"test_bench_short.py"}
+# Modules of independent tests (each runs its own subprocess, they share no costly module
+# fixture), some much longer than the rest: each test is a work unit of its own, so they run on
+# several workers side by side instead of one after the other on one.
+OWN_SCOPE_MODULES = {"test_bench_short.py", "test_hidden_slowdown_demo.py"}
 
 
 def work_unit(nodeid: str) -> str:

@@ -37,10 +37,8 @@ def test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged(sshd, bo
                                                                        demo, tmp_path):
     _root, repo = demo
     hidden = hd.head(repo, "prefill-twice-scaled", TWICE + SCALED)
-    honest = hd.head(repo, "prefill-twice", TWICE)
     with ssh_evaluator(sshd, box_python, demo, tmp_path, full_profile=True) as (run, _config):
         lying = run(hidden, 53, "hidden").verdict
-        printed = run(honest, 54, "honest").verdict
     cells = {c["key"]: c for c in lying["cells"]}
     assert lying["headline"] in NOT_UNCHANGED, lying["reasons"]
     assert lying["tier"] is None
@@ -48,6 +46,15 @@ def test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged(sshd, bo
     assert lying["correctness"]["decision"] != "reject"  # its model is main's: only speed lies
     if cells[CELL]["decision"] == "unconfirmed":
         assert any(CELL in r and "not believed" in r for r in lying["reasons"]), lying["reasons"]
-    # the same work printed honestly is the regression it is
+
+
+def test_the_same_prefill_printed_honestly_is_the_regression_it_is(sshd, box_python, demo,
+                                                                    tmp_path):
+    # a test of its own (tests/conftest.py: OWN_SCOPE_MODULES), so that xdist runs the two
+    # whole evaluations of this module side by side
+    _root, repo = demo
+    honest = hd.head(repo, "prefill-twice", TWICE)
+    with ssh_evaluator(sshd, box_python, demo, tmp_path, full_profile=True) as (run, _config):
+        printed = run(honest, 54, "honest").verdict
     assert printed["headline"] == "eval:REJECT", printed["reasons"]
     assert "regression-1k-pp" in printed["regression_labels"]

@@ -161,13 +161,13 @@ def stub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str,
     """main; an honest 2x decode; and a head whose bench decodes 2x (its samples' wall times
     agree) while the work its witness times is main's: a bench-only speedup."""
     repo, main, shas = make_repo(tmp_path_factory.mktemp("stub"),
-                                 {"honest": {"decode": 400.0}}, main={"decode": 200.0})
+                                 {"honest": {"decode": 800.0}}, main={"decode": 400.0})
     _git(repo, "checkout", "-q", "--detach", main)
     engine = (repo / "engine.py").read_text()
     old = 'witness(1 / cfg["decode"]'
     assert engine.count(old) == 1
     (repo / "engine.py").write_text(engine.replace(old, 'witness(1 / cfg["witness_decode"]'))
-    (repo / "speed.json").write_text(json.dumps({"decode": 400.0, "witness_decode": 200.0,
+    (repo / "speed.json").write_text(json.dumps({"decode": 800.0, "witness_decode": 400.0,
                                                  "prefill": 1e6}))
     _git(repo, "commit", "-q", "-am", "bench only")
     shas["bench_only"] = _git(repo, "rev-parse", "HEAD")

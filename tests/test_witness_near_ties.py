@@ -140,11 +140,11 @@ def _replace(text: str, old: str, new: str) -> str:
 
 
 def _repo(root: Path) -> tuple[Path, str, dict[str, str]]:
-    """main (decode 200 tok/s, its witness printing near ties) and heads 2x faster whose
+    """main (decode 400 tok/s, its witness printing near ties) and heads 2x faster whose
     witnesses print other ids at some steps, and a liar (`skipper`) whose witness answers its
     last tenth of steps at once with a guess and fake fields claiming a near tie, and whose
     bench skips the same share of its decode work (rates true to the work it did)."""
-    repo, _, _ = make_repo(root, {}, main={"decode": 200.0})
+    repo, _, _ = make_repo(root, {}, main={"decode": 400.0})
     engine = _replace((repo / "engine.py").read_text(), LOOP_LINE, MAIN_LINE)
     (repo / "engine.py").write_text(engine)
     _git(repo, "commit", "-q", "-am", "main: near ties")
@@ -153,7 +153,7 @@ def _repo(root: Path) -> tuple[Path, str, dict[str, str]]:
     shas = {}
     for name, line in HEADS.items():
         (repo / "engine.py").write_text(_replace(engine, MAIN_LINE, line))
-        (repo / "speed.json").write_text(json.dumps({**cfg, "decode": 400.0}))
+        (repo / "speed.json").write_text(json.dumps({**cfg, "decode": 800.0}))
         _git(repo, "commit", "-q", "-am", name)
         shas[name] = _git(repo, "rev-parse", "HEAD")
         _git(repo, "checkout", "-q", main)

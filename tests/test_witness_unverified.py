@@ -127,7 +127,7 @@ def _junk_tail_repo(root: Path, agreement: float) -> tuple[Path, str, str]:
     steps and answers the rest at once with an id main never prints, and whose bench skips the
     same share of its decode work and prints rates true to the work it did (its samples' wall
     times agree with them)."""
-    repo, main, _ = make_repo(root, {}, main={"decode": 200.0})
+    repo, main, _ = make_repo(root, {}, main={"decode": 400.0})
     engine = (repo / "engine.py").read_text()
     for old, new in [
         ("    while True:\n", "    done = 0\n    while True:\n"),
