@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import _h100_noise, _simbox  # noqa: E402
+from bench import _alpha_split, _h100_noise, _simbox  # noqa: E402
 from bench._simbox import POLICY, Head, World  # noqa: E402
 from evalbot.engine.measure import witness_plan  # noqa: E402
 from evalbot.engine.measure.witness_interval import Floor  # noqa: E402
@@ -243,8 +243,18 @@ def main(argv: list[str] | None = None) -> None:
                     "were sized from the floor (evalbot/grading/witness_sizing.py)")
     ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
                     help="print design B's analytic false-flag bound at this witness_share")
+    ap.add_argument("--splits", action="store_true", help="per witness of design B, the alpha "
+                    "split over its looks: sized last look, A/A pairs and box time, detection "
+                    "(bench/_alpha_split.py)")
     a = ap.parse_args(argv)
     started = time.time()
+    if a.splits:
+        for name in a.profiles.split(","):
+            evaluator = _simbox.Evaluator(profile_of(name, True), World(name, box=a.noise),
+                                          Path(tempfile.mkdtemp(prefix="hidden-")))
+            print(f"\n### {name}, {a.noise or 'H200'} noise: the alpha split over the looks")
+            _alpha_split.print_splits(evaluator, sum(len(w.cells) for r in evaluator.job.runs
+                                                     for w in r.witnesses))
     designs = a.designs.split(",")
     unsize(a.unsized)
     if a.analytic is not None:
