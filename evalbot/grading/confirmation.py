@@ -100,12 +100,9 @@ TIER_CAP_ALPHA = 0.05
 WALL_ONLY = "contradicted by wall times"
 WALL_REASON = "the harness's clock does not show the saving the engine printed; not believed"
 WITNESS_RULE = 2  # the rule of new jobs' witnesses (module docstring)
-# The rule of a witness whose last look is sized from its floor and work (`work_s`; evalbot/
-# grading/witness_sizing.py, where the rule times every covered cell): rule 2, but confirmation
-# weighs the last look as if it were at BOTH_WAYS_LAST_LOOK x the look before it, so a last look
-# sized up for a noisy box takes no alpha from the early ones, and the equivalence bound's alpha
-# is the same at every look (`equivalence_alphas`): at n^2 an honest A/A on the H100 seldom
-# ruled a slowdown out before its last look (docs/statistics.md section 9a)
+# The rule of a witness whose last look is sized from its floor and `work_s` (evalbot/grading/
+# witness_sizing.py): rule 2 but for the alpha split over its looks (`look_alphas`,
+# `equivalence_alphas`; docs/statistics.md section 9a)
 BOTH_WAYS_RULE = 3
 STALE_GUARD_ALPHA = 0.5  # rule 2: the floor's F guard at the test's median
 STALE = "floor stale"  # the status of a covered cell whose witness was not run: its floor is refuted
@@ -145,11 +142,10 @@ def look_alphas(looks: tuple[int, ...], alpha: float, version: int) -> list[floa
 
 
 def equivalence_alphas(looks: tuple[int, ...], version: int) -> list[float]:
-    """Each look's share of the equivalence bound's EQUIVALENCE_ALPHA: as confirmation's
-    (`look_alphas`) up to rule 2; under rule 3 the same at every look (Pocock-like): an honest
-    A/A rules a slowdown out at an early look about as often as at its last, and at the H100's
-    noise it then stopped at 12-17 pairs of a decode witness, not 15-24, for a last look 4-5
-    pairs longer (bench/hidden_cost.py --splits, docs/statistics.md section 9a)."""
+    """Each look's share of the equivalence bound's EQUIVALENCE_ALPHA: as confirmation's up to
+    rule 2; under rule 3 the same at every look (Pocock-like): at n^2 an honest A/A on the H100
+    seldom ruled a slowdown out before its sized last look; even, a decode witness's A/A stopped
+    at 12-17 pairs, not 15-24, for a last look 4-5 pairs longer (bench/hidden_cost.py --splits)."""
     if version >= BOTH_WAYS_RULE and looks:
         return [EQUIVALENCE_ALPHA / len(looks)] * len(looks)
     return look_alphas(looks, EQUIVALENCE_ALPHA, version)
