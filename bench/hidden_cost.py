@@ -30,8 +30,12 @@ Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 mea
 (bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot calibrate`
 stores them) or the profile's (`h100-uncalibrated`).
 
+Variants of design B (`--unsized`, `--rule2`, `--flat-room`): the rule before its last looks were
+sized, witness rule 2's alpha split, the profile's share not grown with the looks. `--splits`: per
+witness, the alpha split over the looks (bench/_alpha_split.py).
+
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
-       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0] [--noise h100]
+       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0] [--noise h100] [--splits]
 """
 
 from __future__ import annotations
