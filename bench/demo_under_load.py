@@ -1,14 +1,16 @@
 """`evalbot demo` on a busy machine: N runs in a row beside K busy-loop processes (issue 48).
 
-    python bench/demo_under_load.py [--runs 10] [--busy 4] [--only faster ...]
+    python bench/demo_under_load.py [--runs 10] [--busy 4] [--only faster ...] [--keep DIR]
 
 Each run is the shipped command, `python -m evalbot demo --json`, on a fresh output folder, with
 the shipped demo profile. One row per run: each PR's verdict kind (as expected or not), the
 honest `faster` PR's cells that are not believed or not confirmed (none is the bar), its
 witnesses' pairs and why each stopped, the run's wall time and the machine's load average at
 its end (other work on the machine counts too: say it beside the figures). The busy loops
-(`--busy 0`: none, a quiet run) are stopped whatever happens. Exit status 0 only when every run
-gave every expected verdict and no honest row went unbelieved.
+(`--busy 0`: none, a quiet run) are stopped whatever happens. `--keep DIR` keeps each run's
+output folder as DIR/run-N, its printed verdicts in DIR/run-N/stdout.json (tests/test_demo_e2e.py
+checks the broken PR's outputs there: one demo evaluation for both). Exit status 0 only when every
+run gave every expected verdict and no honest row went unbelieved.
 """
 
 from __future__ import annotations
@@ -37,18 +39,23 @@ def _busy_loop() -> None:
         pass
 
 
-def one_run(only: list[str]) -> tuple[dict[str, Any], float, str]:
-    """The demo's verdicts by PR, its wall time, and its error output's tail where it failed."""
+def one_run(only: list[str], keep: Path | None) -> tuple[dict[str, Any], float, str]:
+    """The demo's verdicts by PR, its wall time, and its error output's tail where it failed;
+    its output folder is `keep` where given, else a temporary one."""
     with tempfile.TemporaryDirectory(prefix="demo-under-load-") as tmp:
-        argv = [sys.executable, "-m", "evalbot", "demo", "--out", str(Path(tmp) / "out"),
+        out = keep if keep is not None else Path(tmp) / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "evalbot", "demo", "--out", str(out),
                 "--json", *[a for name in only for a in ("--only", name)]]
         started = time.monotonic()
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
         wall = time.monotonic() - started
+        if keep is not None:
+            (out / "stdout.json").write_text(done.stdout)
         published = {}  # each PR's full results: its witnesses' pairs, its box time per stage
         for name in json.loads(done.stdout or "{}"):
-            private = Path(tmp) / "out" / name / "private" / "results.json"
+            private = out / name / "private" / "results.json"
             if private.is_file():
                 published[name] = json.loads(private.read_text())
     try:
@@ -101,6 +108,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--busy", type=int, default=4, help="busy-loop processes beside it")
     parser.add_argument("--only", action="append", default=[], choices=list(EXPECTED))
+    parser.add_argument("--keep", type=Path, help="keep each run's output folder as KEEP/run-N")
     args = parser.parse_args()
     names = args.only or list(EXPECTED)
     print(f"`evalbot demo`, {args.runs} runs in a row beside {args.busy} busy loops on "
@@ -114,7 +122,8 @@ def main() -> int:
     good = 0
     try:
         for i in range(args.runs):
-            verdicts, wall, error = one_run(args.only)
+            verdicts, wall, error = one_run(args.only,
+                                            args.keep / f"run-{i + 1}" if args.keep else None)
             line, ok = row(i + 1, verdicts, wall, names)
             good += ok
             print(line + (f"\nrun {i + 1} failed: {error}" if error else ""), flush=True)

@@ -42,7 +42,6 @@ SCOPE_SECONDS = {
     "test_reference_cache.py": 33, "test_stats_stress.py": 33,
     "test_bench_short.py::test_the_bench_runs_in_its_short_form[intake.py]": 45,
     "test_bench_short.py::test_the_bench_runs_in_its_short_form[publication_restart.py]": 30,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[demo_under_load.py]": 30,
     "test_bench_short.py::test_the_bench_runs_in_its_short_form[fault_quality.py]": 20,
     "test_bench_short.py::test_the_bench_runs_in_its_short_form[hidden_cost.py]": 20,
     "test_bench_short.py::test_the_bench_runs_in_its_short_form[slow_clients.py]": 20,

@@ -3,7 +3,8 @@
 Each demo PR is its own `evalbot demo --only NAME` in its own class: pytest-xdist hands classes
 out separately (`--dist loadscope`, pyproject.toml), so the four shipped-profile evaluations run
 side by side instead of one after the other on one worker. `--only` filters the same loop that
-plain `evalbot demo` runs over all four (evalbot/evaluation/demo.py).
+plain `evalbot demo` runs over all four (evalbot/evaluation/demo.py); the broken PR's, through
+bench/demo_under_load.py's short form, which runs that command.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ EXPECTED = {"faster": "improved", "neutral": "neutral", "slow_long": "regressed"
 TIERS = {"eval:XL", "eval:L", "eval:M", "eval:S", "eval:XS"}
 
 
+ROOT = Path(__file__).resolve().parents[1]
+# bench/demo_under_load.py's short form (its README command, one quiet run of one PR): the broken
+# PR's class checks the outputs of that run (--keep), so the bench and the class share one demo
+# evaluation (a minute of CPU) instead of running one each
+BENCH = [sys.executable, str(ROOT / "bench" / "demo_under_load.py"), "--runs", "1", "--busy", "0"]
+
+
 @pytest.fixture(scope="class")
 def demo_run(request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Any]]:
-    """One `evalbot demo --only NAME` per class: with --json (the verdicts on stdout) or as a
-    user runs it (a short report on stdout, kept in out/stdout.txt for the tests)."""
+    """One `evalbot demo --only NAME` per class: with --json (the verdicts on stdout), as a
+    user runs it (a short report on stdout, kept in out/stdout.txt for the tests), or through
+    bench/demo_under_load.py (--json too, its stdout kept in out/stdout.json)."""
     name, as_json = request.cls.PR, request.cls.JSON
+    if request.cls.BENCH:
+        return _bench_run(name, tmp_path_factory.mktemp(f"bench-{name}"))
     out = tmp_path_factory.mktemp(f"demo-{name}")
     done = subprocess.run([sys.executable, "-m", "evalbot", "demo", "--only", name,
                            "--out", str(out), *(["--json"] if as_json else [])],
@@ -41,11 +52,24 @@ def demo_run(request: pytest.FixtureRequest,
     return out, name, verdicts[name]
 
 
+def _bench_run(name: str, keep: Path) -> tuple[Path, str, dict[str, Any]]:
+    """The bench's short form, which must exit 0 with its table; its one run's output folder."""
+    done = subprocess.run([*BENCH, "--only", name, "--keep", str(keep)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    assert "1 of 1 runs: every verdict as expected" in done.stdout, done.stdout[-2000:]
+    out = keep / "run-1"
+    verdicts = json.loads((out / "stdout.json").read_text())
+    assert list(verdicts) == [name]  # --only: this PR and no other
+    return out, name, verdicts[name]
+
+
 class DemoPR:
     """The checks every demo PR gets; a subclass names the PR."""
 
     PR = ""
     JSON = False
+    BENCH = False  # run through bench/demo_under_load.py (JSON)
 
     def test_gets_its_verdict(self, demo_run) -> None:
         _, name, verdict = demo_run
@@ -156,8 +180,11 @@ class TestFasterPR(DemoPR):
                            for w in timed), (cell["key"], timed)
 
 
-class TestBrokenPR(DemoPR, PrintedReport):
+class TestBrokenPR(DemoPR):
+    """Through the bench's short form (TestSlowLongPR checks the printed report)."""
+
     PR = "broken"
+    BENCH = True
 
     def check_headline(self, verdict: dict[str, Any]) -> None:
         assert verdict["headline"] == "eval:REJECT"

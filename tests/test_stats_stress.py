@@ -13,6 +13,7 @@ The bench rows run the rule table of bench/verdict_quality.py at a fixed seed (d
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ def _vq() -> Any:
     return vq
 
 
+@functools.cache  # 'spark +slow first' is asked twice: its 1,200 simulations once
 def _figures(name: str, seed: int = 11) -> Any:
     vq = _vq()
     (sc,) = [s for s in vq.scenarios() if s.name == name]

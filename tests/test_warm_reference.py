@@ -188,6 +188,18 @@ def test_a_failed_score_run_names_its_windows_and_keeps_what_was_warmed(
     assert again.returncode == 0, again.stderr
     assert f"({GRID - 200} windows scored, 200 were cached)" in again.stdout
     assert sum(_calls(tmp_path)) == GRID + 100  # the failed batch, and every window once
+    # what the failed run and its rerun warmed is the harness's alone, in the evaluations' cache
+    box = tmp_path / "box"
+    assert (box / "cache").stat().st_mode & 0o777 == 0o700
+    entries = _cache_entries(box)
+    assert len(entries) == GRID + 1  # and the manifest
+    assert all(p.stat().st_mode & 0o077 == 0 and p.parent.stat().st_mode & 0o077 == 0
+               for p in entries)
+    jobs = sorted((box / "jobs").glob("warm-reference-*/job.json"))
+    assert len(jobs) == 2
+    for job in jobs:
+        doc: dict[str, Any] = json.loads(job.read_text())
+        assert doc["cache_dir"] == str(box / "cache")  # not a cache of its own
 
 
 @pytest.mark.parametrize("problem", ["model", "reference build"])
@@ -252,18 +264,3 @@ def test_the_whole_grid_is_every_window_a_seed_could_pick_long_ones_in_small_bat
 
 def _cache_entries(box: Path) -> list[Path]:
     return sorted(p for p in (box / "cache" / "reference").rglob("*") if p.is_file())
-
-
-def test_warmed_entries_are_the_harness_s_alone(demo: DemoRepo, tmp_path: Path) -> None:
-    config = _config(tmp_path, demo, _stub_profile(tmp_path))
-    assert _warm(config, "--batch", "400").returncode == 0
-    box = tmp_path / "box"
-    assert (box / "cache").stat().st_mode & 0o777 == 0o700
-    entries = _cache_entries(box)
-    assert len(entries) == GRID + 1  # and the manifest
-    assert all(p.stat().st_mode & 0o077 == 0 and p.parent.stat().st_mode & 0o077 == 0
-               for p in entries)
-    jobs = sorted((box / "jobs").glob("warm-reference-*/job.json"))
-    assert len(jobs) == 1
-    doc: dict[str, Any] = json.loads(jobs[0].read_text())
-    assert doc["cache_dir"] == str(box / "cache")  # the evaluations' cache, not one of its own
