@@ -62,7 +62,11 @@ def prepare(box: Box, box_config: BoxConfig, job: Job) -> PurePosixPath:
     expected = tree_sha256(HARNESS_SRC)
     got = box.run([box_config.python, "-m", "engine.contract.integrity", str(harness)],
                   cwd=str(harness.parent), timeout_s=120)
-    if got.returncode != 0 or got.output.strip() != expected:
+    if got.returncode != 0:  # our own tool's last line: a traceback's cause, never PR output
+        last = (got.output.strip().splitlines() or ["no output"])[-1][:200]
+        raise PipelineError(f"cannot check the harness copied to the box (exit {got.returncode}: "
+                            f"{last}); not running it")
+    if got.output.strip() != expected:
         raise PipelineError("the harness copied to the box does not match ours; not running it")
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "job.json"
