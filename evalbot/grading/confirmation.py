@@ -86,7 +86,7 @@ from evalbot.engine.measure.witness_interval import (
     rules_out,
     saving_interval,
 )
-from evalbot.grading import quantiles, unexplained_cost
+from evalbot.grading import faulty_box, quantiles, unexplained_cost
 from evalbot.grading.sequential import DIGITS, EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
@@ -326,6 +326,7 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         _apply(cell, judged)
         if cell["decision"] not in ("regressed", "spoofed"):
             both_ways(cell, judged, every and cell["key"] in covered)
+    faulty_box.not_called_lies(results, cells)
     return judged
 
 
