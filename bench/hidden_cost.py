@@ -30,8 +30,12 @@ Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 mea
 (bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot calibrate`
 stores them) or the profile's (`h100-uncalibrated`).
 
+Variants of design B (`--unsized`, `--rule2`, `--flat-room`): the rule before its last looks were
+sized, witness rule 2's alpha split, the profile's share not grown with the looks. `--splits`: per
+witness, the alpha split over the looks (bench/_alpha_split.py).
+
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
-       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0] [--noise h100]
+       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0] [--noise h100] [--splits]
 """
 
 from __future__ import annotations
@@ -54,12 +58,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import _h100_noise, _simbox  # noqa: E402
+from bench import _alpha_split, _h100_noise, _simbox  # noqa: E402
 from bench._simbox import POLICY, Head, World  # noqa: E402
 from evalbot.engine.measure import witness_plan  # noqa: E402
 from evalbot.engine.measure.witness_interval import Floor  # noqa: E402
+from evalbot.evaluation import jobspec  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading import witness_sizing  # noqa: E402
+from evalbot.grading.confirmation import WITNESS_RULE  # noqa: E402
 from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
 
 CAUGHT = ("regressed", "unconfirmed", "spoofed")
@@ -131,10 +137,10 @@ def design_of(label: str) -> tuple[bool, float]:
 
 
 def chunk(name: str, design: str, head: Head, sims: int, seed: int,
-          box: str = "", unsized: bool = False) -> tuple[int, int, int]:
+          box: str = "", variant: str = "") -> tuple[int, int, int]:
     """(evaluations, caught, flagged) of `sims` evaluations of one head on `box`
     (bench/_h100_noise.py BOXES)."""
-    unsize(unsized)
+    unsize(variant)
     evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, caught, flagged = np.random.default_rng(seed), 0, 0
@@ -149,9 +155,9 @@ def chunk(name: str, design: str, head: Head, sims: int, seed: int,
 
 
 def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
-                box: str = "", unsized: bool = False) -> tuple[float, float]:
+                box: str = "", variant: str = "") -> tuple[float, float]:
     """(measuring with warm-ups, witnesses): mean seconds of `sims` evaluations of `head`."""
-    unsize(unsized)
+    unsize(variant)
     evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, measured, witnessed = np.random.default_rng(seed), 0.0, 0.0
@@ -162,15 +168,26 @@ def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
     return measured / sims, witnessed / sims
 
 
-def unsize(unsized: bool) -> None:
-    """`--unsized`: the rule before witness_sizing, every last look at BOTH_WAYS_LAST_LOOK x the
-    profile's (its cap at 0: `last_look` returns that multiple), in this process."""
-    if unsized:
+VARIANTS = {"unsized": "last looks unsized", "rule2": "witness rule 2 (the n^2 split)",
+            "flat-room": "the profile's share (room not grown)"}
+
+
+def unsize(variant: str) -> None:
+    """In this process, the shipped rule but for `variant`: "unsized", the rule before
+    witness_sizing, every last look at BOTH_WAYS_LAST_LOOK x the profile's (its cap at 0:
+    `last_look` returns that multiple); "rule2", the sized looks judged at witness rule 2's
+    split (n^2, before profile version 7); "flat-room", the profile's witness_share whatever
+    the sized looks."""
+    if variant == "unsized":
         witness_sizing.MAX_LAST_LOOK = 0
+    elif variant == "rule2":
+        jobspec.BOTH_WAYS_RULE = WITNESS_RULE  # type: ignore[misc]
+    elif variant == "flat-room":
+        witness_sizing.room_share = lambda share, *_: share  # type: ignore[assignment]
 
 
 def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: str,
-              unsized: bool) -> None:
+              variant: str) -> None:
     """Per profile and design, the box time of an A/A (neutral), an honest tier and a head
     hiding the threshold slowdown on its first run's largest cell."""
     print("\n### box time per verdict kind (seconds: measuring with warm-ups + witnesses; "
@@ -184,7 +201,7 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: s
              and "mix" not in h.name][-1:]
         rows += [(name, head, design) for head in picked for design in designs]
     with ProcessPoolExecutor(jobs) as pool:
-        futures = [pool.submit(box_seconds, name, design, head, sims, 1, box, unsized)
+        futures = [pool.submit(box_seconds, name, design, head, sims, 1, box, variant)
                    for name, head, design in rows]
         for (name, head, design), fut in zip(rows, futures, strict=True):
             m, w = fut.result()
@@ -239,19 +256,34 @@ def main(argv: list[str] | None = None) -> None:
                     help="the witnesses' noise: the fixtures' (H200, default), the H100's of GPU "
                     "run 53 with the box's calibrated floors (h100) or the profile's "
                     "(h100-uncalibrated): bench/_h100_noise.py")
-    ap.add_argument("--unsized", action="store_true", help="the rule before its last looks "
-                    "were sized from the floor (evalbot/grading/witness_sizing.py)")
+    ap.add_argument("--unsized", action="store_const", const="unsized", dest="variant",
+                    default="", help="the rule before its last looks were sized from the "
+                    "floor (evalbot/grading/witness_sizing.py)")
+    ap.add_argument("--rule2", action="store_const", const="rule2", dest="variant",
+                    help="the sized looks at witness rule 2's alpha split (n^2)")
+    ap.add_argument("--flat-room", action="store_const", const="flat-room", dest="variant",
+                    help="the profile's witness_share, not grown with the sized looks")
     ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
                     help="print design B's analytic false-flag bound at this witness_share")
+    ap.add_argument("--splits", action="store_true", help="per witness of design B, the alpha "
+                    "split over its looks: sized last look, A/A pairs and box time, detection "
+                    "(bench/_alpha_split.py)")
     a = ap.parse_args(argv)
     started = time.time()
+    if a.splits:
+        for name in a.profiles.split(","):
+            evaluator = _simbox.Evaluator(profile_of(name, True), World(name, box=a.noise),
+                                          Path(tempfile.mkdtemp(prefix="hidden-")))
+            print(f"\n### {name}, {a.noise or 'H200'} noise: the alpha split over the looks")
+            _alpha_split.print_splits(evaluator, sum(len(w.cells) for r in evaluator.job.runs
+                                                     for w in r.witnesses))
     designs = a.designs.split(",")
-    unsize(a.unsized)
+    unsize(a.variant)
     if a.analytic is not None:
         for name in a.profiles.split(","):
             print_analytic(name, a.analytic, a.noise)
     if a.box:
-        print_box(a.profiles.split(","), designs, a.box, a.jobs, a.noise, a.unsized)
+        print_box(a.profiles.split(","), designs, a.box, a.jobs, a.noise, a.variant)
     for name in a.profiles.split(",") if a.sims else ():
         for design in designs:
             print_rows(name, design, a)
@@ -267,7 +299,7 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
         for start in range(0, n, 50):
             seed = zlib.crc32(f"{name}|{head.name}|{start}".encode())
             tasks.append((i, (name, design, head, min(50, n - start), seed, a.noise,
-                              a.unsized)))
+                              a.variant)))
     totals = [[0, 0, 0] for _ in rows]
     with ProcessPoolExecutor(a.jobs) as pool:
         for i, fut in [(i, pool.submit(chunk, *args)) for i, args in tasks]:
@@ -277,7 +309,7 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     what = ("B: every witness times every covered cell" if every else
             "A: the samples' two-sided check") + (f", witness_share {share:g}" if share else "")
     print(f"\n### {name}, measured pace, {a.noise or 'H200'} noise"
-          f"{', last looks unsized' if a.unsized else ''}, design {what}\n\n"
+          f"{', ' + VARIANTS[a.variant] if a.variant else ''}, design {what}\n\n"
           "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
     for head, (n, caught, flagged) in zip(rows, totals, strict=True):
         print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "

@@ -122,14 +122,15 @@ def test_without_witness_every_cell_an_unchanged_cell_rests_on_its_printed_rates
 
 # --- the harness's stop and the bot's judgement agree on the same pairs --------------------
 
-def _spec(floor_s: float = 0.0, floor_df: int = 0) -> witness_spec.WitnessSpec:
+def _spec(floor_s: float = 0.0, floor_df: int = 0, version: int = confirmation.WITNESS_RULE,
+          last: int = 0) -> witness_spec.WitnessSpec:
     spec = witness_spec.parse_witness(
         {"name": "decode-128", "argv": ["x"], "cells": {KEY: 3}, "prompt_tokens": 4,
          "output": {"kind": "ids_line", "prefix": "IDS "}, "output_tokens": 3,
          "pairs": [3, 5, 8], "sd_floor_s": floor_s, "floor_df": floor_df}, "w", {KEY})
     # the claims below stand for TOKENS of the cell's work (the scripted output is 3 ids)
-    return confirmation.with_stops(replace(spec, cells={KEY: TOKENS}), DEFAULT.alpha,
-                                   both_ways=True)
+    return confirmation.with_stops(replace(spec, cells={KEY: TOKENS}), DEFAULT.alpha, version,
+                                   both_ways=True, last=last)
 
 
 CLAIMS = {KEY: (0.0, 10.0)}  # printed as main's: no saving claimed, main's 10 s of the cell
@@ -150,15 +151,19 @@ def _record(spec: witness_spec.WitnessSpec, savings: np.ndarray) -> witness.Witn
     return record
 
 
-@pytest.mark.parametrize(("floor_s", "floor_df"), [(0.0, 0), (0.05, 20), (0.05, 2)])
-def test_the_harness_stops_timed_exactly_where_the_bot_rules_the_slowdown_out(floor_s, floor_df):
-    spec, stop = _spec(floor_s, floor_df), _stop()
-    assert spec.looks == (3, 5, 8, 16)
+@pytest.mark.parametrize(("floor_s", "floor_df", "version", "last"), [
+    (0.0, 0, 2, 16), (0.05, 20, 2, 16), (0.05, 2, 2, 16),
+    # rule 3, a last look sized past 16 (an H100's floor): its own shares, the same agreement
+    (0.05, 11, confirmation.BOTH_WAYS_RULE, 29), (0.0, 0, confirmation.BOTH_WAYS_RULE, 24)])
+def test_the_harness_stops_timed_exactly_where_the_bot_rules_the_slowdown_out(
+        floor_s, floor_df, version, last):
+    spec, stop = _spec(floor_s, floor_df, version, last), _stop()
+    assert spec.looks == (3, 5, 8, last) and spec.rule_version == version
     rng = np.random.default_rng(53)
     seen = {True: 0, False: 0}
     for draw in range(300):
         mean = (0.0, -THRESHOLD_S / 2, -THRESHOLD_S)[draw % 3]
-        savings = rng.normal(mean, (0.02, 0.08, 0.2)[draw % 4 % 3], 16)
+        savings = rng.normal(mean, (0.02, 0.08, 0.2)[draw % 4 % 3], last)
         for n in spec.looks[:-1]:
             prefix = _record(spec, savings[:n])
             harness = witness.settled(spec, prefix, n, stop)

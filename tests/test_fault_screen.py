@@ -24,6 +24,7 @@ from evalbot.config.errors import ResultsError
 from evalbot.engine.measure import faults, stats
 from evalbot.engine.measure.run_looks import RunCell, RunLooks
 from evalbot.evaluation.profile import load_profile
+from evalbot.grading.faulty_box import FAULTY_BOX_REASON
 from evalbot.grading.grade import grade
 from evalbot.grading.sequential import schedule
 
@@ -140,10 +141,16 @@ def test_the_harness_under_box_faults_calls_the_aa_neutral_and_tiers_an_honest_g
         fault: str, tmp_path: Path) -> None:
     """The real harness and grading (bench/fault_quality.py's rows, in short): every A/A of 12
     neutral and every +3% head of 6 tiered XS; before the screen, 97% / 38% of A/As were
-    inconclusive."""
+    inconclusive. The screen's blind spot, a slow first test in every one of main's processes
+    and in none of the head's ((1/3)^5 (2/3)^5 a model at 5 pairs: about 1 A/A in 1,000 under
+    "slow first"; the 10th of these 12), is inconclusive with its reason, never a REJECT
+    (grading/faulty_box.py, tests/test_faulty_box.py)."""
     aa = [grade(r, _simbox.POLICY)
           for r in _evaluate(fault, Head("A/A", honest=False), 12, 5, tmp_path)]
-    assert [v["kind"] for v in aa] == ["neutral"] * 12
+    blind = [v for v in aa if v["kind"] != "neutral"]
+    assert len(blind) <= 1 and all(
+        v["kind"] == "inconclusive" and any(FAULTY_BOX_REASON in r for r in v["reasons"])
+        for v in blind)
     decode = {f"qwythos-9b/decode@{c}": 1.03 for c in (128, 4096, 32768, 65536)}
     faster = [grade(r, _simbox.POLICY)
               for r in _evaluate(fault, Head("+3%", real=decode, true_tier="XS"), 6, 6, tmp_path)]

@@ -19,9 +19,15 @@ from evalbot.engine.contract.job import parse_job
 from evalbot.engine.measure.witness_interval import Floor, rules_out
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
-from evalbot.grading import witness_sizing
-from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, WITNESS_RULE, equivalence_critical
+from evalbot.grading import confirmation, witness_sizing
+from evalbot.grading.confirmation import (
+    BOTH_WAYS_LAST_LOOK,
+    BOTH_WAYS_RULE,
+    WITNESS_RULE,
+    equivalence_critical,
+)
 from evalbot.grading.policy import load_labels
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA
 from evalbot.service.calibrate import witness_noise
 from evalbot.store.noise import NoiseStore
 
@@ -135,4 +141,80 @@ def test_a_witness_without_work_keeps_the_rule_s_multiple(tmp_path: Path) -> Non
     floors = {f"witness:{w.name}": 0.05 for r in runs for w in r.witnesses}
     job = make_job(replace(profile, runs=runs), POLICY, _box(tmp_path), "a" * 40, "b" * 40,
                    sd_floors=floors, floor_df=11)
-    assert {w.looks[-1] for run in job.runs for w in run.witnesses} == {16, 24}
+    assert {w.looks[-1] for run in job.runs for w in run.witnesses} == {16}
+
+
+# --- rule 3: the alpha split of a sized witness, and the room its looks need ------------------
+
+@pytest.mark.parametrize("last", [16, 24, 29, 64])
+def test_a_sized_last_look_takes_no_alpha_from_the_early_looks(last: int) -> None:
+    """Rule 3: confirmation's early looks keep the shares rule 2 gave them with the last look at
+    2 x the profile's (so an honest gain confirms at the same looks on a noisy box), and the
+    equivalence bound's alpha is the same at every look; both sum to their level."""
+    looks, unsized = (*LOOKS, last), (*LOOKS, BOTH_WAYS_LAST_LOOK * LOOKS[-1])
+    confirm = confirmation.look_alphas(looks, 0.005, BOTH_WAYS_RULE)
+    assert confirm == pytest.approx(confirmation.look_alphas(unsized, 0.005, WITNESS_RULE))
+    assert sum(confirm) == pytest.approx(0.005)
+    equivalence = confirmation.equivalence_alphas(looks, BOTH_WAYS_RULE)
+    assert equivalence == pytest.approx([EQUIVALENCE_ALPHA / 4] * 4)
+    for n, share in zip(looks, equivalence, strict=True):  # the bot judges at the look reached
+        assert confirmation.equivalence_alpha_at(looks, n, BOTH_WAYS_RULE) == share
+    # rule 2 as it was: the squares of the looks, for the results that recorded it
+    assert confirmation.equivalence_alphas(looks, WITNESS_RULE) == pytest.approx(
+        confirmation.look_alphas(looks, EQUIVALENCE_ALPHA, WITNESS_RULE))
+
+
+def test_only_the_sized_witnesses_move_to_rule_3(tmp_path: Path) -> None:
+    """sparkinfer's witnesses (a `work_s` each) record rule 3; the demo's (both ways, no work to
+    size from) and llamacpp's (improved cells only) keep rule 2, their jobs as they were."""
+    def versions(name: str) -> set[int]:
+        job = make_job(load_profile(name), POLICY, _box(tmp_path), "a" * 40, "b" * 40)
+        return {w.rule_version for run in job.runs for w in run.witnesses}
+
+    assert versions("sparkinfer") == {BOTH_WAYS_RULE}
+    assert versions("demo") == versions("llamacpp") == {WITNESS_RULE}
+
+
+def _h100_job(tmp_path: Path, profile=None, scale: float = 1.0):
+    """sparkinfer's job with the H100's witness noise (GPU run 53) as the box's calibration,
+    every witness's floor `scale` times it (those the A/A did not time: 0.0178 s)."""
+    noise = witness_noise(json.loads(H100.read_text()))
+    profile = profile or load_profile("sparkinfer")
+    floors = {f"witness:{w.name}": scale * noise.get(f"witness:{w.name}", (0.0178, 0))[0]
+              for r in profile.runs for w in r.witnesses}
+    return make_job(profile, POLICY, _box(tmp_path), "a" * 40, "b" * 40, sd_floors=floors,
+                    floor_df=11)
+
+
+def test_the_room_grows_as_the_most_a_last_look_grew(tmp_path: Path) -> None:
+    """At the profile's floors the share is the profile's; where the box's floors size the last
+    looks past 2 x the profile's, it grows as the most any of them grew, so every witness can
+    reach its sized look where the profile's could reach theirs."""
+    profile = load_profile("sparkinfer")
+    shipped = make_job(profile, POLICY, _box(tmp_path), "a" * 40, "b" * 40)
+    assert shipped.rule.witness_share == profile.speed.witness_share == 1.5
+    noisy = _h100_job(tmp_path)
+    grown = max(w.looks[-1] / (BOTH_WAYS_LAST_LOOK * w.looks[-2]) if len(w.looks) > 2 else 1.0
+                for run in noisy.runs for w in run.witnesses)
+    assert grown > 1.5  # decode-128's last look is 29 pairs, not 16
+    assert noisy.rule.witness_share == pytest.approx(1.5 * grown, abs=1e-3)
+    assert parse_job(json.loads(noisy.to_json())).rule.witness_share == noisy.rule.witness_share
+
+
+def test_the_room_stops_at_the_profile_s_hard_cap(tmp_path: Path) -> None:
+    """A box so noisy that every last look hits MAX_LAST_LOOK: the share grows to the cap, the
+    room at the profile's pace no more than its max_budget_s (else MAX_ROOM_SCALE x the share);
+    beyond it the witnesses are cut and their cells not believed (tests/test_hidden_h100_noise.py)."""
+    profile = load_profile("sparkinfer")
+    job = _h100_job(tmp_path, scale=5.0)
+    assert max(w.looks[-1] for run in job.runs for w in run.witnesses) == \
+        witness_sizing.MAX_LAST_LOOK
+    assert job.rule.witness_share == pytest.approx(1.5 * 64 / 16)  # 6: under 14400 / 1800
+    tight = replace(profile, speed=replace(profile.speed, max_budget_s=3600.0))
+    assert _h100_job(tmp_path, tight, 5.0).rule.witness_share == pytest.approx(3600 / 1800)
+    unscaled = replace(profile, speed=replace(profile.speed, max_budget_s=None, budget_pace_s=None))
+    assert _h100_job(tmp_path, unscaled, 5.0).rule.witness_share == \
+        pytest.approx(min(1.5 * witness_sizing.MAX_ROOM_SCALE, 1.5 * 64 / 16))
+    # never below the profile's share, whatever the looks
+    assert witness_sizing.room_share(1.5, [(16, 16)], 1800.0, 14400.0) == 1.5
+    assert witness_sizing.room_share(1.5, [], 1800.0, None) == 1.5

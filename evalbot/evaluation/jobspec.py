@@ -19,7 +19,7 @@ from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.engine.measure.witness_interval import Floor
 from evalbot.evaluation.profile import Profile
 from evalbot.grading import witness_sizing
-from evalbot.grading.confirmation import WITNESS_RULE, with_stops
+from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, BOTH_WAYS_RULE, with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import (
     EQUIVALENCE_ALPHA,
@@ -57,6 +57,13 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         [speed.sd_floor_df] + ([floor_df] if cell_floors else []))
     bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df,
                       version=RULE_VERSION)
+    witnesses = [[replace(_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
+                                 policy.alpha, tolerance, checks, speed.witness_every_cell),
+                          floor_stale=w.name in stale_witnesses) for w in r.witnesses]
+                 for r in profile.runs]
+    sized = [(BOTH_WAYS_LAST_LOOK * w.looks[-1], j.looks[-1])
+             for r, js in zip(profile.runs, witnesses, strict=True)
+             for w, j in zip(r.witnesses, js, strict=True) if j.rule_version >= BOTH_WAYS_RULE]
     rule = StoppingRule(
         looks=list(speed.looks),
         sd_floor=box.sd_floor if box.sd_floor is not None else speed.sd_floor,
@@ -73,7 +80,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         lock_clocks=box.lock_clocks,
         tier_edges=_tier_edges(profile, policy),
         calibrated=sorted(cell_floors),
-        witness_share=speed.witness_share,
+        witness_share=witness_sizing.room_share(speed.witness_share, sized, speed.budget_s,
+                                                speed.max_budget_s),
         witness_every_cell=speed.witness_every_cell,
         fault_sigmas=fault_sigmas(RULE_VERSION, pool_df),
         **rule_lists(bounds, RULE_VERSION),
@@ -94,12 +102,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         runs=[SpeedRun(r.model, list(r.argv), dict(r.parse),
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
-                       {"decode": r.decode_tokens},
-                       [replace(_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
-                                       policy.alpha, tolerance, checks, speed.witness_every_cell),
-                                floor_stale=w.name in stale_witnesses)
-                        for w in r.witnesses], r.cost_floor_s, r.cost_floor_df)
-              for r in profile.runs],
+                       {"decode": r.decode_tokens}, js, r.cost_floor_s, r.cost_floor_df)
+              for r, js in zip(profile.runs, witnesses, strict=True)],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
         env=dict(profile.env),
@@ -123,10 +127,11 @@ def _stops(spec: WitnessSpec, alpha: float, tolerance: float, checks: int,
     """The witness with the bot's critical values; where it times every covered cell, its last
     look sized from the floor it carries (evalbot/grading/witness_sizing.py), for `checks`
     cells ruled in over the job's witnesses."""
+    if not (both_ways and spec.work_s > 0):  # nothing to size from: rule 2's looks
+        return with_stops(spec, alpha, both_ways=both_ways)
     last = witness_sizing.last_look(spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
-                                    tolerance * spec.work_s, checks, WITNESS_RULE) \
-        if both_ways else 0
-    return with_stops(spec, alpha, both_ways=both_ways, last=last)
+                                    tolerance * spec.work_s, checks, BOTH_WAYS_RULE)
+    return with_stops(spec, alpha, BOTH_WAYS_RULE, both_ways=True, last=last)
 
 
 def _witness_floor(spec: WitnessSpec, calibrated: dict[str, float], floor_df: int) -> WitnessSpec:

@@ -86,7 +86,7 @@ from evalbot.engine.measure.witness_interval import (
     rules_out,
     saving_interval,
 )
-from evalbot.grading import quantiles, unexplained_cost
+from evalbot.grading import faulty_box, quantiles, unexplained_cost
 from evalbot.grading.sequential import DIGITS, EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
 MAX_CONFIRM_ALPHA = 0.005  # confirmation is never weaker than 99.5% one-sided
@@ -100,6 +100,10 @@ TIER_CAP_ALPHA = 0.05
 WALL_ONLY = "contradicted by wall times"
 WALL_REASON = "the harness's clock does not show the saving the engine printed; not believed"
 WITNESS_RULE = 2  # the rule of new jobs' witnesses (module docstring)
+# The rule of a witness whose last look is sized from its floor and `work_s` (evalbot/grading/
+# witness_sizing.py): rule 2 but for the alpha split over its looks (`look_alphas`,
+# `equivalence_alphas`; docs/statistics.md section 9a)
+BOTH_WAYS_RULE = 3
 STALE_GUARD_ALPHA = 0.5  # rule 2: the floor's F guard at the test's median
 STALE = "floor stale"  # the status of a covered cell whose witness was not run: its floor is refuted
 STALE_REASON = "witness floor stale, run `evalbot calibrate`"
@@ -126,17 +130,39 @@ def look_alphas(looks: tuple[int, ...], alpha: float, version: int) -> list[floa
     rule 2 in proportion to the square of the look's pairs, since a look of few pairs, with the
     floor counted for as many degrees of freedom, can confirm only a saving its last look would
     confirm too (bench/witness_quality.py: with even shares llamacpp's witness confirmed a gain
-    at the XS edge in 73% of evaluations, against 85% under rule 1 and rule 2)."""
+    at the XS edge in 73% of evaluations, against 85% under rule 1 and rule 2). Rule 3
+    (BOTH_WAYS_RULE): as rule 2, the last look, sized from the floor, weighed as if at
+    BOTH_WAYS_LAST_LOOK x the look before it: the early looks keep the shares they had."""
     if not looks:
         return [alpha]
     weights = [1] * len(looks) if version < 2 else [n * n for n in looks]
+    if version >= BOTH_WAYS_RULE and len(looks) > 1:
+        weights[-1] = min(looks[-1], BOTH_WAYS_LAST_LOOK * looks[-2]) ** 2
     return [alpha * w / sum(weights) for w in weights]
+
+
+def equivalence_alphas(looks: tuple[int, ...], version: int) -> list[float]:
+    """Each look's share of the equivalence bound's EQUIVALENCE_ALPHA: as confirmation's up to
+    rule 2; under rule 3 the same at every look (Pocock-like): at n^2 an honest A/A on the H100
+    seldom ruled a slowdown out before its sized last look; even, a decode witness's A/A stopped
+    at 12-17 pairs, not 15-24, for a last look 4-5 pairs longer (bench/hidden_cost.py --splits)."""
+    if version >= BOTH_WAYS_RULE and looks:
+        return [EQUIVALENCE_ALPHA / len(looks)] * len(looks)
+    return look_alphas(looks, EQUIVALENCE_ALPHA, version)
 
 
 def alpha_at(looks: tuple[int, ...], pairs: int, alpha: float, version: int) -> float:
     """The alpha the bot judges `pairs` pairs at: that of the last look they reached (the
     first look's where they fall short of it), as the harness's stop at that look did."""
-    shares = look_alphas(looks, alpha, version)
+    return _reached(looks, look_alphas(looks, alpha, version), pairs)
+
+
+def equivalence_alpha_at(looks: tuple[int, ...], pairs: int, version: int) -> float:
+    """`alpha_at` for the equivalence bound (`equivalence_alphas`)."""
+    return _reached(looks, equivalence_alphas(looks, version), pairs)
+
+
+def _reached(looks: tuple[int, ...], shares: list[float], pairs: int) -> float:
     reached = [a for n, a in zip(looks, shares, strict=False) if n <= pairs]
     return reached[-1] if reached else shares[0]
 
@@ -159,8 +185,7 @@ def with_stops(spec: WitnessSpec, rule_alpha: float, version: int = WITNESS_RULE
             for n, a in zip(spec.looks, alphas, strict=True)]
     pooled = Floor(spec.sd_floor_s, spec.floor_df).given
     eq = [critical(n, a, a, spec.floor_df, version)
-          for n, a in zip(spec.looks, look_alphas(spec.looks, EQUIVALENCE_ALPHA, version),
-                          strict=True)]
+          for n, a in zip(spec.looks, equivalence_alphas(spec.looks, version), strict=True)]
     return replace(spec, rule_version=version, stop_t=tuple(c.lower for c in crit),
                    equivalence_t=tuple(c.lower for c in eq),
                    pooled_equivalence_t=tuple(c.lower_pooled for c in eq) if pooled else (),
@@ -207,7 +232,7 @@ def equivalence_critical(looks: tuple[int, ...], pairs: int, floor: Floor,
     output), where the harness decided nothing."""
     if pairs not in looks:
         return None
-    a = alpha_at(looks, pairs, EQUIVALENCE_ALPHA, version)
+    a = equivalence_alpha_at(looks, pairs, version)
     return critical(pairs, a, a, floor.df, version)
 
 
@@ -301,6 +326,7 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
         _apply(cell, judged)
         if cell["decision"] not in ("regressed", "spoofed"):
             both_ways(cell, judged, every and cell["key"] in covered)
+    faulty_box.not_called_lies(results, cells)
     return judged
 
 

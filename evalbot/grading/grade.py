@@ -22,6 +22,7 @@ from evalbot.grading import (
     confirmation,
     correctness_headline,
     correctness_policy,
+    faulty_box,
     published,
     unexplained_cost,
 )
@@ -322,6 +323,8 @@ def _unbelieved(cell: dict[str, Any], tolerance: float) -> str:
     """Why an unconfirmed cell's printed speed-up earns nothing."""
     if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
         return f"{cell['key']}: {confirmation.WALL_REASON}"
+    if cell["confirmation"] == faulty_box.FAULTY_BOX:  # inconclusive, not REJECT
+        return f"{cell['key']}: {faulty_box.FAULTY_BOX_REASON}"
     if cell["confirmation"] == unexplained_cost.COST:
         return f"{cell['key']}: {unexplained_cost.COST_REASON}"
     if cell["confirmation"] == unexplained_cost.UNTIMED:

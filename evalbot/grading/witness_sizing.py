@@ -27,9 +27,10 @@ from functools import lru_cache
 import numpy as np
 
 from evalbot.engine.measure.witness_interval import Floor
-from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, alpha_at, critical
-from evalbot.grading.sequential import EQUIVALENCE_ALPHA
+from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, critical, equivalence_alpha_at
 
+MAX_SHARE = 10.0  # the job contract's bound on `witness_share` (engine/contract/rule.py)
+MAX_ROOM_SCALE = 4.0  # a profile without max_budget_s: the room grows at most this many times
 FALSE_FLAGS_PER_PR = 0.001  # an honest A/A not believed, at most, per PR (issue 53)
 MAX_LAST_LOOK = 64  # beyond it a witness's box time is out of any PR's proportion: the look stays
 _GRID = 4000  # points of the chi-square integral
@@ -58,13 +59,19 @@ def miss(pairs: int, looks: tuple[int, ...], floor: Floor, delta_s: float, versi
     """The chance that an A/A whose pair sd is `sd_s` (0: the floor) does not rule out `delta_s`
     at its look of `pairs` pairs (one of `looks`, the witness's schedule), as the bot judges
     that look with the floor the job carried."""
-    return _miss(pairs, looks, floor.sd_s, floor.df, delta_s, version, sd_s or floor.sd_s)
+    return miss_at(pairs, equivalence_alpha_at(looks, pairs, version), floor, delta_s, version,
+                   sd_s)
+
+
+def miss_at(pairs: int, alpha: float, floor: Floor, delta_s: float, version: int,
+            sd_s: float = 0.0) -> float:
+    """`miss` at a look judged at one-sided `alpha` (its share of the equivalence alpha)."""
+    return _miss(pairs, alpha, floor.sd_s, floor.df, delta_s, version, sd_s or floor.sd_s)
 
 
 @lru_cache(maxsize=4096)
-def _miss(pairs: int, looks: tuple[int, ...], floor: float, df: int, delta: float,
+def _miss(pairs: int, a: float, floor: float, df: int, delta: float,
           version: int, sd: float) -> float:
-    a = alpha_at(looks, pairs, EQUIVALENCE_ALPHA, version)
     crit = critical(pairs, a, a, df, version)
     k = pairs - 1
     x = np.linspace(0.0, k + 14.0 * math.sqrt(2.0 * k) + 40.0, _GRID)[1:]
@@ -79,3 +86,19 @@ def _miss(pairs: int, looks: tuple[int, ...], floor: float, df: int, delta: floa
     z = (bound - delta * math.sqrt(pairs)) / sd  # the mean's z below which the bound misses
     phi = 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
     return float(min(max(np.sum(weight * phi), 0.0), 1.0))
+
+
+def room_share(share: float, lasts: list[tuple[int, int]], budget_s: float,
+               max_budget_s: float | None) -> float:
+    """The witnesses' share of the measuring's budget where their last looks were sized: the
+    profile's `share` bought each witness's pairs up to BOTH_WAYS_LAST_LOOK x its profile's last
+    look; `lasts` holds (that look, the sized one) per sized witness, and the share grows as the
+    most any witness's last look grew, so every witness can reach its sized look where the
+    profile's could reach theirs (the budget is counted in pairs as well: budget.py). At the
+    profile's floors nothing grows: the share is the profile's. A hard cap: the room at the
+    profile's pace never above the profile's `max_budget_s` (else MAX_ROOM_SCALE x the share),
+    nor the contract's MAX_SHARE; a witness it cuts leaves its cell not believed, never
+    unchanged."""
+    grown = max([sized / unsized for unsized, sized in lasts if unsized > 0], default=1.0)
+    cap = max_budget_s / budget_s if max_budget_s and budget_s > 0 else MAX_ROOM_SCALE * share
+    return round(min(share * max(grown, 1.0), max(cap, share), MAX_SHARE), 3)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evalbot.grading import unexplained_cost
+from evalbot.grading import faulty_box, unexplained_cost
 from evalbot.grading.confirmation import FLOOR_STALE, STALE_REASON, WALL_ONLY, WALL_REASON
 from evalbot.grading.grade import ctx_name
 from evalbot.report.decisions import decision_word, shown_decision
@@ -46,6 +46,13 @@ class Group:
     why: Why
 
 
+# A saving the harness's clock does not show, on the run's own wall times or on a box that
+# showed faults: not REJECT-grade, and measuring again may settle it
+NO_SAVING = {WALL_ONLY: Why(WALL_REASON, "the harness's clock shows no saving", maintainer=RERUN),
+             faulty_box.FAULTY_BOX: Why(faulty_box.FAULTY_BOX_REASON, "the box showed faults",
+                                        maintainer=RERUN)}
+
+
 def unconfirmed_cells(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [c for c in verdict.get("cells") or []
             if c["decision"] == "unconfirmed" and c["pairs"] > 0]
@@ -62,8 +69,7 @@ def groups(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = None)
     by_why: dict[Why, list[dict[str, Any]]] = {}
     uncovered = []
     for cell in cells:
-        why = Why(WALL_REASON, "the harness's clock shows no saving", maintainer=RERUN) \
-            if cell.get("confirmation") == WALL_ONLY else _unbelieved(cell, rule, views) \
+        why = NO_SAVING.get(cell.get("confirmation") or "") or _unbelieved(cell, rule, views) \
             or _why(cell["key"], views, rule)
         if why is None:
             uncovered.append(cell)
