@@ -80,13 +80,19 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
          why="main with the MoE layer's routed experts twice -> main: only Qwen3.6's cells move"),
     _spk("sandbox-ab", "main", "main", "measured", kind="sandbox-ab",
          why="main's sweep through the bubblewrap sandbox and the launcher before it, 6 pairs"),
-    # one clock (issue 53): the shipped profile (v6: every witness times every covered cell, an
+    # one clock (issue 53): the shipped profile (v6 and v7: every witness times every covered cell, an
     # unchanged cell believed once its witness rules a 2% slowdown out), the sweep cut to its cells
     # up to 4096 (decode@128, the hidden cell, among them) for device time
     _spk("aa-speed", "main", "aa", "neutral", speed_cut=True,
          why="an A/A of the shipped profile less its correctness: false flags, box time"),
     _spk("hide-decode", "main", "hide-decode", "caught:decode@128", speed_cut=True,
          why="decode@128 really ~8% slower, printed at main's rate: never unchanged"),
+    # profile v7 (witness rule 3, each last look sized from the job's floor): an honest gain still
+    # earns its tier, a printed one still earns none, on the same cut sweep
+    _spk("decode-cut", "slow-decode", "main", "tier", speed_cut=True,
+         why="main with the LM head twice per decode step -> main (+9% decode), the cut sweep"),
+    _spk("liar-cut", "main", "liar-decode-110", "no tier", speed_cut=True,
+         why="the bench prints decode x1.10, the cut sweep"),
     # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
     _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
     _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
@@ -115,7 +121,7 @@ ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "49": (("decode-b", "deep-decode", "liar-decode-105", "liar-prefill-110"), "random", 1500),
     "50": (("lazy-prefill", "qwen36-aa", "qwen36-slow", "aa-131k", "sandbox-ab"), "random", 1500),
     "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction", "honest-4k"), "stable", 1500),
-    "53": (("aa-speed", "hide-decode"), "random", 1100),
+    "53": (("aa-speed", "hide-decode", "decode-cut", "liar-cut"), "random", 1300),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
 }
