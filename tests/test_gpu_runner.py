@@ -40,7 +40,8 @@ PLANS = {
            "eval:broken-long-prefill", "eval:bf16-reduction", "eval:honest-4k"],
     "52": ["setup", "box", "model", "reference", "eval:llama-aa", "eval:llama-speedup",
            "eval:llama-slow-prefill", "eval:llama-window-damage", "eval:llama-broken"],
-    "53": ["setup", "box", "model", "eval:aa-speed", "eval:hide-decode"],
+    "53": ["setup", "box", "model", "eval:aa-speed", "eval:hide-decode", "eval:decode-cut",
+           "eval:liar-cut"],
 }
 NEEDS = {
     "49": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
