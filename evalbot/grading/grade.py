@@ -321,20 +321,16 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
 
 def _unbelieved(cell: dict[str, Any], tolerance: float) -> str:
     """Why an unconfirmed cell's printed speed-up earns nothing."""
-    if cell["confirmation"] == confirmation.WALL_ONLY:  # inconclusive, not REJECT (issue 46)
-        return f"{cell['key']}: {confirmation.WALL_REASON}"
-    if cell["confirmation"] == faulty_box.FAULTY_BOX:  # inconclusive, not REJECT
-        return f"{cell['key']}: {faulty_box.FAULTY_BOX_REASON}"
-    if cell["confirmation"] == unexplained_cost.COST:
-        return f"{cell['key']}: {unexplained_cost.COST_REASON}"
-    if cell["confirmation"] == unexplained_cost.UNTIMED:
-        return f"{cell['key']}: {unexplained_cost.UNTIMED_REASON}"
-    if cell["confirmation"] == unexplained_cost.NOT_RULED_OUT:
-        return f"{cell['key']}: {unexplained_cost.not_ruled_out_reason(tolerance)}"
-    if cell["confirmation"] == confirmation.STALE:
-        return f"{cell['key']}: not confirmed: {confirmation.STALE_REASON}"
-    return (f"{cell['key']}: the printed speed-up is not believed: not confirmed by the "
-            f"harness's clock ({cell['confirmation']})")
+    said = {confirmation.WALL_ONLY: confirmation.WALL_REASON,  # inconclusive, not REJECT (issue 46)
+            faulty_box.FAULTY_BOX: faulty_box.FAULTY_BOX_REASON,  # inconclusive, not REJECT
+            unexplained_cost.COST: unexplained_cost.COST_REASON,
+            unexplained_cost.UNTIMED: unexplained_cost.UNTIMED_REASON,
+            unexplained_cost.NOT_RULED_OUT: unexplained_cost.not_ruled_out_reason(tolerance),
+            confirmation.STALE: f"not confirmed: {confirmation.STALE_REASON}"}
+    reason = said.get(cell["confirmation"]) or (
+        f"the printed speed-up is not believed: not confirmed by the harness's clock "
+        f"({cell['confirmation']})")
+    return f"{cell['key']}: {reason}"
 
 
 def _headline(kind: str, tier: str | None) -> str:
