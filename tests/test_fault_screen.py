@@ -136,6 +136,17 @@ def _evaluate(fault: str, head: Head, n: int, seed: int, work: Path) -> list[dic
     return out
 
 
+def _screen_blind(results: dict[str, Any]) -> bool:
+    """A cell whose every main sample ran slower than every head sample by a fault's size: the
+    fault struck each of main's processes, so main's fastest is a faulted one too."""
+    for cell in results["cells"]:
+        base = [s["value"] for s in cell["samples"] if s["side"] == "base"]
+        head = [s["value"] for s in cell["samples"] if s["side"] == "head"]
+        if base and head and max(base) < (1 + SLOW / 2) * min(head):
+            return True
+    return False
+
+
 @pytest.mark.parametrize("fault", ["slow first", "throttle"])
 def test_the_harness_under_box_faults_calls_the_aa_neutral_and_tiers_an_honest_gain(
         fault: str, tmp_path: Path) -> None:
@@ -145,12 +156,13 @@ def test_the_harness_under_box_faults_calls_the_aa_neutral_and_tiers_an_honest_g
     and in none of the head's ((1/3)^5 (2/3)^5 a model at 5 pairs: about 1 A/A in 1,000 under
     "slow first"; the 10th of these 12), is inconclusive with its reason, never a REJECT
     (grading/faulty_box.py, tests/test_faulty_box.py)."""
-    aa = [grade(r, _simbox.POLICY)
-          for r in _evaluate(fault, Head("A/A", honest=False), 12, 5, tmp_path)]
-    blind = [v for v in aa if v["kind"] != "neutral"]
-    assert len(blind) <= 1 and all(
-        v["kind"] == "inconclusive" and any(FAULTY_BOX_REASON in r for r in v["reasons"])
-        for v in blind)
+    for results in _evaluate(fault, Head("A/A", honest=False), 12, 5, tmp_path):
+        verdict = grade(results, _simbox.POLICY)
+        if _screen_blind(results):
+            assert verdict["kind"] == "inconclusive"
+            assert any(FAULTY_BOX_REASON in r for r in verdict["reasons"])
+        else:
+            assert verdict["kind"] == "neutral"
     decode = {f"qwythos-9b/decode@{c}": 1.03 for c in (128, 4096, 32768, 65536)}
     faster = [grade(r, _simbox.POLICY)
               for r in _evaluate(fault, Head("+3%", real=decode, true_tier="XS"), 6, 6, tmp_path)]
