@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from evalbot.engine.measure.stats import pooled_sd
 from evalbot.engine.measure.witness_interval import Critical, Floor
 from evalbot.grading.confirmation import (
     BOTH_WAYS_LAST_LOOK,
@@ -73,16 +74,14 @@ def drawn(looks: tuple[int, ...], split: Split, floor: Floor, delta_s: float, sd
 
 
 def _lower(d: np.ndarray, crit: Critical, floor: Floor) -> np.ndarray:
-    """witness_interval.saving_interval's lower bound, vectorised over rows (MIN_RELATIVE_SD's
-    floor is far below these sds and left out)."""
+    """witness_interval.saving_interval's lower bound over rows, with its pooling (stats.pooled_sd;
+    MIN_RELATIVE_SD's floor is far below these sds and left out)."""
     n = d.shape[1]
     own = d.std(axis=1, ddof=1)
     sd, t = own, np.full(len(d), crit.lower)
     if floor.given and crit.guard > 0 and crit.lower_pooled > 0:
-        counted = crit.floor_df or floor.df
-        pooled = np.sqrt((counted * floor.sd_s ** 2 + (n - 1) * own ** 2) / (counted + n - 1))
-        keep = own ** 2 <= crit.guard * floor.sd_s ** 2
-        sd, t = np.where(keep, pooled, own), np.where(keep, crit.lower_pooled, crit.lower)
+        sd, alone = pooled_sd(own, floor.sd_s, n - 1, crit.floor_df or floor.df, crit.guard)
+        t = np.where(alone, crit.lower, crit.lower_pooled)
     return d.mean(axis=1) - t * sd / np.sqrt(n)
 
 
