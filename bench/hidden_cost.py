@@ -140,7 +140,7 @@ def chunk(name: str, design: str, head: Head, sims: int, seed: int,
           box: str = "", variant: str = "") -> tuple[int, int, int]:
     """(evaluations, caught, flagged) of `sims` evaluations of one head on `box`
     (bench/_h100_noise.py BOXES)."""
-    unsize(variant)
+    use_variant(variant)
     evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, caught, flagged = np.random.default_rng(seed), 0, 0
@@ -157,7 +157,7 @@ def chunk(name: str, design: str, head: Head, sims: int, seed: int,
 def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
                 box: str = "", variant: str = "") -> tuple[float, float]:
     """(measuring with warm-ups, witnesses): mean seconds of `sims` evaluations of `head`."""
-    unsize(variant)
+    use_variant(variant)
     evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, measured, witnessed = np.random.default_rng(seed), 0.0, 0.0
@@ -172,7 +172,7 @@ VARIANTS = {"unsized": "last looks unsized", "rule2": "witness rule 2 (the n^2 s
             "flat-room": "the profile's share (room not grown)"}
 
 
-def unsize(variant: str) -> None:
+def use_variant(variant: str) -> None:
     """In this process, the shipped rule but for `variant`: "unsized", the rule before
     witness_sizing, every last look at BOTH_WAYS_LAST_LOOK x the profile's (its cap at 0:
     `last_look` returns that multiple); "rule2", the sized looks judged at witness rule 2's
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
             _alpha_split.print_splits(evaluator, sum(len(w.cells) for r in evaluator.job.runs
                                                      for w in r.witnesses))
     designs = a.designs.split(",")
-    unsize(a.variant)
+    use_variant(a.variant)
     if a.analytic is not None:
         for name in a.profiles.split(","):
             print_analytic(name, a.analytic, a.noise)
