@@ -58,3 +58,6 @@ def test_the_same_prefill_printed_honestly_is_the_regression_it_is(sshd, box_pyt
         printed = run(honest, 54, "honest").verdict
     assert printed["headline"] == "eval:REJECT", printed["reasons"]
     assert "regression-1k-pp" in printed["regression_labels"]
+    # the regression settles the verdict: no witness runs (its box time would change nothing)
+    assert {w["stopped"] for w in printed["witnesses"] if w["source"] == "witness"} == \
+        {"not_needed"}

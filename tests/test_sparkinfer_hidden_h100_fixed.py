@@ -82,7 +82,7 @@ def test_the_hiding_head_is_caught_and_the_spared_witnesses_say_why() -> None:
     # not "could not time this cell": the harness chose not to, and the line says so
     assert "could not time" not in head
     assert "❓ decode @ 4k, prefill @ 4k: not believed: its witness was not run: another cell " \
-        "not believed had already settled the verdict" in head
+        "(a regression, or a cell not believed) had already settled the verdict" in head
 
 
 def test_a_cell_no_witness_covers_is_marked_as_the_printed_rate_s_word() -> None:

@@ -1,16 +1,20 @@
-"""Which witnesses run (engine/measure/witness_plan.py `narrower_cover`): a witness is skipped only
+"""Which witnesses run (engine/measure/witness_plan.py). `regression_decides`: none, where a cell
+measured regressed and the policy REJECTs it (the end-to-end check is tests/test_demo_e2e.py,
+`slow_long`). `narrower_cover` (a policy that lets a regression pass): a witness is skipped only
 where every cell it would time is timed by narrower witnesses of its run, whose whole work is
 some of those cells. A head cannot make a witness skip a cell it claims: the wider witness is
 skipped only when its other cells left nothing to time (a regression), as the demo's
-decode-1024 beside prefill-1024 for `slow_long`. The end-to-end check is tests/test_demo_e2e.py
-(`slow_long`)."""
+decode-1024 beside prefill-1024."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from evalbot.engine.contract.job import StoppingRule
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure.witness_plan import narrower_cover
+from evalbot.engine.measure.witness_plan import narrower_cover, regression_decides
 from evalbot.evaluation.profile import load_profile
 
 D64, D1K, P1K = "tiny/decode@64", "tiny/decode@1024", "tiny/prefill@1024"
@@ -54,3 +58,36 @@ def test_the_shipped_demo_witnesses_every_cell_with_a_narrow_prefill_witness() -
     by_name = {w.name: w for w in run.witnesses}
     assert set(by_name["prefill-1024"].cells) < set(by_name["decode-1024"].cells)
     assert narrower_cover(by_name["decode-1024"], ["tiny/prefill@1024"], run.witnesses)
+
+
+class Looked:
+    """A cell's record as the plan reads it: its looks' decisions."""
+
+    def __init__(self, *decisions: str) -> None:
+        self.looks = [{"decision": d, "estimate": 0.0} for d in decisions]
+
+
+RULE = StoppingRule(looks=[4], critical=[3.0], sd_floor=0.03, significance=0.3, tolerance=0.3,
+                    witness_every_cell=True)
+
+
+@pytest.mark.parametrize(("decisions", "rejects", "aa", "decides"), [
+    (["regressed", "neutral"], True, False, True),
+    # an improved cell beside it earns nothing: the REJECT stands whatever its witness says
+    (["regressed", "improved"], True, False, True),
+    (["neutral", "improved"], True, False, False),
+    ([], True, False, False),
+    # a policy that lets a regression pass: the witnesses may still earn a tier
+    (["regressed", "improved"], False, False, False),
+    # an A/A calibration measures every witness whatever the cells did
+    (["regressed"], True, True, False),
+])
+def test_regression_decides(decisions, rejects, aa, decides) -> None:
+    records = {f"m/decode@{i}": Looked(d) for i, d in enumerate(decisions)}
+    rule = replace(RULE, regression_rejects=rejects, witness_aa=aa)
+    assert regression_decides(records, rule) is decides
+
+
+def test_a_cell_regressed_at_an_earlier_look_only_decides_nothing() -> None:
+    records = {"m/decode@1": Looked("regressed", "neutral")}
+    assert not regression_decides(records, replace(RULE, regression_rejects=True))

@@ -57,6 +57,9 @@ class StoppingRule:
     # the witnesses also time the covered cells that are not improved, and the bot judges them
     # both ways (issue 53: a slowdown printed away is not "unchanged"; docs/trust.md)
     witness_every_cell: bool = False
+    # the policy REJECTs any regressed cell: once one is measured regressed no witness can change
+    # the verdict, and none runs (engine/measure/speed.py); False in jobs before this field
+    regression_rejects: bool = False
 
 
 def _share(d: Any) -> float:
@@ -100,6 +103,7 @@ def parse_rule(d: Any) -> StoppingRule:
         witness_share=_share(d),
         witness_aa=get(d, w, "witness_aa", bool, optional=True) or False,
         witness_every_cell=get(d, w, "witness_every_cell", bool, optional=True) or False,
+        regression_rejects=get(d, w, "regression_rejects", bool, optional=True) or False,
         fault_sigmas=_fault_sigmas(d),
     )
 

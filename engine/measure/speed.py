@@ -254,7 +254,8 @@ class Measurement:
                 for run in self.job.runs for spec in run.witnesses]
         todo = sorted([t for t in todo if t[2]], reverse=True,
                       key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
-        refuted = False
+        # a regression the policy REJECTs settles the verdict before any witness could
+        refuted = witness_plan.regression_decides(self.records, rule)
         for run, spec, improved in todo:
             # it could not change the verdict: kept, unrun, so the comment says why
             if refuted or (not rule.witness_aa

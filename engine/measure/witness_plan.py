@@ -3,7 +3,8 @@
 The witnesses run after all the measuring. Only a witness with a cell to confirm runs; the one
 whose cells claim the highest tier goes first. Every one runs (a cell whose gain the harness did
 not time is not believed, issue 53), until one is contradicted: the PR's printed rates are then
-refuted (REJECT) and the rest are skipped, recorded as `stopped: not_needed` (docs/trust.md §2).
+refuted (REJECT) and the rest are skipped, recorded as `stopped: not_needed` (docs/trust.md §2);
+none runs where a cell measured regressed already makes the verdict a REJECT (`regression_decides`).
 A witness whose every cell left to time is timed by narrower witnesses of its run is skipped
 the same way (`narrower_cover`).
 """
@@ -33,6 +34,13 @@ def to_confirm(spec: WitnessSpec, records: Mapping[str, Record], rule: StoppingR
     if rule.witness_every_cell:  # timed both ways: all but a regression, which needs no witness
         return [k for k in spec.cells if k in decisions and decisions[k] != "regressed"]
     return witness.to_confirm(spec, decisions)
+
+
+def regression_decides(records: Mapping[str, Record], rule: StoppingRule) -> bool:
+    """Does a cell measured regressed settle the verdict (the policy REJECTs it, `rule.
+    regression_rejects`)? No witness could then change it: none runs (a REJECT's box time)."""
+    return rule.regression_rejects and not rule.witness_aa and any(
+        r.looks and r.looks[-1]["decision"] == "regressed" for r in records.values())
 
 
 def narrower_cover(spec: WitnessSpec, cells: Sequence[str],

@@ -83,6 +83,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         witness_share=witness_sizing.room_share(speed.witness_share, sized, speed.budget_s,
                                                 speed.max_budget_s),
         witness_every_cell=speed.witness_every_cell,
+        regression_rejects=policy.regression_rejects,
         fault_sigmas=fault_sigmas(RULE_VERSION, pool_df),
         **rule_lists(bounds, RULE_VERSION),
     )

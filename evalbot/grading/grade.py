@@ -285,13 +285,16 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
         reasons.append("the harness's clock contradicts the rates printed for "
                        + ", ".join(spoofed))
         return "spoofed", None
-    unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
-    reasons.extend(_unbelieved(c, policy.tolerance) for c in unconfirmed)
+    # the band the cells were decided in: the profile's where it sets one (the demo's 30%), not
+    # the policy's, which the comment's own figures would then contradict
+    tolerance = float(results["rule"].get("tolerance") or policy.tolerance)
     regressed = [c for c in cells if c["decision"] == "regressed"]
-    if regressed and policy.regression_rejects:
+    if regressed and policy.regression_rejects:  # the harness then runs no witness: no cell's
         reasons.extend(f"{c['key']} ({c['role']}) regressed by {-100 * c['speedup']:.1f}% "
                        f"[{100 * c['lo']:+.1f}%, {100 * c['hi']:+.1f}%]" for c in regressed)
-        return "regressed", None
+        return "regressed", None  # lack of one is a reason (engine/measure/witness_plan.py)
+    unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
+    reasons.extend(_unbelieved(c, tolerance) for c in unconfirmed)
     if corr["decision"] == "inconclusive":  # no tier on an undecided correctness check
         reasons.extend(corr["reasons"])
         return "inconclusive", None
@@ -308,7 +311,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                    f"{100 * policy.significance:.1f}% gate" for c in untiered if c["compat"])
     reasons.extend(f"{c['key']}: significantly slower by {-100 * c['speedup']:.1f}% "
                    f"[{100 * c['sim_lo']:+.1f}%, {100 * c['sim_hi']:+.1f}%], within the "
-                   f"{100 * policy.tolerance:.0f}% tolerance" for c in cells
+                   f"{100 * tolerance:.0f}% tolerance" for c in cells
                    if c["decision"] == "slower")
     if unconfirmed and not best:
         return "inconclusive", None

@@ -152,8 +152,9 @@ def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any],
     if cell.get("confirmation") == unexplained_cost.UNTIMED and _spared(cell["key"], views):
         # the harness stops every witness once one cell cannot be believed: that cell's line
         # says what to change; this one's says only why it has no time of its own
-        return Why("its witness was not run: another cell not believed had already settled "
-                   "the verdict", "witness not needed", lead=decision_word(shown_decision(cell)))
+        return Why("its witness was not run: another cell (a regression, or a cell not "
+                   "believed) had already settled the verdict", "witness not needed",
+                   lead=decision_word(shown_decision(cell)))
     tolerance = float(rule.get("tolerance") or 0.0)
     reasons = {
         unexplained_cost.NOT_RULED_OUT: (unexplained_cost.not_ruled_out_reason(tolerance),
