@@ -129,3 +129,15 @@ def test_tier_comes_from_the_estimate_not_the_lower_bound() -> None:
     cell = verdict["cells"][0]
     assert cell["decision"] == "improved" and cell["lo"] < 0.06  # the lower bound is S or XS
     assert cell["tier"] == "M" and math.isclose(cell["speedup"], 0.08, rel_tol=0.01)
+
+
+def test_a_slower_cells_reason_names_the_band_it_was_decided_in_not_the_policys() -> None:
+    """The demo's profile sets a 30% tolerance over the policy's 2%: the cells are decided in the
+    rule's band, and the reason must say that band (it said "within the 2% tolerance" of a cell
+    15% slower, beside a comment that said ±30%)."""
+    verdict = grade(results(Doc([C("q35", "decode", 128, 0.85)], tolerance=0.3,
+                                significance=0.3)), DEFAULT)
+    assert verdict["cells"][0]["decision"] == "slower"
+    assert verdict["headline"] == "eval:none"
+    [reason] = [r for r in verdict["reasons"] if "significantly slower" in r]
+    assert reason.endswith("within the 30% tolerance"), reason
