@@ -1,0 +1,89 @@
+"""The llamacpp candidate of issue 53 ("one clock"): the shipped profile plus a witness for each
+cell the shipped one leaves "regressions only", every cell witnessed (design B), for a GPU run
+only; the shipped llamacpp.yaml is unchanged until the run has measured it.
+
+    decode-0              `evalbot-topk witness MODEL 1 255`: a 1-id prompt at position 0, then
+                          255 steps at positions 1..255 (llama-bench's tg256 at depth 0)
+    prefill-4096-at-4096  `evalbot-topk witness MODEL 4096 1 4096`: 4096 fixed ids filled before
+                          READY, the timed 4096-id prompt at positions 4096.., one step
+                          (pp4096 at depth 4096)
+
+Their floors are UNMEASURED: no H200 or H100 has timed either shape. Without the run's own
+witness A/A they carry none (each judged on its own sd alone, the contract's "0: no floor"),
+never a guessed one; with it (`floors_of`), every witness's floor, the shipped one's too, is the
+sd of that A/A's per-pair saving, as `evalbot calibrate --witnesses` stores it.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+TOOL = "{build}/evalbot-out/evalbot-topk"
+LOOKS = [3, 5, 8, 16]  # the shipped witness's looks
+DEPTH_WITNESSES: list[dict[str, Any]] = [
+    {"name": "decode-0", "argv": [TOOL, "witness", "{model}", "1", "255"], "clock": "handoff",
+     "prompt_tokens": 1, "steps": 255, "output": {"kind": "step_lines"}, "output_tokens": 256,
+     "cells": {"decode@0": 255}, "pairs": LOOKS, "min_agreement": 0.5, "timeout_s": 120},
+    {"name": "prefill-4096-at-4096", "argv": [TOOL, "witness", "{model}", "4096", "1", "4096"],
+     "clock": "handoff", "prompt_tokens": 4096, "steps": 1, "output": {"kind": "step_lines"},
+     "output_tokens": 2, "cells": {"prefill@4096": 4096}, "pairs": LOOKS, "min_agreement": 0.5,
+     "timeout_s": 120},
+]
+AA_NAME = "llama-witness-aa"  # the runner's evaluation that measures them (catalogue.py)
+AA_PAIRS = 16  # the witness A/A's pairs: 15 degrees of freedom per floor
+
+
+def with_depth_witnesses(doc: dict[str, Any]) -> dict[str, Any]:
+    """The candidate: the two witnesses on the run that has their cells, every cell witnessed."""
+    doc["speed"]["witness_every_cell"] = True
+    [run] = doc["speed"]["runs"]
+    keys = {f"{c['metric']}@{c['ctx']}" for c in run["cells"]}
+    for w in DEPTH_WITNESSES:
+        missing = set(w["cells"]) - keys
+        if missing:
+            raise ValueError(f"witness {w['name']}: no cell {', '.join(sorted(missing))} in the run")
+        run["witnesses"].append(copy.deepcopy(w))
+    return doc
+
+
+def for_witness_aa(doc: dict[str, Any]) -> dict[str, Any]:
+    """The calibration's profile: llama-bench one repetition a process (its cells' A/A is thrown
+    away, only the witnesses' floors are kept), so the A/A's box time is the witnesses'."""
+    for run in doc["speed"]["runs"]:
+        argv = run["argv"]
+        argv[argv.index("-r") + 1] = "1"
+        run["decode_tokens"] = 256
+    return doc
+
+
+def floors_of(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """witness name -> (sd of a pair's saving in seconds, pairs) from an A/A's results
+    (evalbot.service.calibrate.witness_noise, the production calibration's own reading)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from evalbot.evaluation.jobspec import WITNESS_FLOOR
+    from evalbot.service.calibrate import witness_noise
+
+    return {key[len(WITNESS_FLOOR):]: sd_n for key, sd_n in witness_noise(results).items()}
+
+
+def with_floors(doc: dict[str, Any], floors: dict[str, tuple[float, int]]) -> dict[str, Any]:
+    """Each witness the A/A measured gets its sd as the floor, pairs - 1 degrees of freedom."""
+    for run in doc["speed"]["runs"]:
+        for w in run.get("witnesses", []):
+            if w["name"] in floors:
+                sd, n = floors[w["name"]]
+                w["sd_floor_s"], w["floor_df"] = round(sd, 4), n - 1
+                print(f"witness {w['name']}: floor {sd:.4f} s over {n} pairs (this run's A/A)",
+                      file=sys.stderr)
+            elif "sd_floor_s" not in w:
+                print(f"witness {w['name']}: floor UNMEASURED (own sd only)", file=sys.stderr)
+    return doc
+
+
+def results_of(path: Path) -> dict[str, Any] | None:
+    import json
+
+    return json.loads(path.read_text()) if path.is_file() else None
