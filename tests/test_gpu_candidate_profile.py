@@ -35,7 +35,7 @@ M = "qwen3-0p6b-synth"  # the profile's model: its cell keys' prefix
 AA = ROOT / "tests/data/llamacpp/h200-speedup-witness-fa-off.results.json"  # a real H200 witness
 
 
-def derive(flags: list[str], run_aa: Path | None = None) -> Profile:
+def derive(flags: list[str], *run_aa: Path) -> Profile:
     doc = profiles.llamacpp(yaml.safe_load(SHIPPED.read_text()), DIGESTS, FLAGS, flags, run_aa)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(doc, f, sort_keys=False)
@@ -88,13 +88,14 @@ def test_the_contract_holds_the_new_shapes_to_their_work() -> None:
 def test_the_run_s_a_a_sets_every_witness_s_floor(tmp_path: Path) -> None:
     """--calibrate-from-aa reads the run's witness A/A as `evalbot calibrate` does: here the
     shipped witness's 3 H200 pairs (sd of the saving, 2 df); witnesses it did not time stay
-    unmeasured; without the file every floor is the shipped one or none."""
+    unmeasured (a carried copy is read where this run's is absent); without either every floor is
+    the shipped one or none."""
     results = json.loads(AA.read_text())
     aa = tmp_path / "aa.results.json"
     aa.write_text(json.dumps(results))
     floors = llama_witnesses.floors_of(results)
     assert set(floors) == {"prefill-4k-decode-896"} and floors["prefill-4k-decode-896"][1] == 3
-    ws = witnesses(derive(["--depth-witnesses", "--calibrate-from-aa"], aa))
+    ws = witnesses(derive(["--depth-witnesses", "--calibrate-from-aa"], tmp_path / "not-run", aa))
     sd = floors["prefill-4k-decode-896"][0]
     assert ws["prefill-4k-decode-896"].sd_floor_s == round(sd, 4)  # type: ignore[attr-defined]
     assert ws["prefill-4k-decode-896"].floor_df == 2  # type: ignore[attr-defined]
@@ -106,7 +107,9 @@ def test_the_run_s_a_a_sets_every_witness_s_floor(tmp_path: Path) -> None:
 def test_the_witness_a_a_runs_every_witness_16_pairs_on_a_cut_bench() -> None:
     p = derive(["--depth-witnesses", "--witness-aa"])
     [run] = p.runs
-    assert run.argv[run.argv.index("-r") + 1] == "1" and run.decode_tokens == 256
+    cut = [run.argv[run.argv.index(f) + 1] for f in ("-p", "-n", "-r", "-d")]
+    assert cut == ["512", "16", "1", "0,0,4096"]
+    assert run.decode_tokens == 16 and [c.ctx for c in run.cells] == [0, 4096, 4096]
     box = BoxConfig(name="local", kind="local", workdir="/tmp/w", repo="", models_dir="/tmp/m",
                     trusted=True, python=sys.executable)
     job = calibration_job(p, load_labels(LABELS_FILE).policy("default"), box, "a" * 40,

@@ -49,13 +49,19 @@ def with_depth_witnesses(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# The calibration's llama-bench: its cells' A/A is thrown away (only the witnesses' floors are
+# kept), so a process is cut to pp512 and tg16 at the same depths, one repetition (the parser
+# matches a cell by its depth and test kind, not the sizes): about the model load, ~2 s on the
+# H200 against the shipped 9.25 s, and the A/A's box time is the witnesses'.
+CUT_BENCH = {"-p": "512", "-n": "16", "-r": "1"}
+
+
 def for_witness_aa(doc: dict[str, Any]) -> dict[str, Any]:
-    """The calibration's profile: llama-bench one repetition a process (its cells' A/A is thrown
-    away, only the witnesses' floors are kept), so the A/A's box time is the witnesses'."""
     for run in doc["speed"]["runs"]:
         argv = run["argv"]
-        argv[argv.index("-r") + 1] = "1"
-        run["decode_tokens"] = 256
+        for flag, value in CUT_BENCH.items():
+            argv[argv.index(flag) + 1] = value
+        run["decode_tokens"] = int(CUT_BENCH["-n"])
     return doc
 
 
@@ -83,7 +89,12 @@ def with_floors(doc: dict[str, Any], floors: dict[str, tuple[float, int]]) -> di
     return doc
 
 
-def results_of(path: Path) -> dict[str, Any] | None:
+def results_of(*paths: Path) -> dict[str, Any] | None:
+    """The first of the A/A results files that exists: this run's, else one an earlier session
+    measured and the lead carried in shared/ (the device's state is gone with its machine)."""
     import json
 
-    return json.loads(path.read_text()) if path.is_file() else None
+    found = next((p for p in paths if p.is_file()), None)
+    if found is not None:
+        print(f"witness floors from {found}", file=sys.stderr)
+    return json.loads(found.read_text()) if found is not None else None

@@ -11,7 +11,8 @@ llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of t
   only with `correctness`; with `depth-witnesses` issue 53's candidate (llama_witnesses.py: a
   witness for decode@0 and for prefill@4096, every cell witnessed), with `witness-aa` the
   calibration's cut llama-bench, with `calibrate-from-aa` every witness's floor from this run's
-  witness A/A (eval/llama-witness-aa.results.json), where it has run.
+  witness A/A (eval/llama-witness-aa.results.json), else from the copy an earlier session's
+  run-53L.tgz brought back and the lead put in shared/ (same name), else none.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
         [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
@@ -95,7 +96,7 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
 
 
 def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, flags: list[str],
-             run_aa: Path | None = None) -> dict:
+             run_aa: tuple[Path, ...] = ()) -> dict:
     doc["name"] = "llamacpp-e2e"
     doc.setdefault("env", {}).update(dict(f.split("=", 1) for f in flags if "=" in f))
     doc["build"]["argv"] = ["{python}", "{harness}/engine/llamacpp/build.py", "--tree", "{tree}",
@@ -107,7 +108,7 @@ def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, flags: list[s
         llama_witnesses.with_depth_witnesses(doc)
     if "--witness-aa" in flags:
         llama_witnesses.for_witness_aa(doc)
-    results = llama_witnesses.results_of(run_aa) if run_aa is not None else None
+    results = llama_witnesses.results_of(*run_aa)
     if "--depth-witnesses" in flags:  # says which floors are measured and which are not
         llama_witnesses.with_floors(doc, llama_witnesses.floors_of(results) if results else {})
     return doc
@@ -119,9 +120,10 @@ def main() -> int:
     if engine == "sparkinfer":
         aa = Path(sums).parent.parent / "eval" / "aa.results.json"  # this run's A/A, if it has one
         out = sparkinfer(doc, digests, rest[0], rest[1:], aa if "--calibrate-from-aa" in rest else None)
-    elif engine == "llamacpp":  # this run's witness A/A, if it has one
-        aa = Path(sums).parent.parent / "eval" / f"{llama_witnesses.AA_NAME}.results.json"
-        out = llamacpp(doc, digests, rest[0], rest[1:], aa if "--calibrate-from-aa" in rest else None)
+    elif engine == "llamacpp":  # this run's witness A/A, else one carried in shared/
+        name = f"{llama_witnesses.AA_NAME}.results.json"
+        aa = (Path(sums).parent.parent / "eval" / name, ROOT / "shared" / name)
+        out = llamacpp(doc, digests, rest[0], rest[1:], aa if "--calibrate-from-aa" in rest else ())
     else:
         print(__doc__, file=sys.stderr)
         return 2
