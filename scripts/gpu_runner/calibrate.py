@@ -39,7 +39,9 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     results = pipeline.evaluate(LocalBox("local", box.workdir), box, job, out)
-    floors = floors_of(results)
+    for failure in results["failures"]:  # an A/A that failed measures no floor: say where
+        print(f"A/A failed at {failure['stage']}: {failure['message']}", file=sys.stderr)
+    floors = floors_of(results) if not results["failures"] else {}
     (out / "floors.json").write_text(json.dumps(floors, indent=1))
     for name, (sd, n) in floors.items():
         print(f"{name:<24} sd of a pair's saving {sd:.4f} s over {n} pairs")
