@@ -104,6 +104,24 @@ def test_the_run_s_a_a_sets_every_witness_s_floor(tmp_path: Path) -> None:
     assert none == witnesses(candidate_profile())
 
 
+def test_a_new_witness_gets_main_s_seconds_as_its_work(tmp_path: Path) -> None:
+    """work_s (what sizes a last look that must rule a 2% slowdown out) is the median of the
+    A/A's verified seconds, for the new shapes; the shipped witness's span holds uncredited
+    prefill work, so it stays without. Here the H200 witness's samples stand in for decode-0's."""
+    results = json.loads(AA.read_text())
+    [w] = [w for w in results["witnesses"] if w.get("source") == "witness"]
+    w["name"] = "decode-0"
+    w["samples"][0]["verified"] = False  # an unverified process's time is no measure of main's
+    kept = sorted(s["seconds"] for s in w["samples"] if s.get("verified") and not s["dropped"])
+    aa = tmp_path / "aa.results.json"
+    aa.write_text(json.dumps(results))
+    ws = witnesses(derive(["--depth-witnesses", "--calibrate-from-aa"], aa))
+    d0 = ws["decode-0"]
+    assert len(kept) == 5 and d0.work_s == round(kept[2], 4)  # type: ignore[attr-defined]
+    assert d0.floor_df == 1  # the 2 pairs verified on both sides  # type: ignore[attr-defined]
+    assert ws["prefill-4k-decode-896"].work_s == 0.0  # type: ignore[attr-defined]
+
+
 def test_the_witness_a_a_runs_every_witness_16_pairs_on_a_cut_bench() -> None:
     p = derive(["--depth-witnesses", "--witness-aa"])
     [run] = p.runs

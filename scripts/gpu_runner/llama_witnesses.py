@@ -75,15 +75,34 @@ def floors_of(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
     return {key[len(WITNESS_FLOOR):]: sd_n for key, sd_n in witness_noise(results).items()}
 
 
-def with_floors(doc: dict[str, Any], floors: dict[str, tuple[float, int]]) -> dict[str, Any]:
-    """Each witness the A/A measured gets its sd as the floor, pairs - 1 degrees of freedom."""
+def work_of(results: dict[str, Any]) -> dict[str, float]:
+    """witness name -> main's median seconds a process on the witness's clock (both sides are
+    main in an A/A), for the new shapes only: their timed span is their one cell's work (a
+    1-id prompt and 255 steps; a 4096-id prefill and one step). The shipped witness's span also
+    holds a prefill its cell does not credit, so it is left without, as shipped."""
+    import numpy as np
+
+    new = {w["name"] for w in DEPTH_WITNESSES}
+    return {w["name"]: float(np.median([s["seconds"] for s in w["samples"]
+                                        if not s["dropped"] and s.get("verified")]))
+            for w in results.get("witnesses") or []
+            if w.get("source") == "witness" and w["name"] in new}
+
+
+def with_floors(doc: dict[str, Any], floors: dict[str, tuple[float, int]],
+                work: dict[str, float]) -> dict[str, Any]:
+    """Each witness the A/A measured gets its sd as the floor, pairs - 1 degrees of freedom, and
+    a new one its `work_s`: with the floor, what sizes its last look where it must rule a 2%
+    slowdown out (evalbot/grading/witness_sizing.py; without it, rule 2's fixed looks)."""
     for run in doc["speed"]["runs"]:
         for w in run.get("witnesses", []):
+            if w["name"] in work:
+                w["work_s"] = round(work[w["name"]], 4)
             if w["name"] in floors:
                 sd, n = floors[w["name"]]
                 w["sd_floor_s"], w["floor_df"] = round(sd, 4), n - 1
-                print(f"witness {w['name']}: floor {sd:.4f} s over {n} pairs (this run's A/A)",
-                      file=sys.stderr)
+                print(f"witness {w['name']}: floor {sd:.4f} s over {n} pairs, work_s "
+                      f"{w.get('work_s', '-')} (the A/A's)", file=sys.stderr)
             elif "sd_floor_s" not in w:
                 print(f"witness {w['name']}: floor UNMEASURED (own sd only)", file=sys.stderr)
     return doc

@@ -110,7 +110,8 @@ def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, flags: list[s
         llama_witnesses.for_witness_aa(doc)
     results = llama_witnesses.results_of(*run_aa)
     if "--depth-witnesses" in flags:  # says which floors are measured and which are not
-        llama_witnesses.with_floors(doc, llama_witnesses.floors_of(results) if results else {})
+        llama_witnesses.with_floors(doc, llama_witnesses.floors_of(results) if results else {},
+                                    llama_witnesses.work_of(results) if results else {})
     return doc
 
 
