@@ -22,6 +22,13 @@
 //       a forward pass. N_STEPS + 1 STEP lines in all; exits 0 at the EOF that follows. A
 //       malformed line (a wrong count of ids, an id outside the vocabulary, EOF too early, input
 //       after the last step) fails with `[FAIL] ...` on stderr.
+//   evalbot-topk witness MODEL N_PREFILL N_STEPS N_FILL  the same at a depth: before READY the
+//       context (N_FILL + N_PREFILL + N_STEPS ids) is filled with N_FILL fixed throw-away ids
+//       (`fill_id`: the same ids on every side), then warmed at that depth (the warm-up's rows
+//       removed again), so the timed prompt runs at positions N_FILL.. on top of an N_FILL-token
+//       cache, as llama-bench's `-d N_FILL`: `witness MODEL 4096 1 4096` is prefill@4096's work
+//       (pp4096 at depth 4096), `witness MODEL 1 255` decode@0's (tg256 from an empty cache: the
+//       1-id prompt at position 0, then 255 steps). N_FILL 0 is the three-argument form.
 //
 // score prints, per window, `W <n tokens>` (`W <n tokens> <F>` when led by @F), then one line per
 // scored position in the format of sparkinfer's qwen3_gguf_score (so one parser reads both), then
@@ -174,7 +181,8 @@ static bool in_vocab(const std::vector<llama_token> & ids, int n_vocab) {
     return true;
 }
 
-// One context for both modes: the prefill is one llama_decode call of n_prefill ids.
+// One context for both modes: the prefill is one llama_decode call of n_prefill ids (a fill
+// goes in batches of n_prefill ids).
 static llama_context * make_context(llama_model * model, size_t n_ids, int n_prefill) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t) n_ids + 16;
@@ -229,13 +237,38 @@ static int decode(const char * model_path, int n_prefill, const char * ids_path)
     return rc;
 }
 
-// Kernels, graphs and buffers come up before READY, so the first timed step pays none of it; the
-// memory is cleared so the prompt starts at position 0, as in the file mode.
-static bool warm_up(llama_context * ctx, int n_prefill) {
+// The fill's ids: fixed, so both sides' timed prompts sit on the same cache, and varied (one id
+// repeated is a degenerate attention pattern a head could special-case); within [0, 1000), the
+// harness's id range, so valid in any vocabulary it drives.
+static llama_token fill_id(int i) { return (llama_token) ((i * 7919 + 17) % 1000); }
+
+// N_FILL throw-away ids at positions 0.., in batches of at most n_batch (the context's).
+static bool fill(llama_context * ctx, int n_fill, int n_batch) {
+    std::vector<llama_token> ids((size_t) n_fill);
+    for (int i = 0; i < n_fill; i++) ids[(size_t) i] = fill_id(i);
+    for (int at = 0; at < n_fill; at += n_batch) {
+        const int n = std::min(n_batch, n_fill - at);
+        if (llama_decode(ctx, llama_batch_get_one(&ids[(size_t) at], n)) != 0) {
+            fprintf(stderr, "[FAIL] fill at position %d\n", at);
+            return false;
+        }
+    }
+    return true;
+}
+
+// Kernels, graphs and buffers come up before READY, so the first timed step pays none of it: the
+// warm-up is the timed work's shape at its depth (after the fill, so attention over the filled
+// cache is warmed too); its rows are removed, so the prompt starts at position n_fill (0 without
+// a fill: the memory cleared, as in the file mode).
+static bool warm_up(llama_context * ctx, int n_prefill, int n_fill) {
     std::vector<llama_token> warm((size_t) n_prefill + 1, 0);
     bool ok = llama_decode(ctx, llama_batch_get_one(warm.data(), n_prefill)) == 0 &&
               llama_decode(ctx, llama_batch_get_one(&warm[n_prefill], 1)) == 0;
-    llama_memory_clear(llama_get_memory(ctx), true);
+    if (n_fill == 0) {
+        llama_memory_clear(llama_get_memory(ctx), true);
+    } else {
+        ok = llama_memory_seq_rm(llama_get_memory(ctx), 0, n_fill, -1) && ok;
+    }
     if (!ok) fprintf(stderr, "[FAIL] warm-up\n");
     return ok;
 }
@@ -308,15 +341,20 @@ static int run_stepped(llama_context * ctx, int n_vocab, int n_prefill, int n_st
     return 0;
 }
 
-static int witness(const char * model_path, int n_prefill, int n_steps) {
+static int witness(const char * model_path, int n_prefill, int n_steps, int n_fill) {
     if (n_prefill < 1 || n_steps < 1) {
         fprintf(stderr, "[FAIL] N_PREFILL >= 1 and N_STEPS >= 1\n");
         return 2;
     }
+    if (n_fill < 0) {
+        fprintf(stderr, "[FAIL] N_FILL >= 0\n");
+        return 2;
+    }
     llama_model * model = load(model_path);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    llama_context * ctx = make_context(model, (size_t) n_prefill + (size_t) n_steps, n_prefill);
-    int rc = !ctx ? 2 : warm_up(ctx, n_prefill) ? 0 : 3;
+    const size_t n_ids = (size_t) n_fill + (size_t) n_prefill + (size_t) n_steps;
+    llama_context * ctx = make_context(model, n_ids, n_prefill);
+    int rc = !ctx ? 2 : fill(ctx, n_fill, n_prefill) && warm_up(ctx, n_prefill, n_fill) ? 0 : 3;
     if (rc == 0) {
         printf("EVALBOT_READY\n");
         fflush(stdout);
@@ -343,10 +381,10 @@ int main(int argc, char ** argv) {
         llama_backend_free();
         return rc;
     }
-    if (cmd == "witness" && argc == 5) {
+    if (cmd == "witness" && (argc == 5 || argc == 6)) {
         llama_log_set(quiet, nullptr);
         llama_backend_init();
-        int rc = witness(argv[2], atoi(argv[3]), atoi(argv[4]));
+        int rc = witness(argv[2], atoi(argv[3]), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
         llama_backend_free();
         return rc;
     }
@@ -355,6 +393,6 @@ int main(int argc, char ** argv) {
         return tokenize(argv[2], argv[3]);
     }
     fprintf(stderr, "usage: evalbot-topk score MODEL TOPK WINDOWS.txt | tokenize MODEL TEXT.txt"
-                    " | decode MODEL N_PREFILL IDS.txt | witness MODEL N_PREFILL N_STEPS\n");
+                    " | decode MODEL N_PREFILL IDS.txt | witness MODEL N_PREFILL N_STEPS [N_FILL]\n");
     return 64;
 }

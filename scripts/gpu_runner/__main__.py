@@ -6,7 +6,7 @@
     python3 -m gpu_runner summary RUN [OPTIONS]   summary.json and summary.md of the work folder
     python3 -m gpu_runner check-heads [--shared DIR]   every head against the carried tarballs
 
-RUN is an issue number of catalogue.ISSUES (49, 50, 51, 52, 53). OPTIONS: --only NAME[,NAME...] (those
+RUN is a run of catalogue.ISSUES (49, 50, 51, 52, 53, 53L). OPTIONS: --only NAME[,NAME...] (those
 evaluations of the same engine, in that order), --warm (warm the reference's grid first), --budget-s
 S (the chain's budget; default the run's), --work DIR (default /tmp/gpu-run/RUN), --shared DIR
 (default the checkout's shared/), --jobs N (default the cores), --ab-pairs N (default 6).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpu_runner import heads, plan, summary
 from gpu_runner.catalogue import ISSUES, evaluations_of
-from gpu_runner.chain import BASH_STAGES, Chain, Config, eval_argv, profile_argv
+from gpu_runner.chain import BASH_STAGES, Chain, Config, calibrate_argv, eval_argv, profile_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 TARBALLS = {"sparkinfer": "sparkinfer-ba8add3.tar.gz", "llamacpp": "llama.cpp-pruned.tar.gz"}
@@ -84,7 +84,8 @@ def commands(cfg: Config) -> dict[str, str]:
             shas = {b: f"${b.upper().replace('-', '_')}" for b in (e.base, e.head)}
             profile = cfg.work / "profiles" / f"{e.name}.yaml"
             write = f"python3 -m gpu_runner.profiles {shlex.join(profile_argv(cfg, e))} > {profile}; "
-            out[stage.name] = write + shlex.join(eval_argv(cfg, e, shas, profile))
+            run = calibrate_argv if e.kind == "witness-aa" else eval_argv
+            out[stage.name] = write + shlex.join(run(cfg, e, shas, profile))
     return out
 
 

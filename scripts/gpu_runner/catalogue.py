@@ -17,6 +17,10 @@ What an evaluation must get (`expected`), as summary.judge reads it:
                                eval:none nor a tier (issue 53: a slowdown hidden by printing);
   pass                         correctness not REJECTed, no infra-error;
   measured                     any verdict that is not an infra-error (a figure, not a test).
+
+`witness-aa` is an A/A of main that is not a verdict either: `evalbot calibrate --witnesses`'s job
+(scripts/gpu_runner/calibrate.py) in the run's sandboxed box, whose witness floors the run's later
+llamacpp profiles take (`calibrate_from_aa`, llama_witnesses.py).
 """
 
 from __future__ import annotations
@@ -38,7 +42,11 @@ class Evaluation:
     qwen36: bool = False  # sparkinfer: the 4-layer Qwen3.6 file as the second model, with its guard
     long_run: bool = False  # sparkinfer: the shipped 131072 run kept (31 s a sample)
     speed_cut: bool = False  # sparkinfer: the sweep cut to its cells up to 4096 (a correctness test)
-    kind: str = "eval"  # "eval": evalbot eval in the sandbox; "sandbox-ab": scripts/sandbox_ab.py
+    depth_witnesses: bool = False  # llamacpp: issue 53's candidate (llama_witnesses.py)
+    calibrate_from_aa: bool = False  # llamacpp: the witness floors from the run's witness A/A
+    # "eval": evalbot eval in the sandbox; "sandbox-ab": scripts/sandbox_ab.py; "witness-aa":
+    # scripts/gpu_runner/calibrate.py
+    kind: str = "eval"
     why: str = ""
 
     def __post_init__(self) -> None:
@@ -46,7 +54,7 @@ class Evaluation:
             raise ValueError(f"{self.name}: unknown engine {self.engine!r}")
         if self.expected not in EXPECTATIONS and not self.expected.startswith(("regressed:", "caught:")):
             raise ValueError(f"{self.name}: unknown expectation {self.expected!r}")
-        if self.kind not in ("eval", "sandbox-ab"):
+        if self.kind not in ("eval", "sandbox-ab", "witness-aa"):
             raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
 
 
@@ -56,6 +64,13 @@ def _spk(name: str, base: str, head: str, expected: str, **kw: object) -> Evalua
 
 def _llama(name: str, base: str, head: str, expected: str, **kw: object) -> Evaluation:
     return Evaluation(name, LLAMACPP, base, head, expected, correctness=True, **kw)  # type: ignore[arg-type]
+
+
+def _llama53(name: str, base: str, head: str, expected: str, **kw: object) -> Evaluation:
+    """Issue 53's llamacpp candidate, speed only (no reference, no scoring: 100 s an evaluation),
+    its witness floors from the run's A/A."""
+    return Evaluation(name, LLAMACPP, base, head, expected, depth_witnesses=True,  # type: ignore[arg-type]
+                      calibrate_from_aa=True, **kw)
 
 
 EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
@@ -114,6 +129,13 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
     _llama("llama-window-damage", "main", "window-damage", "eval:REJECT",
            why="windows whose first id is 0 mod 5: the top-1 of every 7th position dropped"),
     _llama("llama-broken", "main", "broken", "eval:REJECT", why="qwen3 attention scaled 1/d"),
+    # one clock for llamacpp (issue 53): the candidate profile (a witness of each cell's shape,
+    # every cell witnessed); its witnesses' floors first, from an A/A of main's three shapes
+    Evaluation("llama-witness-aa", LLAMACPP, "main", "main", "measured", depth_witnesses=True,
+               kind="witness-aa", why="main against itself: each witness's per-pair sd, 16 pairs"),
+    _llama53("llama-aa-53", "main", "aa", "eval:none", why="a docs-only head under the candidate"),
+    _llama53("llama-hide-prefill", "main", "hide-prefill", "caught:prefill@4096",
+             why="each multi-id batch computed twice, llama-bench printing prefill rates x2"),
 ]}
 
 # issue -> (its evaluations in the order they run, the Qwythos file it scores, its default budget)
@@ -124,6 +146,7 @@ ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "53": (("aa-speed", "hide-decode", "decode-cut", "liar-cut"), "random", 1300),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
+    "53L": (("llama-witness-aa", "llama-aa-53", "llama-hide-prefill"), "", 1700),
 }
 
 

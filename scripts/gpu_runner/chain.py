@@ -77,7 +77,10 @@ def profile_argv(cfg: Config, e: Evaluation) -> list[str]:
     env_file = cfg.work / "sandbox-env.txt"
     env = env_file.read_text().split() if env_file.is_file() else []
     if e.engine == LLAMACPP:
-        return ["llamacpp", shipped, sums, build_flags(cfg), *env]
+        flags = [f for f, on in (("--correctness", e.correctness), ("--depth-witnesses", e.depth_witnesses),
+                                 ("--witness-aa", e.kind == "witness-aa"),
+                                 ("--calibrate-from-aa", e.calibrate_from_aa)) if on]
+        return ["llamacpp", shipped, sums, build_flags(cfg), *flags, *env]
     flags = [f for f, on in (("--correctness", e.correctness), ("--qwen36", e.qwen36),
                              ("--long-run", e.long_run), ("--speed-cut", e.speed_cut),
                              ("--stable", cfg.synth == "stable"),
@@ -90,6 +93,14 @@ def eval_argv(cfg: Config, e: Evaluation, shas: dict[str, str], profile: Path) -
             "--base", shas[e.base], "--head", shas[e.head], "--profile", str(profile),
             "--models-dir", str(cfg.work / "models"), "--workdir", str(cfg.work / "box"),
             "--out", str(cfg.work / "eval" / e.name), "--sandbox-user", SANDBOX]
+
+
+def calibrate_argv(cfg: Config, e: Evaluation, shas: dict[str, str], profile: Path) -> list[str]:
+    """A witness A/A (scripts/gpu_runner/calibrate.py) of the base, in the evaluations' box."""
+    return [cfg.python, str(cfg.root / "scripts/gpu_runner/calibrate.py"), "--repo", str(cfg.work / "repo"),
+            "--sha", shas[e.base], "--profile", str(profile), "--models-dir", str(cfg.work / "models"),
+            "--workdir", str(cfg.work / "box"), "--out", str(cfg.work / "eval" / e.name),
+            "--sandbox-user", SANDBOX]
 
 
 def read_shas(work: Path) -> dict[str, str]:
@@ -210,8 +221,11 @@ class Chain:
         if profile is None:
             return 1
         folder = self.cfg.work / "eval"
-        argv = eval_argv(self.cfg, e, read_shas(self.cfg.work), profile)
-        rc = self.sh(argv, folder / f"{e.name}.stderr", self.left(), stdout=folder / f"{e.name}.verdict.json")
+        # a witness A/A prints its floors (and writes them under eval/NAME/), an evaluation its verdict
+        aa = e.kind == "witness-aa"
+        make, stdout = (calibrate_argv, "floors.txt") if aa else (eval_argv, "verdict.json")
+        argv = make(self.cfg, e, read_shas(self.cfg.work), profile)
+        rc = self.sh(argv, folder / f"{e.name}.stderr", self.left(), stdout=folder / f"{e.name}.{stdout}")
         raw = summary.raw_results(folder / e.name)
         if raw is not None:
             shutil.copy(raw, folder / f"{e.name}.results.json")

@@ -30,6 +30,14 @@ from evalbot.service.boxinit import LAUNCHER  # noqa: E402
 from evalbot.store.jobs import Store  # noqa: E402
 
 
+def sandboxed_box(workdir: str, repo: str, models_dir: str, sandbox_user: str) -> BoxConfig:
+    """The local box with the sandbox of `evalbot box init` (scripts/gpu_runner/calibrate.py's too)."""
+    launcher = () if os.geteuid() == 0 else ("sudo", "-n", str(LAUNCHER))
+    return BoxConfig(name="local", kind="local", workdir=str(Path(workdir).resolve()), repo=repo,
+                     models_dir=models_dir, trusted=True, python=sys.executable,
+                     sandbox_user=sandbox_user, sandbox_launcher=launcher)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     for flag in ("--repo", "--base", "--head", "--profile", "--models-dir", "--workdir", "--out",
@@ -37,10 +45,7 @@ def main() -> int:
         ap.add_argument(flag, required=True)
     ap.add_argument("--policy", default="default")
     a = ap.parse_args()
-    launcher = () if os.geteuid() == 0 else ("sudo", "-n", str(LAUNCHER))
-    box = BoxConfig(name="local", kind="local", workdir=str(Path(a.workdir).resolve()),
-                    repo=a.repo, models_dir=a.models_dir, trusted=True, python=sys.executable,
-                    sandbox_user=a.sandbox_user, sandbox_launcher=launcher)
+    box = sandboxed_box(a.workdir, a.repo, a.models_dir, a.sandbox_user)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     outcome = evaluate(LocalBox("local", box.workdir), box, load_profile(a.profile),

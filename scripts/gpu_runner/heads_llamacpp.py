@@ -10,8 +10,19 @@ COMPUTE = "    const auto status = graph_compute(res->get_gf(), ubatch.n_tokens 
 LOGITS_ITH = "float * llama_context::get_logits_ith(int32_t i) {\n    output_reorder();\n"
 LOGITS_ROW = ("        const int64_t j = output_resolve_row(i);\n"
               "        return logits.data + j*model.vocab.n_tokens();\n")
+BENCH = "tools/llama-bench/llama-bench.cpp"
+BENCH_TS = "                       [n_tokens](uint64_t t) { return 1e9 * n_tokens / t; });\n"
 DECODE = ("int llama_context::decode(const llama_batch_ext & batch_inp) {\n"
           "    if (!memory) {\n")
+
+# every batch of more than one id (a prompt's ubatches) computed twice: the cache rows it writes
+# and the logits are the same numbers, single-id decode steps are untouched. The inputs are set
+# again before the second pass: the first may reuse their memory for its intermediates (without
+# it the CPU build's second pass aborted in set_rows on an index out of range, issue 53's rehearsal)
+SLOW_PREFILL = (CONTEXT, COMPUTE, "    if (ubatch.n_tokens > 1) {\n"
+                                  "        graph_compute(res->get_gf(), true);  // again\n"
+                                  "        res->set_inputs(&ubatch);\n"
+                                  "    }\n" + COMPUTE)
 
 HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "aa": ("docs: one line in the README",
@@ -22,12 +33,16 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                "    bool use_cuda_graph = false; // graphs off: launch every kernel\n")]),
     "broken": ("qwen3: attention scale 1/d",
                [(QWEN3, "1.0f/sqrtf(float(n_embd_head))", "1.0f/float(n_embd_head)")]),
-    # every batch of more than one id (a prompt's ubatches) computed twice: the cache rows it
-    # writes and the logits are the same numbers, single-id decode steps are untouched
-    "slow-prefill": ("context: compute each multi-id batch twice",
-                     [(CONTEXT, COMPUTE, "    if (ubatch.n_tokens > 1) {\n"
-                                         "        graph_compute(res->get_gf(), true);  // again\n"
-                                         "    }\n" + COMPUTE)]),
+    "slow-prefill": ("context: compute each multi-id batch twice", [SLOW_PREFILL]),
+    # issue 53's hider: slow-prefill's real slowdown (prefill@4096 about half as fast), and
+    # llama-bench printing every prompt test's rates x2, so its cells read main's: only a witness
+    # of the prefill's work (prefill-4096-at-4096) or the run's cost check can see it
+    "hide-prefill": ("context: compute each multi-id batch twice; bench: prompt rates x2",
+                     [SLOW_PREFILL,
+                      (BENCH, BENCH_TS,
+                       "                       [n_tokens, this](uint64_t t) {\n"
+                       "                           return 1e9 * n_tokens / t * (n_prompt > 0 ? 2 : 1);\n"
+                       "                       });\n")]),
     # damage tied to a window (its first id, read when a decode starts on an empty memory): in
     # one window in five, every 7th logits row of a batch with several outputs (a scored window,
     # not a decode step: the witness's ids stay main's, so correctness alone must see it) has its

@@ -65,8 +65,9 @@ def shared_needs(engine: str, evaluations: list[Evaluation], synth: str) -> list
     elif engine == LLAMACPP:
         needs += [("llama.cpp-pruned.tar.gz", "the engine (setup); the reference's source"),
                   ("ggml-vocab-qwen2.gguf", "the model's tokenizer (model)"),
-                  ("synth_gguf.py", "the synthetic Qwen3-0.6B-shaped file (model)"),
-                  (CARRIED_REFERENCE, "the carried CUDA reference (reference), else built")]
+                  ("synth_gguf.py", "the synthetic Qwen3-0.6B-shaped file (model)")]
+        if correctness:  # a speed-only run (53L) has no reference stage
+            needs.append((CARRIED_REFERENCE, "the carried CUDA reference (reference), else built"))
     return needs
 
 

@@ -7,11 +7,17 @@ sparkinfer: the synthetic files and their pins (the Qwythos file; the 4-layer qw
   calibrated from main on the random-weight file (phase 2's A/A, tests/data/sparkinfer/), and the
   box's environment (NAME=VALUE: LD_LIBRARY_PATH where libcuda is not on the loader's path).
 llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of the reference
-  (flash attention off, chain.build_flags), and the box's environment, nothing else.
+  (flash attention off, chain.build_flags), and the box's environment; the correctness section
+  only with `correctness`; with `depth-witnesses` issue 53's candidate (llama_witnesses.py: a
+  witness for decode@0 and for prefill@4096, every cell witnessed), with `witness-aa` the
+  calibration's cut llama-bench, with `calibrate-from-aa` every witness's floor from this run's
+  witness A/A (eval/llama-witness-aa.results.json), else from the copy an earlier session's
+  run-53L.tgz brought back and the lead put in shared/ (same name), else none.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
         [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
-    python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [NAME=VALUE ...] > P.yaml
+    python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [--correctness]
+        [--depth-witnesses] [--witness-aa] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from gpu_runner import llama_witnesses
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASE2_AA = ROOT / "tests/data/sparkinfer/phase2-aa-correctness-h200.json"
@@ -87,12 +95,23 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
     return doc
 
 
-def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, env: list[str]) -> dict:
+def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, flags: list[str],
+             run_aa: tuple[Path, ...] = ()) -> dict:
     doc["name"] = "llamacpp-e2e"
-    doc.setdefault("env", {}).update(dict(f.split("=", 1) for f in env))
+    doc.setdefault("env", {}).update(dict(f.split("=", 1) for f in flags if "=" in f))
     doc["build"]["argv"] = ["{python}", "{harness}/engine/llamacpp/build.py", "--tree", "{tree}",
                             *build_flags.split()]
     doc["models"][0].update(file=LLAMA_FILE, sha256=digests[LLAMA_FILE])
+    if "--correctness" not in flags:
+        doc.pop("correctness", None)
+    if "--depth-witnesses" in flags:
+        llama_witnesses.with_depth_witnesses(doc)
+    if "--witness-aa" in flags:
+        llama_witnesses.for_witness_aa(doc)
+    results = llama_witnesses.results_of(*run_aa)
+    if "--depth-witnesses" in flags:  # says which floors are measured and which are not
+        llama_witnesses.with_floors(doc, llama_witnesses.floors_of(results) if results else {},
+                                    llama_witnesses.work_of(results) if results else {})
     return doc
 
 
@@ -102,8 +121,10 @@ def main() -> int:
     if engine == "sparkinfer":
         aa = Path(sums).parent.parent / "eval" / "aa.results.json"  # this run's A/A, if it has one
         out = sparkinfer(doc, digests, rest[0], rest[1:], aa if "--calibrate-from-aa" in rest else None)
-    elif engine == "llamacpp":
-        out = llamacpp(doc, digests, rest[0], rest[1:])
+    elif engine == "llamacpp":  # this run's witness A/A, else one carried in shared/
+        name = f"{llama_witnesses.AA_NAME}.results.json"
+        aa = (Path(sums).parent.parent / "eval" / name, ROOT / "shared" / name)
+        out = llamacpp(doc, digests, rest[0], rest[1:], aa if "--calibrate-from-aa" in rest else ())
     else:
         print(__doc__, file=sys.stderr)
         return 2

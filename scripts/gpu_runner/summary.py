@@ -126,6 +126,12 @@ def build(folder: Path, evaluations: list[Evaluation], stages: dict[str, Any], r
             rows.append({"name": e.name, "expected": e.expected, "ok": ab.is_file(),
                          "headline": "measured" if ab.is_file() else "not run",
                          "table": ab.read_text() if ab.is_file() else None})
+        elif e.kind == "witness-aa":
+            floors = folder / e.name / "floors.json"
+            rows.append({"name": e.name, "expected": e.expected, "ok": floors.is_file(),
+                         "headline": "measured" if floors.is_file() else "not run",
+                         "floors": json.loads(floors.read_text()) if floors.is_file() else None,
+                         "stage": stages.get(f"eval:{e.name}")})
         elif res.is_file() and ver.is_file():
             rows.append(row(e, json.loads(res.read_text()), json.loads(ver.read_text())))
         else:
@@ -158,6 +164,9 @@ def markdown(summary: dict[str, Any]) -> str:
                      + (f"{_s(secs.get('reference'))} / {_s(secs.get('main'))} / {_s(secs.get('pr'))} "
                         f"({corr.get('decision')})" if corr else "-")
                      + f" | {corr.get('grid') or '-'} | {agree or '-'} | {aims} |")
+    floors = [f"- {r['name']}: witness {w} floor {sd:.4f} s over {n} pairs"
+              for r in summary["evaluations"] for w, (sd, n) in (r.get("floors") or {}).items()]
+    lines += ["", *floors] if floors else []
     return "\n".join(lines) + "\n"
 
 
