@@ -47,3 +47,29 @@ def cut_demo_profile(dest: Path) -> Path:
     path = dest / "demo-cut.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+FIRST_LOOK = 2  # the fewest pairs a profile's first look may have (evalbot/evaluation/profile.py)
+FIRST_WITNESS_LOOK = 3  # and a witness's (engine/contract/witness_spec.py)
+
+
+def one_look_demo_profile(dest: Path, witness: bool = True) -> Path:
+    """The cut profile at the least a verdict costs, for a test of what surrounds any evaluation
+    (a disk left full, a warmed cache, what reaches a published file) and not of its statistics:
+    one look of 2 pairs, the witness (unless `witness` is False) one look of 3; builds, limits,
+    samples, witness process and correctness are the cut profile's. Its verdict may well be
+    inconclusive where the cut profile's would decide."""
+    path = cut_demo_profile(dest)
+    doc = yaml.safe_load(path.read_text())
+    doc["name"] = "demo-one-look"
+    doc["speed"]["looks"] = [FIRST_LOOK]
+    [run] = doc["speed"]["runs"]
+    if witness:
+        for w in run["witnesses"]:
+            w["pairs"] = [FIRST_WITNESS_LOOK]
+    else:
+        run["witnesses"] = []
+        doc["speed"]["witness_every_cell"] = False
+    quick = dest / "demo-one-look.yaml"
+    quick.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return quick
