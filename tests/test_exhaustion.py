@@ -33,7 +33,7 @@ from evalbot.evaluation.evaluate import Outcome
 from evalbot.store.jobs import Store
 from tests import hostile_demo as hd
 from tests.demo_box import box_python, demo, evaluate_over_ssh
-from tests.demo_profile import one_look_demo_profile
+from tests.demo_profile import WITNESS_ONE_LOOK, one_look_demo_profile
 from tests.sshd import Sshd
 from tests.unprivileged_box import HARNESS_USER, Unprivileged, unprivileged
 
@@ -168,8 +168,9 @@ def test_a_build_that_fills_the_disk_is_the_pr_s_and_the_next_job_runs(
     assert free > WORKDIR_MB / 2 * (1 << 20), free  # its tree was emptied: the room is back
     # the next job runs to a verdict, any verdict: one look of each (the statistics are not what
     # a full disk could have broken; its build, samples, witness and score runs are)
+    quick = one_look_demo_profile(tmp_path / "one-look", WITNESS_ONE_LOOK)
     _, verdict = box.evaluate(box_python, demo, tmp_path / "next", repo.prs["neutral"],
-                              profile=one_look_demo_profile(tmp_path / "one-look"))
+                              profile=quick)
     assert verdict["kind"] in ("neutral", "inconclusive", "improved"), verdict["reasons"]
     assert not verdict["failures"]
     _, verdict = box.evaluate(box_python, demo, tmp_path / "main", repo.main_sha, base=filler)
