@@ -94,11 +94,13 @@ Evaluator = Callable[[str, int, str], Outcome]  # (head SHA, PR number, out fold
 @contextmanager
 def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
                   base_sha: str | None = None, launcher: tuple[str, ...] = (),
-                  full_profile: bool = False) -> Iterator[tuple[Evaluator, BoxConfig]]:
+                  full_profile: bool = False,
+                  profile_path: Path | None = None) -> Iterator[tuple[Evaluator, BoxConfig]]:
     """Demo PRs evaluated in the production shape: `evaluate()` over the SSH box with its
     sandbox user, the demo profile cut to its witnessed cell, one store at out/evalbot.sqlite3,
     each run's published files under out/<name>. Against main unless `base_sha` says;
-    `launcher` as box_config's; `full_profile`: the shipped demo profile, every cell."""
+    `launcher` as box_config's; `full_profile`: the shipped demo profile, every cell;
+    `profile_path`: that profile instead (tests/demo_profile.py's one-look profile)."""
     from evalbot.config.redact import for_boxes
     from evalbot.config.settings import REPO_ROOT
     from evalbot.evaluation.evaluate import evaluate
@@ -112,7 +114,8 @@ def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Pat
     config = box_config(sshd, root, repo, python, launcher)
     box = SSHBox(config.name, config.workdir, SSHTarget(**sshd.box_kwargs()))  # type: ignore[arg-type]
     policy = load_labels(REPO_ROOT / "labels.yaml").policy("default")
-    profile = load_profile("demo" if full_profile else str(cut_demo_profile(out / "profile")))
+    profile = load_profile(str(profile_path) if profile_path else
+                           "demo" if full_profile else str(cut_demo_profile(out / "profile")))
     store = Store(out / "evalbot.sqlite3")
 
     def run(head_sha: str, pr: int, name: str) -> Outcome:
@@ -129,7 +132,9 @@ def ssh_evaluator(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Pat
 
 def evaluate_over_ssh(sshd: Sshd, python: str, demo: tuple[Path, DemoRepo], out: Path,
                       head_sha: str, pr: int, base_sha: str | None = None,
-                      launcher: tuple[str, ...] = ()) -> tuple[Outcome, BoxConfig]:
+                      launcher: tuple[str, ...] = (),
+                      profile_path: Path | None = None) -> tuple[Outcome, BoxConfig]:
     """One demo PR evaluated by `ssh_evaluator`, its published files under out/out."""
-    with ssh_evaluator(sshd, python, demo, out, base_sha, launcher) as (run, config):
+    with ssh_evaluator(sshd, python, demo, out, base_sha, launcher,
+                       profile_path=profile_path) as (run, config):
         return run(head_sha, pr, "out"), config

@@ -47,3 +47,35 @@ def cut_demo_profile(dest: Path) -> Path:
     path = dest / "demo-cut.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+
+FIRST_LOOK = 2  # the fewest pairs a profile's first look may have (evalbot/evaluation/profile.py)
+FIRST_WITNESS_LOOK = 3  # and a witness's (engine/contract/witness_spec.py)
+WITNESS_KEPT, WITNESS_ONE_LOOK, NO_WITNESS = "kept", "one look", "none"
+
+
+def one_look_demo_profile(dest: Path, witness: str = WITNESS_KEPT) -> Path:
+    """The cut profile at the least a verdict costs, for a test of what surrounds any evaluation
+    (a disk left full, a warmed cache, what reaches a published file) and not of its statistics:
+    one look of 2 pairs; builds, limits, samples and correctness are the cut profile's. Its
+    witness: the cut profile's (WITNESS_KEPT: an unchanged cell is believed only where the
+    witness rules a slowdown out, which its first look of 3 pairs seldom does), one look of 3
+    pairs (WITNESS_ONE_LOOK: the witness process runs, its verdict is not asked) or none.
+    Its verdict may well be inconclusive where the cut profile's would decide."""
+    path = cut_demo_profile(dest)
+    doc = yaml.safe_load(path.read_text())
+    doc["name"] = "demo-one-look"
+    doc["speed"]["looks"] = [FIRST_LOOK]
+    [run] = doc["speed"]["runs"]
+    if witness == WITNESS_ONE_LOOK:
+        for w in run["witnesses"]:
+            w["pairs"] = [FIRST_WITNESS_LOOK]
+    elif witness == NO_WITNESS:
+        run["witnesses"] = []
+        doc["speed"]["witness_every_cell"] = False
+    else:
+        assert witness == WITNESS_KEPT, witness
+    quick = dest / "demo-one-look.yaml"
+    quick.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return quick

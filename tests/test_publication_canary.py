@@ -1,6 +1,6 @@
 """Nothing a hostile head prints reaches a published file (issue 45), in the production shape: a
 real sshd on loopback, the sandbox user, `evaluate()` with an SSH box, the generated demo
-repository with each hostile head as a commit on top of main, the cut demo profile
+repository with each hostile head as a commit on top of main, the cut demo profile at one look
 (tests/demo_profile.py), one store for all three, and the dashboard built from it.
 
 Each head prints CANARY on stdout and stderr of its build and of every process that imports its
@@ -38,6 +38,7 @@ from evalbot.report.dashboard import build_site
 from evalbot.report.publication import PUBLISHED
 from evalbot.store.jobs import Store
 from tests.demo_box import box_python, ssh_evaluator
+from tests.demo_profile import one_look_demo_profile
 from tests.sshd import Sshd
 from tests.stub_engine import GIT_ENV
 
@@ -111,7 +112,11 @@ def runs(sshd: Sshd, box_python: str,
         heads = {"believed": _head(repo, "believed", SHOUT, ENCODED),
                  "witness": _head(repo, "witness", SHOUT + WITNESS_FAILS, DOUBLED),
                  "crash": _head(repo, "crash", SHOUT, CRASH)}
-        with ssh_evaluator(sshd, box_python, (root, repo), out) as (run, _config):
+        # one look of the samples and of the witness: every channel (build, samples, witness,
+        # score runs) still carries the heads' output; what is asked is where it goes
+        quick = one_look_demo_profile(tmp_path_factory.mktemp("profile"))
+        with ssh_evaluator(sshd, box_python, (root, repo), out,
+                           profile_path=quick) as (run, _config):
             outcomes = {name: run(sha, pr, name)
                         for pr, (name, sha) in enumerate(heads.items(), start=45)}
         store = Store(out / "evalbot.sqlite3")

@@ -33,6 +33,7 @@ import pytest
 
 from evalbot.engine.sandbox.sandbox_exec import MACHINE_ID
 from tests.demo_box import box_python, demo, evaluate_over_ssh
+from tests.demo_profile import WITNESS_ONE_LOOK, one_look_demo_profile
 from tests.sshd import SANDBOX_USER, Sshd
 
 __all__ = ["box_python", "demo"]  # fixtures
@@ -182,7 +183,10 @@ def test_a_snooping_head_finds_no_secret_and_leaves_nothing(sshd, canaries, box_
                                                            tmp_path):
     _root, repo = demo
     head = _hostile_head(repo.path, repo.main_sha)
-    outcome, config = evaluate_over_ssh(sshd, box_python, demo, tmp_path, head, pr=31)
+    # one look: a build and several bench runs search, as many as the question needs
+    quick = one_look_demo_profile(tmp_path / "profile", WITNESS_ONE_LOOK)
+    outcome, config = evaluate_over_ssh(sshd, box_python, demo, tmp_path, head, pr=31,
+                                        profile_path=quick)
     jobs = Path(config.workdir) / "jobs"
     logs = sorted(p for p in jobs.rglob("*.log") if p.is_file())
     found = _found(logs)

@@ -25,6 +25,7 @@ from evalbot.cli import cli
 from evalbot.config.resources import LABELS_FILE
 from evalbot.config.settings import REPO_ROOT
 from evalbot.grading.policy import load_labels
+from tests.demo_profile import cut_demo_profile
 from tests.github.accounts import PACING
 from tests.github.fake_app import AppFakeGitHub
 from tests.github.fake_github import REPO
@@ -179,7 +180,14 @@ def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, box_sshd: Sshd) ->
     # its requests as every other test's does (PACING), not by PyGithub's second a write. The
     # guide's doctor and `labels sync` (a write a label) waited 16 s of the suite's longest test
     # on it, idle (issue 48). The guide sets no pacing: these lines are added, none replaced.
-    swaps = {"  api_url: https://api.github.com\n": f"  api_url: {fake.api_url}\n{PACING}",
+    # The box's config (section 3 on) grades with the shipped demo profile cut to its witnessed
+    # cell (tests/demo_profile.py): calibrate's samples and the first verdict's are the guide's
+    # commands on a profile a quarter of the cost (they were 150 of this test's 170 CPU-s); the
+    # shipped profile's own verdicts are tests/test_demo_e2e.py's.
+    cut = cut_demo_profile(reachable / "profile")
+    box_profile = "profile: demo                           # your engine's profile"
+    swaps = {box_profile: box_profile.replace("demo", str(cut), 1),
+             "  api_url: https://api.github.com\n": f"  api_url: {fake.api_url}\n{PACING}",
              "https://api.github.com": fake.api_url, "example-org/example-engine": REPO,
              "-p 22 gpu-a.internal.example": f"-p {port} 127.0.0.1",
              "-P 22 ": f"-P {port} ", "evalbot@gpu-a.internal.example": "root@127.0.0.1",
@@ -206,7 +214,7 @@ def test_the_guide_runs(reachable: Path, fake: AppFakeGitHub, box_sshd: Sshd) ->
     # calibrate, over SSH: a line as it measures, the floors stored in the config's store
     pairs = [int(n) for n in re.findall(r"^calibrate: measuring tiny: (\d)/6 pairs", text, re.M)]
     assert pairs and pairs == sorted(pairs), text[-3000:]
-    assert "stored " in text and "for box 'gpu-a', profile 'demo'" in text
+    assert "stored " in text and "for box 'gpu-a', profile 'demo-cut'" in text
     # the first verdict, over SSH, graded with those floors
     verdict = work / "first-verdict" / "verdict.json"
     assert "improved" in verdict.read_text()

@@ -499,7 +499,9 @@ def evaluations(tmp_path_factory: pytest.TempPathFactory, toolkit: Path) -> dict
     m = model(root)
     out = {}
     for name, sha in shas.items():
-        results = run_job(parse_job(_job(repo, main, sha, m, toolkit)), root / f"job-{name}")
+        # one box's cache for both jobs, as the bot's jobs share it: main is compiled once
+        job = {**_job(repo, main, sha, m, toolkit), "cache_dir": str(root / "cache")}
+        results = run_job(parse_job(job), root / f"job-{name}")
         out[name] = {"results": results, "verdict": grade(json.loads(json.dumps(results)), DEFAULT),
                      "jobdir": root / f"job-{name}"}
     return out

@@ -36,7 +36,7 @@ from evalbot.evaluation.profile import load_profile
 from evalbot.grading.policy import load_labels
 from evalbot.service.pool import open_box
 from evalbot.service.warm_reference import warm_job
-from tests.demo_profile import cut_demo_profile
+from tests.demo_profile import NO_WITNESS, cut_demo_profile, one_look_demo_profile
 from tests.sshd import SANDBOX_USER, Sshd
 
 POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
@@ -111,7 +111,9 @@ def _calls(tmp: Path) -> list[int]:
 
 
 def test_an_evaluation_on_a_warmed_box_runs_no_reference(demo: DemoRepo, tmp_path: Path) -> None:
-    profile = _profile(tmp_path)
+    # the cut profile's grid and correctness, its speed at one look and no witness: what is
+    # asked here is where the evaluation's reference comes from, not its speed verdict
+    profile = one_look_demo_profile(tmp_path / "profile", NO_WITNESS)
     config = _config(tmp_path, demo, profile)
     got = CliRunner().invoke(cli, ["warm-reference", "--config", str(config), "--batch", "128"])
     assert got.exit_code == 0, got.output
