@@ -18,12 +18,12 @@ __all__ = ["sshd"]
 # not named take under 10 s and come after, in collection order. A unit that grows past its
 # neighbours belongs here: the suite then ends with its workers together.
 SCOPE_SECONDS = {
-    "test_setup_guide.py": 250,  # docs/setup.md: a wheel, box init, calibrate and a verdict over SSH
-    "test_warm_reference.py": 190, "test_exhaustion.py": 160,
+    "test_setup_guide.py": 90,  # docs/setup.md: a wheel, box init, calibrate and a verdict over SSH
+    "test_warm_reference.py": 150, "test_exhaustion.py": 110,
     "test_hidden_slowdown_demo.py::"
     "test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged": 85,
     "test_hidden_slowdown_demo.py::"
-    "test_the_same_prefill_printed_honestly_is_the_regression_it_is": 85,
+    "test_the_same_prefill_printed_honestly_is_the_regression_it_is": 45,
     "test_witness_box_time.py": 130, "test_demo_e2e.py::TestSlowLongPR": 115,
     "test_confirmation.py": 105, "test_demo_e2e.py::TestNeutralPR": 105,
     "test_witness_floor_stale.py": 100, "test_doctor_deploy.py": 95,
