@@ -49,7 +49,6 @@ def cut_demo_profile(dest: Path) -> Path:
     return path
 
 
-
 FIRST_LOOK = 2  # the fewest pairs a profile's first look may have (evalbot/evaluation/profile.py)
 FIRST_WITNESS_LOOK = 3  # and a witness's (engine/contract/witness_spec.py)
 WITNESS_KEPT, WITNESS_ONE_LOOK, NO_WITNESS = "kept", "one look", "none"

@@ -104,14 +104,13 @@ def llamacpp(doc: dict, digests: dict[str, str], build_flags: str, flags: list[s
     doc["models"][0].update(file=LLAMA_FILE, sha256=digests[LLAMA_FILE])
     if "--correctness" not in flags:
         doc.pop("correctness", None)
-    if "--depth-witnesses" in flags:
-        llama_witnesses.with_depth_witnesses(doc)
     if "--witness-aa" in flags:
         llama_witnesses.for_witness_aa(doc)
-    results = llama_witnesses.results_of(*run_aa)
-    if "--depth-witnesses" in flags:  # says which floors are measured and which are not
+    if "--depth-witnesses" in flags:  # with_floors says which floors are measured and which not
+        llama_witnesses.with_depth_witnesses(doc)
+        results = llama_witnesses.results_of(*run_aa) or {}
         llama_witnesses.with_floors(doc, llama_witnesses.floors_of(results) if results else {},
-                                    llama_witnesses.work_of(results) if results else {})
+                                    llama_witnesses.work_of(results))
     return doc
 
 
