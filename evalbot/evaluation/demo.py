@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -28,8 +28,7 @@ from evalbot.evaluation.progress import evaluation_bars
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.remote.local import LocalBox
 from evalbot.report.comment import CommentContext
-from evalbot.report.publication import private_dir
-from evalbot.store.jobs import Store
+from evalbot.store.jobs import JobRow, Store
 
 # What each demo PR must come out as: the kind of verdict, not the exact tier.
 EXPECTED = {"faster": "improved", "neutral": "neutral", "slow_long": "regressed",
@@ -81,13 +80,12 @@ def run_demo(out: Path, console: Console, seed: int | None = None,
                     for_boxes([replace(b, repo="") for b in boxes]),
                     demo_links(repo.path, with_dashboard=not missing),
                     seed if seed is not None else secrets.randbelow(2**31))
+        store = Store(out / "evalbot.sqlite3")  # its tables made once, before the lanes open it
+        turn = threading.Lock()
         with evaluation_bars(console) as add, ThreadPoolExecutor(len(lanes)) as pool:
-            running = [pool.submit(demo.lane, box, Path(tmp) / f"lane-{i}.sqlite3", lane, add)
-                       for i, (box, lane) in enumerate(zip(boxes, lanes, strict=True)) if lane]
+            running = [pool.submit(demo.lane, box, lambda: LaneStore(store.path, turn), lane, add)
+                       for box, lane in zip(boxes, lanes, strict=True) if lane]
             results = sorted((r for lane in running for r in lane.result()), key=lambda r: r.pr)
-    store = Store(out / "evalbot.sqlite3")
-    for result in results:  # the dashboard's store: every PR's job, in the PRs' order
-        demo.record(store, result, repo.prs[result.name])
     write_dashboard(store, out / "dashboard", console, missing)
     store.close()
     return results
@@ -105,13 +103,13 @@ class Demo:
     links: CommentContext
     seed: int
 
-    def lane(self, box_config: BoxConfig, store_path: Path, prs: list[tuple[int, str, str]],
-             add_bar: Callable[[str], Any]) -> list[DemoResult]:
-        """One lane's PRs, one after another on its own box folder (its builds and correctness
-        caches) and its own store: a store leases its fairest queued job, which may be the
-        other lane's, and a box's caches are one job's at a time."""
+    def lane(self, box_config: BoxConfig, open_store: Callable[[], Store],
+             prs: list[tuple[int, str, str]], add_bar: Callable[[str], Any]) -> list[DemoResult]:
+        """One lane's PRs, one after another on its own box folder (a box's builds and
+        correctness caches are one job's at a time), with the store opened in the lane's own
+        thread (sqlite's connections are their thread's)."""
         box = LocalBox(box_config.name, box_config.workdir)
-        store = Store(store_path)
+        store = open_store()
         try:
             return [DemoResult(name, number, evaluate(
                 box, box_config, self.profile, self.policy, repo=DEMO_REPO, pr=number,
@@ -121,17 +119,37 @@ class Demo:
         finally:
             store.close()
 
-    def record(self, store: Store, result: DemoResult, head_sha: str) -> None:
-        """A lane's finished job in the demo's own store, as its evaluation recorded it."""
-        row = store.enqueue(DEMO_REPO, result.pr, head_sha, self.policy.ident,
-                            base_sha=self.main_sha)
-        leased = store.lease("demo", ttl_s=60, box="local")
-        if leased is None or leased.id != row.id:  # an earlier demo's job left queued in --out
-            raise EvalbotError(f"{store.path}: a job is queued ahead of the demo's; choose "
-                               "another --out")
-        store.set_base(row.id, self.main_sha)
-        results = json.loads((private_dir(result.outcome.out) / "results.json").read_text())
-        store.finish(row.id, "demo", result.outcome.verdict, results)
+
+class LaneStore(Store):
+    """The demo's store as one lane opens it. An evaluation enqueues its job and leases at once,
+    and a lease takes the fairest queued job, which could be the other lane's: the lanes take
+    turns from an enqueue to the lease after it (`turn`, one lock for the demo)."""
+
+    def __init__(self, path: Path, turn: threading.Lock) -> None:
+        super().__init__(path)
+        self.turn = turn
+        self.holding = False
+
+    def enqueue(self, repo: str, pr: int | None, head_sha: str, policy: str,
+                base_sha: str = "", attempt: int = 1) -> JobRow:
+        self.turn.acquire()
+        self.holding = True
+        try:
+            return super().enqueue(repo, pr, head_sha, policy, base_sha, attempt)
+        except BaseException:
+            self._pass_turn()
+            raise
+
+    def lease(self, worker: str, ttl_s: float, box: str = "") -> JobRow | None:
+        try:
+            return super().lease(worker, ttl_s, box)
+        finally:
+            self._pass_turn()
+
+    def _pass_turn(self) -> None:
+        if self.holding:
+            self.holding = False
+            self.turn.release()
 
 
 def fresh_engine_dir(path: Path) -> Path:
