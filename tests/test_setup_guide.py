@@ -33,6 +33,9 @@ from tests.sshd import SANDBOX_USER, Sshd, reachable_dir
 from tests.wheel_build import build_wheel, wheel_venv
 
 GUIDE = REPO_ROOT / "docs" / "setup.md"
+# the guide's script has its own deadline (1,500 s), longer than pyproject.toml's per-test
+# timeout: it, with its message, comes first
+pytestmark = pytest.mark.timeout(1560)
 BLOCK = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^\s*```\s*$", re.S | re.M)
 COMMAND = re.compile(r"(?:^|[\s/])evalbot[ \t]+(?!evalbot)(?P<name>[a-z][\w-]*)")
 

@@ -41,6 +41,9 @@ from tests.sshd import SANDBOX_USER, Sshd
 
 POLICY = load_labels(REPO_ROOT / "labels.yaml").policy("default")
 GRID = 818  # short windows of 128 bytes in the demo corpus
+# its commands' own deadlines (900 s, then 600 s) are longer than pyproject.toml's per-test
+# timeout: they, with their messages, come first
+pytestmark = pytest.mark.timeout(1560)
 # A reference that predicts every next id with certainty, logs each call's window count, and
 # does what CONTROL says on its n-th call: fail, or hang (after saying so, with its pid, on a
 # FIFO the test reads).
