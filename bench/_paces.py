@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from evalbot.engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.measure.witness import pair_savings
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 ASSUMED = "assumed"
@@ -28,6 +29,10 @@ ASSUMED = "assumed"
 LLAMACPP_AA = DATA / "llamacpp" / "h200-aa.results.json"
 LLAMACPP_WITNESS = DATA / "llamacpp" / "h200-witness-aa.tsv"
 LLAMACPP_WITNESS_VARIANT = "nofa"  # the shipped tool (docs/gpu-e2e.md)
+# and GPU run 53L's witness A/A on an H100 (16 pairs of every witness, main against main): the only
+# timing of the depth witnesses (decode-0, prefill-4096-at-4096), which no H200 ever ran
+LLAMACPP_H100_AA = DATA / "llamacpp" / "h100-53L" / "witness-aa.results.json"
+LLAMACPP_H200_WITNESS = "prefill-4k-decode-896"  # the witness LLAMACPP_WITNESS timed
 # sparkinfer: two builds of one commit swept alternately on the H200 (Qwythos-9B synthetic), and
 # evalbot's own witness tool (engine/sparkinfer/witness.cpp) on the handoff clock, per process,
 # on that model and on a 4-layer synthetic file of the Qwen3.6 shape
@@ -94,8 +99,10 @@ def run_pace(profile: str, model: str, ctxs: Iterable[int]) -> RunPace:
 
 def witness_pace(profile: str, model: str, spec: WitnessSpec) -> WitnessPace:
     """The witness `spec` of `model`'s run in the shipped `profile`."""
-    if profile == "llamacpp":
+    if profile == "llamacpp" and spec.name == LLAMACPP_H200_WITNESS:
         return _handoff_tsv(LLAMACPP_WITNESS, LLAMACPP_WITNESS_VARIANT)
+    if profile == "llamacpp":
+        return results_witness(LLAMACPP_H100_AA, spec.name)
     if profile == "sparkinfer":
         shape = ToolRun.of(spec)
         if model == "qwythos-9b":
@@ -241,6 +248,22 @@ def _handoff_tsv(path: Path, variant: str) -> WitnessPace:
     return WitnessPace(float(np.mean(clock)), float(np.mean(wall)), float(np.mean(load)),
                        float(np.std([a - b for a, b in pairs], ddof=1)),
                        float(np.std(load, ddof=1)), _rel(path))
+
+
+@cache
+def results_witness(path: Path, name: str) -> WitnessPace:
+    """The witness `name` of an A/A's results (both sides main): its verified processes' means,
+    and a pair's sd as the harness pairs them (the sd of the pairs' savings)."""
+    doc = json.loads(path.read_text())
+    w = next((w for w in doc["witnesses"] if w["name"] == name and w["source"] == "witness"), None)
+    if w is None:
+        raise KeyError(f"no witness {name} in {_rel(path)}")
+    kept = [s for s in w["samples"] if s.get("verified") and not s["dropped"]]
+    clock = np.array([float(s["seconds"]) for s in kept])
+    load = np.array([float(s["wall_s"]) for s in kept]) - clock
+    d = pair_savings(w["samples"], need_verified=True)
+    return WitnessPace(float(clock.mean()), float(clock.mean() + load.mean()), float(load.mean()),
+                       float(np.std(d, ddof=1)), float(np.std(load, ddof=1)), _rel(path))
 
 
 # The real Qwen3.6-35B-A3B file was never measured: its 4-layer synthetic model sweeps in 2.0 s;

@@ -110,7 +110,8 @@ class World:
     def witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
         if self.fixtures == "demo":
             return self._demo_witness(run, spec)
-        return _h100_noise.witness(self.box, _paces.witness_pace(self.fixtures, run.model, spec), spec)
+        return _h100_noise.witness(self.box, _paces.witness_pace(self.fixtures, run.model, spec),
+                                   spec, self.fixtures)
 
     def _demo_witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
         """The demo's driver calls the very `forward` its bench times: its work is the covered
