@@ -10,8 +10,10 @@ bound, t x main's seconds for the cell's work, meets is the noise relative to th
 witness the run did not time gets the largest relative sd of the witnesses it did time of its
 cells' kinds (decode, prefill), or its H200 one where larger: an assumption, named in its source.
 
-Boxes: "h100", whose job carries that noise as the box's calibrated floor (`evalbot calibrate`
-with its default pairs: CALIBRATE_PAIRS); "h100-uncalibrated", whose job carries the profile's;
+Boxes: "h200-calibrated", the fixtures' own noise, the job carrying it as the box's calibrated
+floor (where the profile's floors are another box's: llamacpp's are 53L's H100); "h100", whose
+job carries that noise as the box's calibrated floor (`evalbot calibrate` with its default
+pairs: CALIBRATE_PAIRS); "h100-uncalibrated", whose job carries the profile's;
 "h100-quiet", the run's third A/A (tests/data/sparkinfer/hidden-h100-fixed, another H100, a day
 later), whose witnesses' noise was 4-6 times lower than the first two's, about the H200's: boxes
 differ, and only a box's own calibrated floor prices its noise. The noisy H100 is the hard case.
@@ -41,8 +43,10 @@ from evalbot.store.noise import WITNESS_FLOOR
 RUNS = ("sparkinfer/hidden-h100/aa-speed", "sparkinfer/hidden-h100-v6/aa-speed")  # GPU run 53's A/As
 QUIET_RUNS = ("sparkinfer/hidden-h100-fixed/aa-speed",)  # its third, on another H100
 LLAMACPP_RUNS = ("llamacpp/h100-53L/witness-aa",)  # GPU run 53L's witness A/A
-BOXES = ("", "h100", "h100-uncalibrated", "h100-quiet")  # "": the fixtures' own box (the H200)
-CALIBRATED = ("h100", "h100-quiet")
+# "": the fixtures' own box (the H200), its job carrying the profile's floors; "h200-calibrated":
+# the same box, its job carrying the box's own (`evalbot calibrate` on the H200)
+BOXES = ("", "h200-calibrated", "h100", "h100-uncalibrated", "h100-quiet")
+CALIBRATED = ("h200-calibrated", "h100", "h100-quiet")
 CALIBRATE_PAIRS = 12  # `evalbot calibrate --pairs`'s default: a stored floor's pairs
 
 
@@ -78,7 +82,7 @@ def witness(box: str, h200: _paces.WitnessPace, spec: WitnessSpec,
     """`h200`, the witness's fixture pace, with the H100's noise."""
     if box not in BOXES:
         raise ValueError(f"unknown box {box!r}: one of {BOXES}")
-    if not box:
+    if box in ("", "h200-calibrated"):
         return h200
     runs = runs_of(box, profile)
     rel, where = relative_sd(runs), ", ".join(f"tests/data/{r}" for r in runs)

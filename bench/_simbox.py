@@ -202,7 +202,8 @@ class SimulatedBox(Measurement):
         where they exceed the measured work), the rest uncredited decode-path steps (a prefill
         witness's continuation, a generate tool's prompt). The head's: each cell's part at its
         true gain less the decode steps whose ids it invents, the rest at its decode gain at
-        the witness's context (a prefill-only head does not speed it up)."""
+        the witness's context (a prefill-only head does not speed it up), less the witness's
+        fixed part (the tool's own per-step work), which no head moves."""
         cells = {c.key: c for c in run.cells}
         total = pace.wall_s - pace.load_s
         share = {k: t / rate(self.world.run(run), cells[k]) for k, t in spec.cells.items()}
@@ -210,7 +211,8 @@ class SimulatedBox(Measurement):
         rest = total - scale * sum(share.values())
         if not head:
             return total
-        out = rest / self._decode_gain(run, spec)
+        fixed = min(pace.fixed_s, rest)
+        out = fixed + (rest - fixed) / self._decode_gain(run, spec)
         for k, main_s in share.items():
             cell = cells[k]
             invented = (1 - self.head.agreement) * min(1.0, spec.output_tokens / spec.cells[k]) \
