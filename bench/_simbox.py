@@ -199,11 +199,10 @@ class SimulatedBox(Measurement):
     def _witness_work_s(self, run: SpeedRun, spec: WitnessSpec, pace: _paces.WitnessPace,
                         head: bool) -> float:
         """main's measured work: each covered cell's tokens at its sample rate (scaled down
-        where they exceed the measured work), the rest uncredited decode-path steps (a prefill
-        witness's continuation, a generate tool's prompt). The head's: each cell's part at its
-        true gain less the decode steps whose ids it invents, the rest at its decode gain at
-        the witness's context (a prefill-only head does not speed it up), less the witness's
-        fixed part (the tool's own per-step work), which no head moves."""
+        where they exceed the measured work), the rest the tool's fixed part and uncredited
+        decode-path steps (a prefill witness's continuation, a generate tool's prompt). The
+        head's: each cell's part at its true gain less the decode steps whose ids it invents,
+        the steps at its decode gain at the witness's context, the fixed part as main's."""
         cells = {c.key: c for c in run.cells}
         total = pace.wall_s - pace.load_s
         share = {k: t / rate(self.world.run(run), cells[k]) for k, t in spec.cells.items()}
