@@ -10,11 +10,18 @@ bound, t x main's seconds for the cell's work, meets is the noise relative to th
 witness the run did not time gets the largest relative sd of the witnesses it did time of its
 cells' kinds (decode, prefill), or its H200 one where larger: an assumption, named in its source.
 
-Boxes: "h100", whose job carries that noise as the box's calibrated floor (`evalbot calibrate`
-with its default pairs: CALIBRATE_PAIRS); "h100-uncalibrated", whose job carries the profile's;
+Boxes: "h200-calibrated", the fixtures' own noise, the job carrying it as the box's calibrated
+floor (where the profile's floors are another box's: llamacpp's are 53L's H100); "h100", whose
+job carries that noise as the box's calibrated floor (`evalbot calibrate` with its default
+pairs: CALIBRATE_PAIRS); "h100-uncalibrated", whose job carries the profile's;
 "h100-quiet", the run's third A/A (tests/data/sparkinfer/hidden-h100-fixed, another H100, a day
 later), whose witnesses' noise was 4-6 times lower than the first two's, about the H200's: boxes
 differ, and only a box's own calibrated floor prices its noise. The noisy H100 is the hard case.
+
+llamacpp's H100 is GPU run 53L's (tests/data/llamacpp/h100-53L/witness-aa.results.json: 16 pairs of
+each of the three witnesses, main against main): "h100" and "h100-uncalibrated" take its
+relative pair sd; it has no quiet twin. Its samples keep the H200 fixture's noise (53L measured
+no A/A of the shipped bench argv).
 """
 
 from __future__ import annotations
@@ -33,20 +40,23 @@ from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.engine.measure.witness import pair_savings
 from evalbot.store.noise import WITNESS_FLOOR
 
-RUNS = ("hidden-h100", "hidden-h100-v6")  # GPU run 53's two A/As, under tests/data/sparkinfer
-QUIET_RUNS = ("hidden-h100-fixed",)  # its third, on another H100
-BOXES = ("", "h100", "h100-uncalibrated", "h100-quiet")  # "": the fixtures' own box (the H200)
-CALIBRATED = ("h100", "h100-quiet")
+RUNS = ("sparkinfer/hidden-h100/aa-speed", "sparkinfer/hidden-h100-v6/aa-speed")  # GPU run 53's A/As
+QUIET_RUNS = ("sparkinfer/hidden-h100-fixed/aa-speed",)  # its third, on another H100
+LLAMACPP_RUNS = ("llamacpp/h100-53L/witness-aa",)  # GPU run 53L's witness A/A
+# "": the fixtures' own box (the H200), its job carrying the profile's floors; "h200-calibrated":
+# the same box, its job carrying the box's own (`evalbot calibrate` on the H200)
+BOXES = ("", "h200-calibrated", "h100", "h100-uncalibrated", "h100-quiet")
+CALIBRATED = ("h200-calibrated", "h100", "h100-quiet")
 CALIBRATE_PAIRS = 12  # `evalbot calibrate --pairs`'s default: a stored floor's pairs
 
 
 @cache
 def relative_sd(runs: tuple[str, ...] = RUNS) -> dict[str, tuple[float, int]]:
     """Witness name -> (pair sd / main's mean witness time, degrees of freedom), pooled over the
-    verified pairs of these H100 A/As."""
+    verified pairs of these H100 A/As (their results under tests/data/, less the suffix)."""
     sums: dict[str, list[float]] = {}
     for run in runs:
-        doc = json.loads((_paces.DATA / "sparkinfer" / run / "aa-speed.results.json").read_text())
+        doc = json.loads((_paces.DATA / f"{run}.results.json").read_text())
         for w in doc["witnesses"]:
             d = pair_savings(w["samples"], need_verified=True) if w["source"] == "witness" else []
             if len(d) < 2:
@@ -58,14 +68,24 @@ def relative_sd(runs: tuple[str, ...] = RUNS) -> dict[str, tuple[float, int]]:
     return {name: (math.sqrt(v / df), int(df)) for name, (v, df) in sums.items()}
 
 
-def witness(box: str, h200: _paces.WitnessPace, spec: WitnessSpec) -> _paces.WitnessPace:
+def runs_of(box: str, profile: str) -> tuple[str, ...]:
+    """The H100 A/As whose witness noise `box` takes for `profile`'s witnesses."""
+    if profile == "llamacpp" and box == "h100-quiet":
+        raise ValueError("no quiet H100 for llamacpp: GPU run 53L is its only H100 A/A")
+    if profile == "llamacpp":
+        return LLAMACPP_RUNS
+    return QUIET_RUNS if box == "h100-quiet" else RUNS
+
+
+def witness(box: str, h200: _paces.WitnessPace, spec: WitnessSpec,
+            profile: str = "sparkinfer") -> _paces.WitnessPace:
     """`h200`, the witness's fixture pace, with the H100's noise."""
     if box not in BOXES:
         raise ValueError(f"unknown box {box!r}: one of {BOXES}")
-    if not box:
+    if box in ("", "h200-calibrated"):
         return h200
-    runs = QUIET_RUNS if box == "h100-quiet" else RUNS
-    rel, where = relative_sd(runs), ", ".join(f"tests/data/sparkinfer/{r}" for r in runs)
+    runs = runs_of(box, profile)
+    rel, where = relative_sd(runs), ", ".join(f"tests/data/{r}" for r in runs)
     if spec.name in rel:
         return replace(h200, pair_sd_s=rel[spec.name][0] * h200.seconds,
                        source=f"{h200.source}; the H100's relative pair sd ({where})")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from evalbot.engine.contract.witness_spec import WitnessSpec
+from evalbot.engine.measure.witness import pair_savings
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 ASSUMED = "assumed"
@@ -28,6 +29,13 @@ ASSUMED = "assumed"
 LLAMACPP_AA = DATA / "llamacpp" / "h200-aa.results.json"
 LLAMACPP_WITNESS = DATA / "llamacpp" / "h200-witness-aa.tsv"
 LLAMACPP_WITNESS_VARIANT = "nofa"  # the shipped tool (docs/gpu-e2e.md)
+# and GPU run 53L's witness A/A on an H100 (16 pairs of every witness, main against main): the only
+# timing of the depth witnesses (decode-0, prefill-4096-at-4096), which no H200 ever ran
+LLAMACPP_H100_AA = DATA / "llamacpp" / "h100-53L" / "witness-aa.results.json"
+# main's printed rates of the shipped bench on that H100 (the same session's hide-prefill: its
+# base side): what the witnesses' cells' work takes there, the rest of their span the tool's own
+LLAMACPP_H100_MAIN = DATA / "llamacpp" / "h100-53L" / "hide-prefill.results.json"
+LLAMACPP_H200_WITNESS = "prefill-4k-decode-896"  # the witness LLAMACPP_WITNESS timed
 # sparkinfer: two builds of one commit swept alternately on the H200 (Qwythos-9B synthetic), and
 # evalbot's own witness tool (engine/sparkinfer/witness.cpp) on the handoff clock, per process,
 # on that model and on a 4-layer synthetic file of the Qwen3.6 shape
@@ -69,6 +77,9 @@ class WitnessPace:
     pair_sd_s: float  # sd of a pair's difference of `seconds` (A/A)
     wall_jitter_s: float  # sd of wall_s - seconds of one process (the load's own)
     source: str
+    # the part of `seconds` no engine change moves: the tool's own work per step (the argmax,
+    # the handoff) beyond its cells' work at main's printed rates (0: not known apart)
+    fixed_s: float = 0.0
 
     @property
     def assumed(self) -> bool:
@@ -94,8 +105,10 @@ def run_pace(profile: str, model: str, ctxs: Iterable[int]) -> RunPace:
 
 def witness_pace(profile: str, model: str, spec: WitnessSpec) -> WitnessPace:
     """The witness `spec` of `model`'s run in the shipped `profile`."""
-    if profile == "llamacpp":
+    if profile == "llamacpp" and spec.name == LLAMACPP_H200_WITNESS:
         return _handoff_tsv(LLAMACPP_WITNESS, LLAMACPP_WITNESS_VARIANT)
+    if profile == "llamacpp":
+        return results_witness(LLAMACPP_H100_AA, spec.name, LLAMACPP_H100_MAIN)
     if profile == "sparkinfer":
         shape = ToolRun.of(spec)
         if model == "qwythos-9b":
@@ -241,6 +254,37 @@ def _handoff_tsv(path: Path, variant: str) -> WitnessPace:
     return WitnessPace(float(np.mean(clock)), float(np.mean(wall)), float(np.mean(load)),
                        float(np.std([a - b for a, b in pairs], ddof=1)),
                        float(np.std(load, ddof=1)), _rel(path))
+
+
+@cache
+def results_witness(path: Path, name: str, rates_from: Path) -> WitnessPace:
+    """The witness `name` of an A/A's results (both sides main): its verified processes' means,
+    a pair's sd as the harness pairs them (the sd of the pairs' savings), and its fixed part:
+    its span less its cells' tokens at main's printed rates of `rates_from` (the same box)."""
+    doc = json.loads(path.read_text())
+    w = next((w for w in doc["witnesses"] if w["name"] == name and w["source"] == "witness"), None)
+    if w is None:
+        raise KeyError(f"no witness {name} in {_rel(path)}")
+    kept = [s for s in w["samples"] if s.get("verified") and not s["dropped"]]
+    clock = np.array([float(s["seconds"]) for s in kept])
+    load = np.array([float(s["wall_s"]) for s in kept]) - clock
+    d = pair_savings(w["samples"], need_verified=True)
+    rates = _main_rates(rates_from)
+    work = sum(tokens / rates[key] for key, tokens in w["cells"].items())
+    return WitnessPace(float(clock.mean()), float(clock.mean() + load.mean()), float(load.mean()),
+                       float(np.std(d, ddof=1)), float(np.std(load, ddof=1)),
+                       f"{_rel(path)} (fixed part: {_rel(rates_from)}'s rates)",
+                       max(float(clock.mean()) - work, 0.0))
+
+
+@cache
+def _main_rates(path: Path) -> dict[str, float]:
+    """Cell key -> main's mean printed rate in a results file (its base side)."""
+    doc = json.loads(path.read_text())
+    return {f"{c['model']}/{c['metric']}@{c['ctx']}":
+            float(np.mean([s["value"] for s in c["samples"]
+                           if s["side"] == "base" and not s["dropped"]]))
+            for c in doc["cells"]}
 
 
 # The real Qwen3.6-35B-A3B file was never measured: its 4-layer synthetic model sweeps in 2.0 s;

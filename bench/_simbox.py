@@ -110,7 +110,8 @@ class World:
     def witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
         if self.fixtures == "demo":
             return self._demo_witness(run, spec)
-        return _h100_noise.witness(self.box, _paces.witness_pace(self.fixtures, run.model, spec), spec)
+        return _h100_noise.witness(self.box, _paces.witness_pace(self.fixtures, run.model, spec),
+                                   spec, self.fixtures)
 
     def _demo_witness(self, run: SpeedRun, spec: WitnessSpec) -> _paces.WitnessPace:
         """The demo's driver calls the very `forward` its bench times: its work is the covered
@@ -198,10 +199,10 @@ class SimulatedBox(Measurement):
     def _witness_work_s(self, run: SpeedRun, spec: WitnessSpec, pace: _paces.WitnessPace,
                         head: bool) -> float:
         """main's measured work: each covered cell's tokens at its sample rate (scaled down
-        where they exceed the measured work), the rest uncredited decode-path steps (a prefill
-        witness's continuation, a generate tool's prompt). The head's: each cell's part at its
-        true gain less the decode steps whose ids it invents, the rest at its decode gain at
-        the witness's context (a prefill-only head does not speed it up)."""
+        where they exceed the measured work), the rest the tool's fixed part and uncredited
+        decode-path steps (a prefill witness's continuation, a generate tool's prompt). The
+        head's: each cell's part at its true gain less the decode steps whose ids it invents,
+        the steps at its decode gain at the witness's context, the fixed part as main's."""
         cells = {c.key: c for c in run.cells}
         total = pace.wall_s - pace.load_s
         share = {k: t / rate(self.world.run(run), cells[k]) for k, t in spec.cells.items()}
@@ -209,7 +210,8 @@ class SimulatedBox(Measurement):
         rest = total - scale * sum(share.values())
         if not head:
             return total
-        out = rest / self._decode_gain(run, spec)
+        fixed = min(pace.fixed_s, rest)
+        out = fixed + (rest - fixed) / self._decode_gain(run, spec)
         for k, main_s in share.items():
             cell = cells[k]
             invented = (1 - self.head.agreement) * min(1.0, spec.output_tokens / spec.cells[k]) \

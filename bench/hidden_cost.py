@@ -26,16 +26,20 @@ seconds of N evaluations of the A/A, the honest head and a head hiding t on the 
 largest cell, measuring and witnesses. The demo's witnesses have no fixture: their pair sd is
 the profile's floor (bench/_simbox.py `_demo_witness`).
 
-Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 measured
-(bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot calibrate`
-stores them) or the profile's (`h100-uncalibrated`).
+Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 measured (53L for
+llamacpp: bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot
+calibrate` stores them) or the profile's (`h100-uncalibrated`); `h200-calibrated`: the fixtures'
+noise with the box's calibrated floors. llamacpp's depth witnesses
+(decode-0, prefill-4096-at-4096) were timed on 53L's H100 only: at every noise their pace and
+noise are that A/A's (bench/_paces.py).
 
 Variants of design B (`--unsized`, `--rule2`, `--flat-room`): the rule before its last looks were
 sized, witness rule 2's alpha split, the profile's share not grown with the looks. `--splits`: per
 witness, the alpha split over the looks (bench/_alpha_split.py).
 
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
-       [--designs A,B,B@1.5] [--only NAME] [--jobs N] [--box 0] [--noise h100] [--splits]
+       [--designs A,B,B@1.5] [--only NAME] [--every-cell] [--jobs N] [--box 0] [--noise h100]
+       [--splits]
 """
 
 from __future__ import annotations
@@ -87,9 +91,10 @@ def slowdowns(profile: Profile) -> dict[str, float]:
     return out
 
 
-def heads(profile: Profile) -> list[Head]:
-    """The hiding heads on the first run's smallest and largest cell (by main's work), a mix on
-    all of its cells, then the A/A and an honest +5% on every cell."""
+def heads(profile: Profile, every_cell: bool = False) -> list[Head]:
+    """The hiding heads on the first run's smallest and largest cell (by main's work; on each of
+    its cells with `every_cell`), a mix on all of its cells, then the A/A and an honest +5% on
+    every cell."""
     world = World(profile.name)
     run = profile.runs[0]
     pace = world.run(run)
@@ -99,7 +104,7 @@ def heads(profile: Profile) -> list[Head]:
     ordered = sorted(work, key=work.__getitem__)
     out = []
     for label, s in slowdowns(profile).items():
-        for key in (ordered[0], ordered[-1]):
+        for key in ordered if every_cell else (ordered[0], ordered[-1]):
             short = key.split("/", 1)[1]
             out.append(Head(f"hide {label} on {short}", real={key: 1 / s}, printed={key: s},
                             honest=False))
@@ -252,9 +257,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--designs", default="A,B", help="A: without `speed.witness_every_cell`; "
                     "B: with it; A@S, B@S: with a `speed.witness_share` of S")
     ap.add_argument("--only", default="", help="the heads whose name contains this")
+    ap.add_argument("--every-cell", action="store_true", help="a hiding head on each cell of the "
+                    "first run (default: its smallest and largest by main's work)")
     ap.add_argument("--noise", default="", choices=_h100_noise.BOXES,
-                    help="the witnesses' noise: the fixtures' (H200, default), the H100's of GPU "
-                    "run 53 with the box's calibrated floors (h100) or the profile's "
+                    help="the witnesses' noise: the fixtures' (H200, default; h200-calibrated: "
+                    "with the box's calibrated floors), the H100's of GPU run 53 (53L for "
+                    "llamacpp) with the box's calibrated floors (h100) or the profile's "
                     "(h100-uncalibrated): bench/_h100_noise.py")
     ap.add_argument("--unsized", action="store_const", const="unsized", dest="variant",
                     default="", help="the rule before its last looks were sized from the "
@@ -292,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     """One table: every head of the profile under one design."""
-    rows = [h for h in heads(load_profile(name)) if a.only in h.name]
+    rows = [h for h in heads(load_profile(name), a.every_cell) if a.only in h.name]
     tasks = []
     for i, head in enumerate(rows):
         n = a.sims if head.name.startswith("hide") else (a.aa_sims or 10 * a.sims)

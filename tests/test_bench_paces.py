@@ -44,8 +44,14 @@ def fixture_sample_s(profile: str, model: str, ctxs: set[int]) -> float | None:
 
 def fixture_witness_s(profile: str, name: str) -> tuple[float, float] | None:
     """A witness process's (clock seconds, wall seconds) where a fixture timed that very
-    witness (sparkinfer: its own tool on the synthetic Qwythos; not the 4-layer Qwen3.6 file)."""
-    if profile == "llamacpp":
+    witness (sparkinfer: its own tool on the synthetic Qwythos; not the 4-layer Qwen3.6 file;
+    llamacpp: the shipped witness on the H200, the depth witnesses on GPU run 53L's H100)."""
+    if profile == "llamacpp" and name != "prefill-4k-decode-896":
+        doc = json.loads((DATA / "llamacpp" / "h100-53L" / "witness-aa.results.json").read_text())
+        [w] = [w for w in doc["witnesses"] if w["name"] == name]
+        rows = [{"handoff_s": s["seconds"], "wall_s": s["wall_s"]} for s in w["samples"]
+                if s["verified"] and not s["dropped"]]
+    elif profile == "llamacpp":
         tsv = (DATA / "llamacpp" / "h200-witness-aa.tsv").read_text()
         rows = [r for r in csv.DictReader(io.StringIO(tsv), delimiter="\t")
                 if r["variant"] == "nofa"]

@@ -1,6 +1,7 @@
 """Issue 53's llamacpp candidate (scripts/gpu_runner/llama_witnesses.py), as run 53L of the GPU
-runner derives it from the shipped profile: a witness of each "regressions only" cell's shape,
-every cell witnessed, the floors unmeasured until the run's own witness A/A sets them."""
+runner derives it from a profile without it (the shipped one before version 7): a witness of each
+"regressions only" cell's shape, every cell witnessed, the floors unmeasured until the run's own
+witness A/A sets them. The shipped profile carries it since version 7, with 53L's floors."""
 
 from __future__ import annotations
 
@@ -35,8 +36,22 @@ M = "qwen3-0p6b-synth"  # the profile's model: its cell keys' prefix
 AA = ROOT / "tests/data/llamacpp/h200-speedup-witness-fa-off.results.json"  # a real H200 witness
 
 
-def derive(flags: list[str], *run_aa: Path) -> Profile:
-    doc = profiles.llamacpp(yaml.safe_load(SHIPPED.read_text()), DIGESTS, FLAGS, flags, run_aa)
+def before_v7() -> dict:
+    """The shipped profile less what version 7 added: the depth witnesses, every cell
+    witnessed, the H100 floor and room (the shipped witness's H200 floor and share of v6)."""
+    doc = yaml.safe_load(SHIPPED.read_text())
+    new = {w["name"] for w in llama_witnesses.DEPTH_WITNESSES}
+    [run] = doc["speed"]["runs"]
+    run["witnesses"] = [w for w in run["witnesses"] if w["name"] not in new]
+    run["witnesses"][0].update(sd_floor_s=0.032, floor_df=24)
+    del doc["speed"]["witness_every_cell"]
+    doc["speed"]["witness_share"] = 0.25
+    return doc
+
+
+def derive(flags: list[str], *run_aa: Path, doc: dict | None = None) -> Profile:
+    doc = profiles.llamacpp(doc if doc is not None else before_v7(), DIGESTS, FLAGS, flags,
+                            run_aa)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(doc, f, sort_keys=False)
     return load_profile(f.name)
@@ -52,7 +67,7 @@ def witnesses(p: Profile) -> dict[str, object]:
 
 def test_the_candidate_witnesses_every_cell_with_its_own_shape() -> None:
     p, shipped = candidate_profile(), load_profile("llamacpp")
-    assert p.speed.witness_every_cell and not shipped.speed.witness_every_cell
+    assert p.speed.witness_every_cell
     assert [c for r in p.runs for c in r.cells] == [c for r in shipped.runs for c in r.cells]
     ws = {w.name: w for r in p.runs for w in r.witnesses}
     assert list(ws) == ["prefill-4k-decode-896", "decode-0", "prefill-4096-at-4096"]
@@ -69,8 +84,12 @@ def test_the_candidate_witnesses_every_cell_with_its_own_shape() -> None:
     for w in (d0, pf):
         assert (w.clock, w.output, w.looks) == ("handoff", {"kind": "step_lines"}, (3, 5, 8, 16))
         assert (w.sd_floor_s, w.floor_df) == (0.0, 0)  # unmeasured: no guessed floor
-    assert ws["prefill-4k-decode-896"] == witnesses(shipped)["prefill-4k-decode-896"]
-    assert SHIPPED.read_text().count("witness_every_cell") == 0  # the shipped profile untouched
+    # the shipped profile (version 7) is that candidate with 53L's floors: the same shapes, and
+    # deriving it again from the shipped one adds nothing and keeps every floor
+    assert {n: (w.argv, w.cells) for n, w in witnesses(shipped).items()} == \
+        {n: (w.argv, w.cells) for n, w in ws.items()}  # type: ignore[attr-defined]
+    again = witnesses(derive(["--depth-witnesses"], doc=yaml.safe_load(SHIPPED.read_text())))
+    assert again == witnesses(shipped)
 
 
 def test_the_contract_holds_the_new_shapes_to_their_work() -> None:

@@ -190,13 +190,17 @@ def test_the_file_mode_printed_the_same_argmaxes_for_the_same_ids() -> None:
 
 
 def test_the_shipped_profile_runs_the_witness_mode() -> None:
-    """The llamacpp profile's witness is this tool's `witness MODEL N_PREFILL N_STEPS` with the
-    spec's own prompt_tokens and steps, read as the tool prints: steps + 1 STEP lines."""
-    [spec] = [w for r in load_profile("llamacpp").runs for w in r.witnesses]
-    assert spec.argv == ["{build}/evalbot-out/evalbot-topk", "witness", "{model}",
-                         str(spec.prompt_tokens), str(spec.steps)]
-    assert spec.clock == "handoff" and spec.output == {"kind": "step_lines"}
-    assert spec.output_tokens == spec.steps + 1
+    """Each of the llamacpp profile's witnesses is this tool's `witness MODEL N_PREFILL N_STEPS
+    [N_FILL]` with the spec's own prompt_tokens and steps, read as the tool prints: steps + 1
+    STEP lines (a fill only where the cell's depth is past the prompt: prefill@4096)."""
+    specs = [w for r in load_profile("llamacpp").runs for w in r.witnesses]
+    fills = {"prefill-4096-at-4096": ["4096"]}
+    assert len(specs) == 3
+    for spec in specs:
+        assert spec.argv == ["{build}/evalbot-out/evalbot-topk", "witness", "{model}",
+                             str(spec.prompt_tokens), str(spec.steps), *fills.get(spec.name, [])]
+        assert spec.clock == "handoff" and spec.output == {"kind": "step_lines"}
+        assert spec.output_tokens == spec.steps + 1
 
 
 def test_the_harness_feeds_and_reads_what_the_tool_recorded() -> None:
@@ -204,7 +208,8 @@ def test_the_harness_feeds_and_reads_what_the_tool_recorded() -> None:
     and its reader takes the recorded output as the spec's complete output."""
     meta, t = read_fixture(STEPPED)
     n_prefill, n_steps = int(meta["n_prefill"]), int(meta["n_steps"])
-    [shipped] = [w for r in load_profile("llamacpp").runs for w in r.witnesses]
+    [shipped] = [w for r in load_profile("llamacpp").runs for w in r.witnesses
+                 if w.name == "prefill-4k-decode-896"]
     spec = replace(shipped, argv=witness_argv("evalbot-topk", "MODEL", n_prefill, n_steps),
                    prompt_tokens=n_prefill, steps=n_steps, output_tokens=n_steps + 1)
     prompt, *steps = t.written()

@@ -76,11 +76,14 @@ def test_the_job_carries_rule_2_and_the_results_record_it(tmp_path: Path) -> Non
     policy = load_labels(LABELS_FILE).policy("default")
     job = make_job(load_profile("llamacpp"), policy, box, "a" * 40, "b" * 40)
     assert parse_job(json.loads(job.to_json())) == job  # the contract carries it all
-    [spec] = [w for r in job.runs for w in r.witnesses]
-    assert (spec.rule_version, spec.pooled_df) == (2, (2, 4, 7, 15))
+    # the shipped witness: no `work_s` (its span holds an uncredited prefill), so rule 2's looks
+    # and one more at twice the last (witness_every_cell), the F guard's df at each
+    [spec] = [w for r in job.runs for w in r.witnesses if w.name == "prefill-4k-decode-896"]
+    assert (spec.rule_version, spec.looks, spec.pooled_df) == (2, (3, 5, 8, 16, 32),
+                                                               (2, 4, 7, 15, 15))
     assert not spec.floor_stale
     record = witness.WitnessRecord(spec).to_dict()
-    assert (record["rule_version"], record["floor_df"]) == (2, 24)
+    assert (record["rule_version"], record["floor_df"]) == (2, 15)
 
 
 def test_a_look_cannot_count_the_floor_for_more_than_it_has() -> None:

@@ -165,9 +165,10 @@ def test_a_sized_last_look_takes_no_alpha_from_the_early_looks(last: int) -> Non
 
 
 def test_only_the_sized_witnesses_move_to_rule_3(tmp_path: Path) -> None:
-    """sparkinfer's witnesses and the demo's decode-1024 (a `work_s` each, demo profile v7) record
-    rule 3; the demo's other two (both ways, no work to size from) and llamacpp's (improved cells
-    only) keep rule 2, their jobs as they were."""
+    """sparkinfer's witnesses, the demo's decode-1024 (a `work_s` each, demo profile v7) and
+    llamacpp's depth witnesses (profile v7) record rule 3; the demo's other two and llamacpp's
+    prefill-4k-decode-896 (both ways, no work to size from: its span holds an uncredited
+    prefill) keep rule 2, their jobs as they were."""
     def versions(name: str) -> dict[str, int]:
         job = make_job(load_profile(name), POLICY, _box(tmp_path), "a" * 40, "b" * 40)
         return {w.name: w.rule_version for run in job.runs for w in run.witnesses}
@@ -175,7 +176,9 @@ def test_only_the_sized_witnesses_move_to_rule_3(tmp_path: Path) -> None:
     assert set(versions("sparkinfer").values()) == {BOTH_WAYS_RULE}
     assert versions("demo") == {"decode-64": WITNESS_RULE, "prefill-1024": WITNESS_RULE,
                                 "decode-1024": BOTH_WAYS_RULE}
-    assert set(versions("llamacpp").values()) == {WITNESS_RULE}
+    assert versions("llamacpp") == {"prefill-4k-decode-896": WITNESS_RULE,
+                                    "decode-0": BOTH_WAYS_RULE,
+                                    "prefill-4096-at-4096": BOTH_WAYS_RULE}
 
 
 def test_the_demos_decode_1024_rules_an_aa_in_at_the_suite_under_loads_noise(tmp_path) -> None:

@@ -1,6 +1,7 @@
-"""The llamacpp candidate of issue 53 ("one clock"): the shipped profile plus a witness for each
-cell the shipped one leaves "regressions only", every cell witnessed (design B), for a GPU run
-only; the shipped llamacpp.yaml is unchanged until the run has measured it.
+"""The llamacpp candidate of issue 53 ("one clock"): a profile plus a witness for each cell it
+leaves "regressions only", every cell witnessed (design B). GPU run 53L measured it and the
+shipped llamacpp.yaml carries it since version 7 (with 53L's floors): on the shipped profile
+`--depth-witnesses` adds nothing, and `--calibrate-from-aa` replaces the floors with the run's.
 
     decode-0              `evalbot-topk witness MODEL 1 255`: a 1-id prompt at position 0, then
                           255 steps at positions 1..255 (llama-bench's tg256 at depth 0)
@@ -8,10 +9,10 @@ only; the shipped llamacpp.yaml is unchanged until the run has measured it.
                           READY, the timed 4096-id prompt at positions 4096.., one step
                           (pp4096 at depth 4096)
 
-Their floors are UNMEASURED: no H200 or H100 has timed either shape. Without the run's own
-witness A/A they carry none (each judged on its own sd alone, the contract's "0: no floor"),
-never a guessed one; with it (`floors_of`), every witness's floor, the shipped one's too, is the
-sd of that A/A's per-pair saving, as `evalbot calibrate --witnesses` stores it.
+Added to a profile without them, their floors are UNMEASURED: without the run's own witness A/A
+they carry none (each judged on its own sd alone, the contract's "0: no floor"), never a guessed
+one; with it (`floors_of`), every witness's floor, the shipped one's too, is the sd of that A/A's
+per-pair saving, as `evalbot calibrate --witnesses` stores it.
 """
 
 from __future__ import annotations
@@ -37,15 +38,18 @@ AA_PAIRS = 16  # the witness A/A's pairs: 15 degrees of freedom per floor
 
 
 def with_depth_witnesses(doc: dict[str, Any]) -> dict[str, Any]:
-    """The candidate: the two witnesses on the run that has their cells, every cell witnessed."""
+    """The candidate: the two witnesses on the run that has their cells (those it lacks: the
+    shipped profile has both since version 7), every cell witnessed."""
     doc["speed"]["witness_every_cell"] = True
     [run] = doc["speed"]["runs"]
     keys = {f"{c['metric']}@{c['ctx']}" for c in run["cells"]}
+    present = {w["name"] for w in run["witnesses"]}
     for w in DEPTH_WITNESSES:
         missing = set(w["cells"]) - keys
         if missing:
             raise ValueError(f"witness {w['name']}: no cell {', '.join(sorted(missing))} in the run")
-        run["witnesses"].append(copy.deepcopy(w))
+        if w["name"] not in present:
+            run["witnesses"].append(copy.deepcopy(w))
     return doc
 
 
