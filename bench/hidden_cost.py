@@ -15,13 +15,15 @@ Heads (issue 53):
 S: 2 (2x), the smallest tier step (the policy's; the demo's tier gate) and the regression
 threshold t (the profile's tolerance, else the policy's 2%), at which the target is detection
 >= 95%: the slowed cell regressed or not believed, and the headline no better than
-eval:inconclusive. False flags: <= 0.1% per PR.
+eval:inconclusive; likewise at the tier step where it is the witness margin (the construction's
+>= 95% at the margin itself). False flags: <= 0.1% per PR.
 
 Designs: A, the samples' two-sided check (evalbot/grading/unexplained_cost.py; the witnesses time
 the improved cells only); B, every witness times every covered cell that is not regressed
 (`speed.witness_every_cell`), and an unchanged one is believed only where its witness rules out
-a slowdown of t at the printed-rate rule's equivalence level (evalbot/grading/confirmation.py
-`both_ways`). "@S": with a `speed.witness_share` of S. Box time (`--box N`): per design, the mean
+a slowdown of the job's witness margin (the profile's `speed.witness_margin`: sparkinfer's and
+llamacpp's the smallest tier step; else t) at the printed-rate rule's equivalence level
+(evalbot/grading/confirmation.py `both_ways`). "@S": with a `speed.witness_share` of S. Box time (`--box N`): per design, the mean
 seconds of N evaluations of the A/A, the honest head and a head hiding t on the first run's
 largest cell, measuring and witnesses. The demo's witnesses have no fixture: their pair sd is
 the profile's floor (bench/_simbox.py `_demo_witness`).
@@ -220,7 +222,7 @@ def print_analytic(name: str, share: float, box: str = "") -> None:
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rule = evaluator.job.rule
     print(f"\n### {name}, {box or 'H200'} noise: an A/A not believed at a witness's last look\n"
-          "\n| witness | cell | t x main's s | pair sd | floor | last look | P normal | P |\n"
+          "\n| witness | cell | margin x main's s | pair sd | floor | last look | P normal | P |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|")
     total = approx = 0.0
     for run in evaluator.job.runs:
@@ -232,7 +234,7 @@ def print_analytic(name: str, share: float, box: str = "") -> None:
             for key, tokens in spec.cells.items():
                 if witness_plan.timed_by_narrower(key, spec, run.witnesses):
                     continue
-                delta = rule.tolerance * tokens / _simbox.rate(pace, cells[key])
+                delta = rule.margin * tokens / _simbox.rate(pace, cells[key])
                 p_normal = NormalDist().cdf(t_last - delta * math.sqrt(n) / sd)
                 p = witness_sizing.miss(n, spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
                                         delta, spec.rule_version, sd)
@@ -319,7 +321,7 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
 def _target(head: Head, n: int, caught: int, flagged: int) -> str:
     if not head.name.startswith("hide"):
         return f"flagged <= 0.1%: {'holds' if flagged <= FALSE_TARGET * n else 'FAILS'}"
-    if head.name.startswith("hide threshold"):
+    if head.name.startswith(("hide threshold", "hide tier step")):
         return f"caught >= 95%: {'holds' if caught >= DETECT_TARGET * n else 'FAILS'}"
     return "never unchanged: " + ("holds" if caught == n else "FAILS")
 
