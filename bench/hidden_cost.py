@@ -23,10 +23,10 @@ the improved cells only); B, every witness times every covered cell that is not 
 (`speed.witness_every_cell`), and an unchanged one is believed only where its witness rules out
 a slowdown of the job's witness margin (the profile's `speed.witness_margin`: sparkinfer's and
 llamacpp's the smallest tier step; else t) at the printed-rate rule's equivalence level
-(evalbot/grading/confirmation.py `both_ways`). "@S": with a `speed.witness_share` of S. Box time (`--box N`): per design, the mean
-seconds of N evaluations of the A/A, the honest head and a head hiding t on the first run's
-largest cell, measuring and witnesses. The demo's witnesses have no fixture: their pair sd is
-the profile's floor (bench/_simbox.py `_demo_witness`).
+(evalbot/grading/confirmation.py `both_ways`). "@S": with a `speed.witness_share` of S. Box
+time (`--box N`): per design, the mean seconds of N evaluations of the A/A, the honest head and a
+head hiding t on the first run's largest cell, measuring and witnesses. The demo's witnesses have
+no fixture: their pair sd is the profile's floor (bench/_simbox.py `_demo_witness`).
 
 Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 measured
 (bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot calibrate`
