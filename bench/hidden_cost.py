@@ -11,7 +11,8 @@ Heads (issue 53):
   hide S mix          every tiered cell of the first run slowed by S, printed scaled on half of
                       them and x0.95 on the rest
   A/A, honest +5%     the false flags: an evaluation with any cell held for time unaccounted
-                      for or not believed unchanged (CAPPED)
+  honest -1%          for or not believed unchanged (CAPPED); -1%: every cell slower within
+                      the tolerance and printed so, nearer to the witness margin than an A/A
 S: 2 (2x), the smallest tier step (the policy's; the demo's tier gate) and the regression
 threshold t (the profile's tolerance, else the policy's 2%), at which the target is detection
 >= 95%: the slowed cell regressed or not believed, and the headline no better than
@@ -32,8 +33,9 @@ Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 mea
 (bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot calibrate`
 stores them) or the profile's (`h100-uncalibrated`).
 
-Variants of design B (`--unsized`, `--rule2`, `--flat-room`): the rule before its last looks were
-sized, witness rule 2's alpha split, the profile's share not grown with the looks. `--splits`: per
+Variants of design B (`--unsized`, `--rule2`, `--flat-room`, `--margin M`): the rule before its
+last looks were sized, witness rule 2's alpha split, the profile's share not grown with the looks,
+another witness margin (0.02: sparkinfer's before profile v8). `--splits`: per
 witness, the alpha split over the looks (bench/_alpha_split.py).
 
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
@@ -91,7 +93,7 @@ def slowdowns(profile: Profile) -> dict[str, float]:
 
 def heads(profile: Profile) -> list[Head]:
     """The hiding heads on the first run's smallest and largest cell (by main's work), a mix on
-    all of its cells, then the A/A and an honest +5% on every cell."""
+    all of its cells, then the A/A and the honest heads, +5% and -1% on every cell."""
     world = World(profile.name)
     run = profile.runs[0]
     pace = world.run(run)
@@ -113,6 +115,9 @@ def heads(profile: Profile) -> list[Head]:
     keys = [f"{r.model}/{c.metric}@{c.ctx}" for r in profile.runs for c in r.cells]
     out.append(Head("A/A", honest=False))
     out.append(Head("honest +5% every cell", real={k: 1.05 for k in keys}))
+    # slower within the tolerance, printed honestly: "unchanged" (eval:none) is its verdict, which
+    # its witnesses must back by ruling out the margin it is nearer to than an A/A
+    out.append(Head("honest -1% every cell", real={k: 0.99 for k in keys}))
     return out
 
 
@@ -121,11 +126,16 @@ def _rate(pace: object, cell: object) -> float:
     return float(rates.get(f"{cell.metric}@{cell.ctx}") or rates[cell.metric])  # type: ignore[attr-defined]
 
 
+MARGIN: list[float] = []  # `--margin`, set in each process by use_variant
+
+
 def profile_of(name: str, every: bool, share: float = 0.0) -> Profile:
     """The shipped profile; `every`: design B, its witnesses timing every covered cell;
-    `share`: another `speed.witness_share` (0: the shipped one)."""
+    `share`: another `speed.witness_share` (0: the shipped one); `--margin`: another
+    `speed.witness_margin`."""
     profile = load_profile(name)
     speed = replace(profile.speed, witness_every_cell=every)
+    speed = replace(speed, witness_margin=MARGIN[-1]) if MARGIN else speed
     return replace(profile, speed=replace(speed, witness_share=share) if share else speed)
 
 
@@ -172,6 +182,7 @@ def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
 
 VARIANTS = {"unsized": "last looks unsized", "rule2": "witness rule 2 (the n^2 split)",
             "flat-room": "the profile's share (room not grown)"}
+MARGIN_VARIANT = "margin="  # + M: the profiles' witness_margin M (0.02: before sparkinfer v8)
 
 
 def use_variant(variant: str) -> None:
@@ -179,13 +190,15 @@ def use_variant(variant: str) -> None:
     witness_sizing, every last look at BOTH_WAYS_LAST_LOOK x the profile's (its cap at 0:
     `last_look` returns that multiple); "rule2", the sized looks judged at witness rule 2's
     split (n^2, before profile version 7); "flat-room", the profile's witness_share whatever
-    the sized looks."""
+    the sized looks; "margin=M", every profile's witness_margin M."""
     if variant == "unsized":
         witness_sizing.MAX_LAST_LOOK = 0
     elif variant == "rule2":
         jobspec.BOTH_WAYS_RULE = WITNESS_RULE  # type: ignore[misc]
     elif variant == "flat-room":
         witness_sizing.room_share = lambda share, *_: share  # type: ignore[assignment]
+    elif variant.startswith(MARGIN_VARIANT):
+        MARGIN.append(float(variant[len(MARGIN_VARIANT):]))
 
 
 def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: str,
@@ -198,7 +211,7 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: s
     rows = []
     for name in names:
         every = heads(load_profile(name))
-        picked = [h for h in every if h.name in ("A/A", "honest +5% every cell")] + \
+        picked = [h for h in every if h.name.startswith(("A/A", "honest"))] + \
             [h for h in every if h.name.startswith("hide threshold") and "x0.95" not in h.name
              and "mix" not in h.name][-1:]
         rows += [(name, head, design) for head in picked for design in designs]
@@ -265,6 +278,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="the sized looks at witness rule 2's alpha split (n^2)")
     ap.add_argument("--flat-room", action="store_const", const="flat-room", dest="variant",
                     help="the profile's witness_share, not grown with the sized looks")
+    ap.add_argument("--margin", type=lambda v: f"{MARGIN_VARIANT}{float(v):g}", dest="variant",
+                    help="another `speed.witness_margin` for every profile (0.02: sparkinfer's "
+                    "threshold, the rule before profile v8)")
     ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
                     help="print design B's analytic false-flag bound at this witness_share")
     ap.add_argument("--splits", action="store_true", help="per witness of design B, the alpha "
@@ -311,7 +327,7 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     what = ("B: every witness times every covered cell" if every else
             "A: the samples' two-sided check") + (f", witness_share {share:g}" if share else "")
     print(f"\n### {name}, measured pace, {a.noise or 'H200'} noise"
-          f"{', ' + VARIANTS[a.variant] if a.variant else ''}, design {what}\n\n"
+          f"{', ' + VARIANTS.get(a.variant, a.variant) if a.variant else ''}, design {what}\n\n"
           "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
     for head, (n, caught, flagged) in zip(rows, totals, strict=True):
         print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "
