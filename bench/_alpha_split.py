@@ -89,7 +89,7 @@ def print_splits(evaluator: object, checks: int) -> None:
     """Per witness of the evaluator's job (its floors, its box's noise) and split: the sized last
     look, an A/A's expected pairs and box seconds, a head slowed by t ruled in (<= 5%)."""
     job, world = evaluator.job, evaluator.world  # type: ignore[attr-defined]
-    t = job.rule.tolerance
+    t = job.rule.margin
     print("\n| witness | split | looks | A/A pairs | A/A box s | slowed by t: ruled in |\n"
           "|---|---|---|---:|---:|---:|")
     totals = dict.fromkeys(SPLITS, 0.0)

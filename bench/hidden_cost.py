@@ -11,20 +11,23 @@ Heads (issue 53):
   hide S mix          every tiered cell of the first run slowed by S, printed scaled on half of
                       them and x0.95 on the rest
   A/A, honest +5%     the false flags: an evaluation with any cell held for time unaccounted
-                      for or not believed unchanged (CAPPED)
+  honest -1%          for or not believed unchanged (CAPPED); -1%: every cell slower within
+                      the tolerance and printed so, nearer to the witness margin than an A/A
 S: 2 (2x), the smallest tier step (the policy's; the demo's tier gate) and the regression
 threshold t (the profile's tolerance, else the policy's 2%), at which the target is detection
 >= 95%: the slowed cell regressed or not believed, and the headline no better than
-eval:inconclusive. False flags: <= 0.1% per PR.
+eval:inconclusive; likewise at the tier step where it is the witness margin (the construction's
+>= 95% at the margin itself). False flags: <= 0.1% per PR.
 
 Designs: A, the samples' two-sided check (evalbot/grading/unexplained_cost.py; the witnesses time
 the improved cells only); B, every witness times every covered cell that is not regressed
 (`speed.witness_every_cell`), and an unchanged one is believed only where its witness rules out
-a slowdown of t at the printed-rate rule's equivalence level (evalbot/grading/confirmation.py
-`both_ways`). "@S": with a `speed.witness_share` of S. Box time (`--box N`): per design, the mean
-seconds of N evaluations of the A/A, the honest head and a head hiding t on the first run's
-largest cell, measuring and witnesses. The demo's witnesses have no fixture: their pair sd is
-the profile's floor (bench/_simbox.py `_demo_witness`).
+a slowdown of the job's witness margin (the profile's `speed.witness_margin`: sparkinfer's and
+llamacpp's the smallest tier step; else t) at the printed-rate rule's equivalence level
+(evalbot/grading/confirmation.py `both_ways`). "@S": with a `speed.witness_share` of S. Box
+time (`--box N`): per design, the mean seconds of N evaluations of the A/A, the honest head and a
+head hiding t on the first run's largest cell, measuring and witnesses. The demo's witnesses have
+no fixture: their pair sd is the profile's floor (bench/_simbox.py `_demo_witness`).
 
 Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 measured (53L for
 llamacpp: bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot
@@ -33,8 +36,9 @@ noise with the box's calibrated floors. llamacpp's depth witnesses
 (decode-0, prefill-4096-at-4096) were timed on 53L's H100 only: at every noise their pace and
 noise are that A/A's (bench/_paces.py).
 
-Variants of design B (`--unsized`, `--rule2`, `--flat-room`): the rule before its last looks were
-sized, witness rule 2's alpha split, the profile's share not grown with the looks. `--splits`: per
+Variants of design B (`--unsized`, `--rule2`, `--flat-room`, `--margin M`): the rule before its
+last looks were sized, witness rule 2's alpha split, the profile's share not grown with the looks,
+another witness margin (0.02: sparkinfer's before profile v8). `--splits`: per
 witness, the alpha split over the looks (bench/_alpha_split.py).
 
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
@@ -93,8 +97,8 @@ def slowdowns(profile: Profile) -> dict[str, float]:
 
 def heads(profile: Profile, every_cell: bool = False) -> list[Head]:
     """The hiding heads on the first run's smallest and largest cell (by main's work; on each of
-    its cells with `every_cell`), a mix on all of its cells, then the A/A and an honest +5% on
-    every cell."""
+    its cells with `every_cell`), a mix on all of its cells, then the A/A and the honest heads,
+    +5% and -1% on every cell."""
     world = World(profile.name)
     run = profile.runs[0]
     pace = world.run(run)
@@ -116,6 +120,9 @@ def heads(profile: Profile, every_cell: bool = False) -> list[Head]:
     keys = [f"{r.model}/{c.metric}@{c.ctx}" for r in profile.runs for c in r.cells]
     out.append(Head("A/A", honest=False))
     out.append(Head("honest +5% every cell", real={k: 1.05 for k in keys}))
+    # slower within the tolerance, printed honestly: "unchanged" (eval:none) is its verdict, which
+    # its witnesses must back by ruling out the margin it is nearer to than an A/A
+    out.append(Head("honest -1% every cell", real={k: 0.99 for k in keys}))
     return out
 
 
@@ -124,11 +131,16 @@ def _rate(pace: object, cell: object) -> float:
     return float(rates.get(f"{cell.metric}@{cell.ctx}") or rates[cell.metric])  # type: ignore[attr-defined]
 
 
+MARGIN: list[float] = []  # `--margin`, set in each process by use_variant
+
+
 def profile_of(name: str, every: bool, share: float = 0.0) -> Profile:
     """The shipped profile; `every`: design B, its witnesses timing every covered cell;
-    `share`: another `speed.witness_share` (0: the shipped one)."""
+    `share`: another `speed.witness_share` (0: the shipped one); `--margin`: another
+    `speed.witness_margin`."""
     profile = load_profile(name)
     speed = replace(profile.speed, witness_every_cell=every)
+    speed = replace(speed, witness_margin=MARGIN[-1]) if MARGIN else speed
     return replace(profile, speed=replace(speed, witness_share=share) if share else speed)
 
 
@@ -175,6 +187,7 @@ def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
 
 VARIANTS = {"unsized": "last looks unsized", "rule2": "witness rule 2 (the n^2 split)",
             "flat-room": "the profile's share (room not grown)"}
+MARGIN_VARIANT = "margin="  # + M: the profiles' witness_margin M (0.02: before sparkinfer v8)
 
 
 def use_variant(variant: str) -> None:
@@ -182,13 +195,15 @@ def use_variant(variant: str) -> None:
     witness_sizing, every last look at BOTH_WAYS_LAST_LOOK x the profile's (its cap at 0:
     `last_look` returns that multiple); "rule2", the sized looks judged at witness rule 2's
     split (n^2, before profile version 7); "flat-room", the profile's witness_share whatever
-    the sized looks."""
+    the sized looks; "margin=M", every profile's witness_margin M."""
     if variant == "unsized":
         witness_sizing.MAX_LAST_LOOK = 0
     elif variant == "rule2":
         jobspec.BOTH_WAYS_RULE = WITNESS_RULE  # type: ignore[misc]
     elif variant == "flat-room":
         witness_sizing.room_share = lambda share, *_: share  # type: ignore[assignment]
+    elif variant.startswith(MARGIN_VARIANT):
+        MARGIN.append(float(variant[len(MARGIN_VARIANT):]))
 
 
 def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: str,
@@ -201,7 +216,7 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: s
     rows = []
     for name in names:
         every = heads(load_profile(name))
-        picked = [h for h in every if h.name in ("A/A", "honest +5% every cell")] + \
+        picked = [h for h in every if h.name.startswith(("A/A", "honest"))] + \
             [h for h in every if h.name.startswith("hide threshold") and "x0.95" not in h.name
              and "mix" not in h.name][-1:]
         rows += [(name, head, design) for head in picked for design in designs]
@@ -225,7 +240,7 @@ def print_analytic(name: str, share: float, box: str = "") -> None:
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rule = evaluator.job.rule
     print(f"\n### {name}, {box or 'H200'} noise: an A/A not believed at a witness's last look\n"
-          "\n| witness | cell | t x main's s | pair sd | floor | last look | P normal | P |\n"
+          "\n| witness | cell | margin x main's s | pair sd | floor | last look | P normal | P |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|")
     total = approx = 0.0
     for run in evaluator.job.runs:
@@ -237,7 +252,7 @@ def print_analytic(name: str, share: float, box: str = "") -> None:
             for key, tokens in spec.cells.items():
                 if witness_plan.timed_by_narrower(key, spec, run.witnesses):
                     continue
-                delta = rule.tolerance * tokens / _simbox.rate(pace, cells[key])
+                delta = rule.margin * tokens / _simbox.rate(pace, cells[key])
                 p_normal = NormalDist().cdf(t_last - delta * math.sqrt(n) / sd)
                 p = witness_sizing.miss(n, spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
                                         delta, spec.rule_version, sd)
@@ -271,6 +286,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="the sized looks at witness rule 2's alpha split (n^2)")
     ap.add_argument("--flat-room", action="store_const", const="flat-room", dest="variant",
                     help="the profile's witness_share, not grown with the sized looks")
+    ap.add_argument("--margin", type=lambda v: f"{MARGIN_VARIANT}{float(v):g}", dest="variant",
+                    help="another `speed.witness_margin` for every profile (0.02: sparkinfer's "
+                    "threshold, the rule before profile v8)")
     ap.add_argument("--analytic", type=float, default=None, metavar="SHARE",
                     help="print design B's analytic false-flag bound at this witness_share")
     ap.add_argument("--splits", action="store_true", help="per witness of design B, the alpha "
@@ -317,7 +335,7 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     what = ("B: every witness times every covered cell" if every else
             "A: the samples' two-sided check") + (f", witness_share {share:g}" if share else "")
     print(f"\n### {name}, measured pace, {a.noise or 'H200'} noise"
-          f"{', ' + VARIANTS[a.variant] if a.variant else ''}, design {what}\n\n"
+          f"{', ' + VARIANTS.get(a.variant, a.variant) if a.variant else ''}, design {what}\n\n"
           "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
     for head, (n, caught, flagged) in zip(rows, totals, strict=True):
         print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "
@@ -327,7 +345,7 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
 def _target(head: Head, n: int, caught: int, flagged: int) -> str:
     if not head.name.startswith("hide"):
         return f"flagged <= 0.1%: {'holds' if flagged <= FALSE_TARGET * n else 'FAILS'}"
-    if head.name.startswith("hide threshold"):
+    if head.name.startswith(("hide threshold", "hide tier step")):
         return f"caught >= 95%: {'holds' if caught >= DETECT_TARGET * n else 'FAILS'}"
     return "never unchanged: " + ("holds" if caught == n else "FAILS")
 

@@ -45,9 +45,13 @@ def _witness(head_extra_s: float, n: int, jitter: float = 0.005, agreement: floa
             "looks": LOOKS, "rule_version": confirmation.WITNESS_RULE, "samples": samples}
 
 
-def _graded(w: dict[str, Any], every: bool = True, printed: float = 1.0) -> dict[str, Any]:
+def _graded(w: dict[str, Any], every: bool = True, printed: float = 1.0,
+            margin: float = 0.0) -> dict[str, Any]:
+    """The verdict; `margin`: the rule's recorded witness margin (0: none, the tolerance)."""
     doc = results(Doc([C("m", "decode", 128, printed)], looks=(4, 8)))
     doc["rule"]["witness_every_cell"] = every
+    if margin:
+        doc["rule"]["witness_margin"] = margin
     doc["witnesses"] = [w]
     return grade(doc, DEFAULT)
 

@@ -124,10 +124,12 @@ def _evaluate(fault: str, head: Head, n: int, seed: int, work: Path) -> list[dic
     with `fault` (the grader's input)."""
     world = _simbox.World("sparkinfer", None, fault)
     evaluator = _simbox.Evaluator(load_profile("sparkinfer"), world, work)
-    rng = np.random.default_rng(seed)
     out = []
     with _simbox.seeded_prompts(seed):
-        for _ in range(n):
+        for i in range(n):
+            # a stream per evaluation: its samples do not shift with the pairs the witnesses of
+            # the evaluations before it drew (a change of the witness rule alone)
+            rng = np.random.default_rng([seed, i])
             box = _simbox.SimulatedBox(evaluator.job, world, head, rng, work)
             box.run_all()
             results = {**evaluator.header, "cells": [r.to_dict() for r in box.records.values()],
@@ -154,8 +156,8 @@ def test_the_harness_under_box_faults_calls_the_aa_neutral_and_tiers_an_honest_g
     neutral and every +3% head of 6 tiered XS; before the screen, 97% / 38% of A/As were
     inconclusive. The screen's blind spot, a slow first test in every one of main's processes
     and in none of the head's ((1/3)^5 (2/3)^5 a model at 5 pairs: about 1 A/A in 1,000 under
-    "slow first"; the 10th of these 12), is inconclusive with its reason, never a REJECT
-    (grading/faulty_box.py, tests/test_faulty_box.py)."""
+    "slow first"; none of these 12 since each has its own stream), is inconclusive with its
+    reason, never a REJECT (grading/faulty_box.py, tests/test_faulty_box.py)."""
     for results in _evaluate(fault, Head("A/A", honest=False), 12, 5, tmp_path):
         verdict = grade(results, _simbox.POLICY)
         if _screen_blind(results):

@@ -74,11 +74,13 @@ def test_an_honest_a_a_is_believed_unchanged_at_the_h100_s_noise(seed: int, tmp_
     assert ran and all(w["stopped"] in ("settled", "") for w in ran)
 
 
-@pytest.mark.parametrize("seed, slowdown", [(0, 1.075), (1, 1.075), (2, 1 / 0.98), (3, 1 / 0.98)])
+@pytest.mark.parametrize("seed, slowdown", [(0, 1.075), (1, 1.075), (2, 1 / 0.98), (3, 1 / 0.98),
+                                           (4, 1.015), (5, 1.015)])
 def test_a_slowdown_hidden_behind_main_s_printed_rate_is_caught(seed: int, slowdown: float,
                                                                  tmp_path: Path) -> None:
-    """hide-decode's 7.5% (the LM head twice) and the 2% threshold, on decode@128, printing
-    main's rate: the cell is not believed, the headline no better than inconclusive."""
+    """hide-decode's 7.5% (the LM head twice), the 2% threshold and the 1.5% tier step (the
+    profile's witness margin), on decode@128, printing main's rate: the cell is not believed,
+    the headline no better than inconclusive."""
     head = Head("hide", real={D128: 1 / slowdown}, printed={D128: slowdown}, honest=False)
     _, verdict = _evaluate(_profile(), head, seed, tmp_path)
     [cell] = [c for c in verdict["cells"] if c["key"] == D128]

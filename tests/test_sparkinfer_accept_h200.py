@@ -39,8 +39,9 @@ EXPECTED = {
 
 # version 4 of the shipped profile counts its budget in pairs (issue 46); the GPU sessions ran before
 ISSUE_46 = {"budget_pace_s": 25.5, "max_budget_s": 14400.0}
-# version 6 times every covered cell both ways, with the box time for it (issue 53, one clock)
-ISSUE_53 = {"witness_share": 1.5, "witness_every_cell": True}
+# version 6 times every covered cell both ways, with the box time for it (issue 53, one clock);
+# version 8 rules out the policy's smallest tier step there, not the threshold (witness_margin)
+ISSUE_53 = {"witness_share": 1.5, "witness_every_cell": True, "witness_margin": 0.015}
 
 
 def _load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -84,8 +85,9 @@ def test_the_second_sessions_profile_is_the_shipped_one_but_for_the_same_changes
     # version 3 changed the correctness section only, which this session ran without; version 4
     # the budget's pace keys only (issue 46); version 5 the runs' cost floors only (issue 53);
     # version 6 the witnesses' share and witness_every_cell (issue 53); version 7 Qwen3.6's
-    # witnesses (not run here) and the comments on the sized looks and the room only
-    assert (ran.version, shipped.version) == (2, 7)
+    # witnesses (not run here) and the comments on the sized looks and the room only; version 8
+    # the witness margin (issue 53)
+    assert (ran.version, shipped.version) == (2, 8)
     assert (replace(ran.speed, **ISSUE_46, **ISSUE_53), ran.build_argv) == \
         (shipped.speed, shipped.build_argv)
     assert ran.correctness is None
@@ -126,7 +128,7 @@ def test_an_honest_gain_costs_little_witness_time() -> None:
 def test_the_third_sessions_profile_keeps_the_shipped_correctness_section() -> None:
     ran, shipped = load_profile(str(DATA / "profile-v3.yaml")), load_profile("sparkinfer")
     qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
-    assert (ran.version, shipped.version) == (2, 7)  # 3: the correctness section's first look
+    assert (ran.version, shipped.version) == (2, 8)  # 3: the correctness section's first look
     assert (replace(ran.speed, **ISSUE_46, **ISSUE_53), ran.build_argv) == \
         (shipped.speed, shipped.build_argv)
     assert ran.runs == _without_cost_floors(qwythos)

@@ -60,6 +60,15 @@ class StoppingRule:
     # the policy REJECTs any regressed cell: once one is measured regressed no witness can change
     # the verdict, and none runs (engine/measure/speed.py); False in jobs before this field
     regression_rejects: bool = False
+    # the slowdown, as a share of a cell's work, a witness must rule out for a cell printed
+    # unchanged to be believed (`witness_every_cell`): the profile's `witness_margin` (sparkinfer:
+    # the policy's smallest tier step), at most `tolerance`; 0 in jobs before it: the tolerance
+    witness_margin: float = 0.0
+
+    @property
+    def margin(self) -> float:
+        """The slowdown share the witnesses rule out (`witness_margin`, else the tolerance)."""
+        return self.witness_margin or self.tolerance
 
 
 def _share(d: Any) -> float:
@@ -105,7 +114,17 @@ def parse_rule(d: Any) -> StoppingRule:
         witness_every_cell=get(d, w, "witness_every_cell", bool, optional=True) or False,
         regression_rejects=get(d, w, "regression_rejects", bool, optional=True) or False,
         fault_sigmas=_fault_sigmas(d),
+        witness_margin=_witness_margin(d),
     )
+
+
+def _witness_margin(d: Any) -> float:
+    margin = get(d, "rule", "witness_margin", float, optional=True) or 0.0
+    tolerance = get(d, "rule", "tolerance", float)
+    if not 0 <= margin <= tolerance:
+        raise ContractError(f"rule.witness_margin: {margin} is not a share of a cell's work in "
+                            f"[0, the tolerance {tolerance}]")
+    return margin
 
 
 def _fault_sigmas(d: Any) -> float:

@@ -282,15 +282,15 @@ class Measurement:
         room = witness_plan.room(spec, self.job.rule, self.deadline - self.now(),
                                  self.deadline - self.start, self.measured_s, self.witnessed_s)
         # no warm-up of its own: the samples have just warmed caches and clocks
-        # timed both ways (issue 53): an unchanged cell is believed once its slowdown of the
-        # regression threshold is ruled out, so the witness measures on until it is
+        # timed both ways (issue 53): an unchanged cell is believed once a slowdown of the rule's
+        # witness margin is ruled out, so the witness measures on until it is
         both_ways = self.job.rule.witness_every_cell and not self.job.rule.witness_aa
         unchanged = [k for k in improved if self.records[k].looks[-1]["decision"]
                      not in ("improved", "improving")] if both_ways else []
         own = [k for k in unchanged if not witness_plan.timed_by_narrower(k, spec, run.witnesses)]
         stop = replace(witness.stop_for(claims, improved),
                        unchanged_only=both_ways and len(unchanged) == len(improved),
-                       believe_above_s=witness.believed_above(claims, own, self.job.rule.tolerance))
+                       believe_above_s=witness.believed_above(claims, own, self.job.rule.margin))
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
                                  self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)
         self.witnessed_s += witness.box_s(record.samples)

@@ -180,14 +180,14 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str])
 
 
 def believed_above(claims: Mapping[str, tuple[float, float]], unchanged: Iterable[str],
-                   tolerance: float) -> float | None:
+                   margin: float) -> float | None:
     """The mean saving's equivalence bound above which each of the `unchanged` cells is
     believed unchanged (issue 53), less the work the head's invented ids may have skipped,
-    which the caller adds: the regression threshold's seconds of the cell's work in one witness
+    which the caller adds: the witness margin's (StoppingRule.margin) seconds of the work in one witness
     process (main's time for it, by its printed rates) below the saving the other covered cells
     claim (their positive claims, taken as true, could hide it). Both the harness's stop and the
     bot's belief; None: none to rule out."""
-    bounds = [others_claims(claims, k) - tolerance * claims[k][1] for k in unchanged if k in claims]
+    bounds = [others_claims(claims, k) - margin * claims[k][1] for k in unchanged if k in claims]
     return max(bounds) if bounds else None
 
 

@@ -50,6 +50,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     speed = profile.speed
     significance = speed.significance if speed.significance is not None else policy.significance
     tolerance = speed.tolerance if speed.tolerance is not None else policy.tolerance
+    margin = witness_margin(profile, policy)
     cell_floors, witness_floors = split_floors(sd_floors or {})
     checks = sum(len(w.cells) for r in profile.runs for w in r.witnesses)  # the cells ruled in
     floors = _floors(profile, cell_floors)
@@ -58,7 +59,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     bounds = schedule(speed.looks, profile.cell_count, policy.alpha, pool_df=pool_df,
                       version=RULE_VERSION)
     witnesses = [[replace(_stops(_witness_floor(w, witness_floors, witness_df or floor_df),
-                                 policy.alpha, tolerance, checks, speed.witness_every_cell),
+                                 policy.alpha, margin, checks, speed.witness_every_cell),
                           floor_stale=w.name in stale_witnesses) for w in r.witnesses]
                  for r in profile.runs]
     sized = [(BOTH_WAYS_LAST_LOOK * w.looks[-1], j.looks[-1])
@@ -83,6 +84,7 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         witness_share=witness_sizing.room_share(speed.witness_share, sized, speed.budget_s,
                                                 speed.max_budget_s),
         witness_every_cell=speed.witness_every_cell,
+        witness_margin=margin,
         regression_rejects=policy.regression_rejects,
         fault_sigmas=fault_sigmas(RULE_VERSION, pool_df),
         **rule_lists(bounds, RULE_VERSION),
@@ -114,6 +116,24 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
     )
 
 
+def witness_margin(profile: Profile, policy: Policy) -> float:
+    """The slowdown share a witness rules out for a cell printed unchanged to be believed: the
+    profile's `speed.witness_margin` (sparkinfer: the policy's smallest tier step), else the
+    rule's tolerance. A margin above the tolerance would believe a slowdown the printed-rate rule
+    itself calls a regression: refused, naming both."""
+    tolerance = profile.speed.tolerance if profile.speed.tolerance is not None \
+        else policy.tolerance
+    margin = profile.speed.witness_margin
+    if margin is None:
+        return tolerance
+    if margin > tolerance:
+        raise ConfigError(f"profile {profile.name}: speed.witness_margin {margin:g} is above the "
+                          f"regression threshold {tolerance:g} (policy {policy.name}): a slowdown "
+                          "between the two, printed away, would be believed unchanged though the "
+                          "rule calls it a regression; set it at most the tolerance")
+    return margin
+
+
 def split_floors(calibrated: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """The box's calibration as (cell key -> sd of the log-ratio, witness name -> sd of a pair's
     saving in seconds): the noise store keeps a witness's under WITNESS_FLOOR + its name."""
@@ -123,7 +143,7 @@ def split_floors(calibrated: dict[str, float]) -> tuple[dict[str, float], dict[s
     return cells, witnesses
 
 
-def _stops(spec: WitnessSpec, alpha: float, tolerance: float, checks: int,
+def _stops(spec: WitnessSpec, alpha: float, margin: float, checks: int,
            both_ways: bool) -> WitnessSpec:
     """The witness with the bot's critical values; where it times every covered cell, its last
     look sized from the floor it carries (evalbot/grading/witness_sizing.py), for `checks`
@@ -131,7 +151,7 @@ def _stops(spec: WitnessSpec, alpha: float, tolerance: float, checks: int,
     if not (both_ways and spec.work_s > 0):  # nothing to size from: rule 2's looks
         return with_stops(spec, alpha, both_ways=both_ways)
     last = witness_sizing.last_look(spec.looks, Floor(spec.sd_floor_s, spec.floor_df),
-                                    tolerance * spec.work_s, checks, BOTH_WAYS_RULE)
+                                    margin * spec.work_s, checks, BOTH_WAYS_RULE)
     return with_stops(spec, alpha, BOTH_WAYS_RULE, both_ways=True, last=last)
 
 

@@ -71,6 +71,9 @@ class SpeedSettings:
     # sized at, and the cap of the scaled budget; both None: budget_s whatever the pace
     budget_pace_s: float | None = None
     max_budget_s: float | None = None
+    # the slowdown share a witness must rule out for a cell printed unchanged to be believed
+    # (`witness_every_cell`); None: the rule's tolerance (evalbot/evaluation/jobspec.py)
+    witness_margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def load_profile(name_or_path: str) -> Profile:
     names = {m.name for m in models}
     speed = top.section("speed", {"runs", "looks", "warmup", "sd_floor", "budget_s",
                                   "significance", "tolerance", "sd_floor_df", "witness_share",
-                                  "witness_every_cell",
+                                  "witness_every_cell", "witness_margin",
                                   "budget_pace_s", "max_budget_s"})
     runs = tuple(_run(s, names) for s in speed.items("runs", {"model", "argv", "parse", "cells",
                                                                "decode_tokens", "timeout_s",
@@ -173,6 +176,7 @@ def load_profile(name_or_path: str) -> Profile:
             witness_every_cell=speed.get("witness_every_cell", bool, False),
             budget_pace_s=budget_pace_s,
             max_budget_s=max_budget_s,
+            witness_margin=_witness_margin(speed),
         ),
         correctness=_correctness(top, names) if "correctness" in doc.data else None,
         box_labels=tuple(str(x) for x in top.get("box_labels", list, [])),
@@ -289,6 +293,19 @@ def _witness_share(speed: Section) -> float:
         raise speed.doc.error(speed.path("witness_share"),
                               f"{share} is not a share of the measuring's box time in (0, 10]")
     return share
+
+
+def _witness_margin(speed: Section) -> float | None:
+    """A share of a cell's work in (0, 1), at most the profile's own tolerance where it sets one
+    (the policy's is checked where the two meet: jobspec.witness_margin)."""
+    margin = speed.get("witness_margin", float, None)
+    tolerance = speed.get("tolerance", float, None)
+    bound = 1.0 if tolerance is None else tolerance
+    if margin is not None and not 0 < margin <= bound:
+        raise speed.doc.error(speed.path("witness_margin"), f"{margin} is not a share of a "
+                              f"cell's work in (0, {bound:g}]"
+                              + (" (the profile's tolerance)" if tolerance is not None else ""))
+    return margin
 
 
 def _budget_in_pairs(speed: Section, budget_s: float) -> tuple[float | None, float | None]:

@@ -26,8 +26,8 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
                 (`both_ways`), unless the rule times every covered cell:
   ruled in (`ruled_out`, `witness_every_cell` only)  judged at one of its looks, the witness's
                 lower bound at EQUIVALENCE_ALPHA (the printed-rate rule's TOST level, split over
-                the looks as confirmation's alpha is) rules out a slowdown of the regression
-                threshold of the cell's work, beyond the other covered cells' positive claims
+                the looks as confirmation's alpha is) rules out a slowdown of the witness margin
+                (rule.margin) of the cell's work, beyond the other covered cells' positive claims
                 and the unverified work (engine/measure/witness.py `believed_above`,
                 witness_interval.py `rules_out`: the harness's own stop). A covered cell printed
                 unchanged is believed only where some witness rules it in: the one rule both ways
@@ -237,10 +237,10 @@ def equivalence_critical(looks: tuple[int, ...], pairs: int, floor: Floor,
 
 
 def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
-          alpha: float, tolerance: float = 0.0) -> dict[str, Any]:
+          alpha: float, margin: float = 0.0) -> dict[str, Any]:
     """One witness: its interval and, per covered cell with a claim, the status, the gain
     the harness measured for it (a lower bound) and whether it rules out a slowdown of the
-    regression threshold `tolerance` of the cell's work (`ruled_out`, engine/measure/
+    witness margin `margin` of the cell's work (`ruled_out`, engine/measure/
     witness_interval.py `rules_out`, the harness's own stop; 0: not asked)."""
     confirming = witness.get("source", "witness") == "witness"
     samples = witness["samples"]
@@ -277,7 +277,7 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
     wall_reason = not confirming and bool(witness.get("wall_reason"))
     # what the printed rates say of the cells printed slower (<= 0): a saving they do not claim
     negative = sum(min(v[0], 0.0) for v in claims.values())
-    eq = equivalence_critical(looks, len(d), floor, version) if tolerance > 0 else None
+    eq = equivalence_critical(looks, len(d), floor, version) if margin > 0 else None
     for key, (claim, main_s) in claims.items():
         others = others_claims(claims, key) + skipped  # taken as true, and as skipped
         own_lo = lo - others
@@ -296,7 +296,7 @@ def judge(witness: Mapping[str, Any], claims: Mapping[str, tuple[float, float]],
         # None: the pairs allow any gain (a cell whose time they could all but remove)
         gain_hi = (None if own_hi >= main_s else
                    main_s / (main_s - own_hi) - 1 if own_hi > 0 else 0.0)
-        above = believed_above(claims, [key], tolerance)
+        above = believed_above(claims, [key], margin)
         ruled_out = eq is not None and above is not None and confirming and not unverified \
             and rules_out(d, base_s, eq, floor, above + skipped)
         out["cells"][key] = {"status": status, "claimed_s": claim, "gain_lo": gain_lo,
@@ -313,14 +313,14 @@ def confirm(results: Mapping[str, Any], cells: list[dict[str, Any]]) -> list[dic
     alpha = confirm_alpha(results["rule"].get("alpha"), 1)
     records = {_key(c): c for c in results["cells"]}
     every = bool(results["rule"].get("witness_every_cell"))
-    tolerance = float(results["rule"].get("tolerance") or 0.0) if every else 0.0
+    margin = unexplained_cost.witness_margin(results["rule"])
     judged = []
     for w in results["witnesses"]:
         claims = {k: s for k, t in w["cells"].items() if k in records
                   for s in [claimed_saving(records[k]["samples"], int(t),
                                            records[k].get("higher_is_better", True))]
                   if s is not None}
-        judged.append(judge(w, claims, alpha, tolerance))
+        judged.append(judge(w, claims, alpha, margin))
     covered = unexplained_cost.harness_covered(results)
     for cell in cells:
         _apply(cell, judged)
@@ -352,7 +352,7 @@ def _apply(cell: dict[str, Any], judged: list[dict[str, Any]]) -> None:
 
 def both_ways(cell: dict[str, Any], judged: list[dict[str, Any]], must_time: bool) -> None:
     """Where the rule times every covered cell (`must_time`, issue 53), an unchanged one is
-    believed only where a witness of the harness ruled a slowdown of the regression threshold
+    believed only where a witness of the harness ruled a slowdown of the witness margin
     out: else it is not believed, NOT_RULED_OUT where a witness timed it, UNTIMED where none
     could (its head output failed, too few pairs, a stale floor). That one rule replaces, for
     these cells, the check below. Elsewhere a cell its witness shows slower than printed (or

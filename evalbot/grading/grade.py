@@ -294,7 +294,7 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
                        f"[{100 * c['lo']:+.1f}%, {100 * c['hi']:+.1f}%]" for c in regressed)
         return "regressed", None  # lack of one is a reason (engine/measure/witness_plan.py)
     unconfirmed = [c for c in cells if c["decision"] == "unconfirmed"]
-    reasons.extend(_unbelieved(c, tolerance) for c in unconfirmed)
+    reasons.extend(_unbelieved(c, results["rule"]) for c in unconfirmed)
     if corr["decision"] == "inconclusive":  # no tier on an undecided correctness check
         reasons.extend(corr["reasons"])
         return "inconclusive", None
@@ -322,13 +322,13 @@ def _kind(results: dict[str, Any], cells: list[dict[str, Any]], corr: dict[str, 
     return "neutral", None
 
 
-def _unbelieved(cell: dict[str, Any], tolerance: float) -> str:
+def _unbelieved(cell: dict[str, Any], rule: dict[str, Any]) -> str:
     """Why an unconfirmed cell's printed speed-up earns nothing."""
     said = {confirmation.WALL_ONLY: confirmation.WALL_REASON,  # inconclusive, not REJECT (issue 46)
             faulty_box.FAULTY_BOX: faulty_box.FAULTY_BOX_REASON,  # inconclusive, not REJECT
             unexplained_cost.COST: unexplained_cost.COST_REASON,
             unexplained_cost.UNTIMED: unexplained_cost.UNTIMED_REASON,
-            unexplained_cost.NOT_RULED_OUT: unexplained_cost.not_ruled_out_reason(tolerance),
+            unexplained_cost.NOT_RULED_OUT: unexplained_cost.not_ruled_out_reason(rule),
             confirmation.STALE: f"not confirmed: {confirmation.STALE_REASON}"}
     reason = said.get(cell["confirmation"]) or (
         f"the printed speed-up is not believed: not confirmed by the harness's clock "

@@ -44,6 +44,13 @@ class Policy:
     def ident(self) -> str:
         return f"{self.name}@{self.version}"
 
+    @property
+    def smallest_tier_step(self) -> float:
+        """The least gain between two adjacent tiers (XS 2% to S 3.5%: 1.5%), the finest
+        slowdown a tier can hinge on; a profile's `speed.witness_margin` is set to it."""
+        gains = sorted(self.tiers.values())
+        return round(min(b - a for a, b in zip(gains, gains[1:], strict=False)), 9)
+
 
 @dataclass(frozen=True)
 class LabelBook:

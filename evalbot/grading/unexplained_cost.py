@@ -43,15 +43,28 @@ COST_REASON = ("the harness's clock shows time the engine's printed rates do not
 UNTIMED = "not timed by the harness"
 UNTIMED_REASON = "the harness's witness could not time this cell; not believed"
 # ... or that its witness timed without ruling out, at the printed-rate rule's equivalence level
-# (evalbot/grading/confirmation.py `both_ways`), a slowdown of the regression threshold
+# (evalbot/grading/confirmation.py `both_ways`), a slowdown of the rule's witness margin
 NOT_RULED_OUT = "slowdown not ruled out"
 CAPPED = (COST, UNTIMED, NOT_RULED_OUT)  # confirmations that hold the headline at inconclusive
 
 
-def not_ruled_out_reason(tolerance: float) -> str:
+def witness_margin(rule: Mapping[str, Any]) -> float:
+    """The slowdown, as a share of a cell's work, a witness must rule out for a cell printed
+    unchanged to be believed, as the results' rule recorded it: its `witness_margin` (the
+    profile's, e.g. the policy's smallest tier step), else the regression threshold (jobs before
+    it); 0 where the rule does not time every covered cell (nothing is asked)."""
+    if not rule.get("witness_every_cell"):
+        return 0.0
+    return float(rule.get("witness_margin") or rule.get("tolerance") or 0.0)
+
+
+def not_ruled_out_reason(rule: Mapping[str, Any]) -> str:
     """Why an unchanged cell its witness timed is not believed (the comment's reason)."""
-    return (f"the harness's clock could not rule out a slowdown of {100 * tolerance:g}% (the "
-            "regression threshold) of this cell's work; not believed")
+    margin, tolerance = witness_margin(rule), float(rule.get("tolerance") or 0.0)
+    what = "the regression threshold" if margin >= tolerance else \
+        f"the witness margin, below the {100 * tolerance:g}% regression threshold"
+    return (f"the harness's clock could not rule out a slowdown of {100 * margin:g}% ({what}) "
+            "of this cell's work; not believed")
 
 
 def harness_covered(results: Mapping[str, Any]) -> set[str]:

@@ -1,8 +1,10 @@
 """How many pairs a witness's last look needs where it must rule a slowdown out (issue 53). Pure.
 
 Where the rule times every covered cell (`speed.witness_every_cell`), an unchanged cell is believed
-only where its witness's equivalence bound rules out a slowdown of the regression threshold t of
-the cell's work, delta = t x `work_s` (evalbot/grading/confirmation.py `both_ways`). An honest
+only where its witness's equivalence bound rules out a slowdown of the rule's witness margin t of
+the cell's work (the regression threshold, or the profile's finer `witness_margin`: sparkinfer's
+is the policy's smallest tier step), delta = t x `work_s` (evalbot/grading/confirmation.py
+`both_ways`). An honest
 A/A misses that at its last look with a chance set by the box's noise: at sparkinfer's H200
 floors a last look of 16 pairs missed it about once in 10^8 witnesses, at the H100's noise (4-5
 times those floors) about once in 1,000 (docs/statistics.md section 9). So the last look is sized

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalbot.grading.grade import ctx_name
+from evalbot.grading.unexplained_cost import witness_margin
 from evalbot.report import unconfirmed, undecided
 from evalbot.report.comment_headline import (
     NOT_MEASURED,
@@ -136,7 +137,7 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
     rule = (verdict.get("provenance") or {}).get("rule") or {}
     # under the one rule (issue 53) a witness's word for a cell is whether it ruled out the
     # slowdown, which "unconfirmed" (no saving to confirm) would hide
-    tolerance = float(rule.get("tolerance") or 0.0) if rule.get("witness_every_cell") else 0.0
+    margin = witness_margin(rule)
     for w in verdict.get("witnesses") or []:
         if w.get("source", "witness") != "witness":
             continue
@@ -144,7 +145,7 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
         if w.get("stopped") == "not_needed":
             out.append(f"Witness `{w['name']}`: not run, the verdict did not need it")
             continue
-        shown = sorted({_outcome(c, tolerance) for c in (w.get("cells") or {}).values()}) \
+        shown = sorted({_outcome(c, margin) for c in (w.get("cells") or {}).values()}) \
             or ["not judged"]
         cut = "; stopped at its share of the box time" if w.get("stopped") == "box_time" else ""
         n = w["pairs"]
@@ -153,12 +154,12 @@ def witness_lines(verdict: dict[str, Any]) -> list[str]:
     return out
 
 
-def _outcome(cell: dict[str, Any], tolerance: float) -> str:
+def _outcome(cell: dict[str, Any], margin: float) -> str:
     """A covered cell's word in its witness's line: confirmed, or, under the one rule, whether
-    a slowdown of the regression threshold was ruled out; else the status as judged."""
-    if cell["status"] == "confirmed" or tolerance <= 0 or "ruled_out" not in cell:
+    a slowdown of the witness margin was ruled out; else the status as judged."""
+    if cell["status"] == "confirmed" or margin <= 0 or "ruled_out" not in cell:
         return str(cell["status"])
-    return f"a {100 * tolerance:g}% slowdown {'' if cell['ruled_out'] else 'not '}ruled out"
+    return f"a {100 * margin:g}% slowdown {'' if cell['ruled_out'] else 'not '}ruled out"
 
 
 # A verdict that names no unconfirmed cell (an older one) but a witness cut for box time.

@@ -147,7 +147,7 @@ def _why(key: str, views: list[WitnessView], rule: Mapping[str, Any]) -> Why | N
 def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any],
                 views: list[WitnessView]) -> Why | None:
     """A cell not believed for time the harness measured (issue 53), not for a missing saving:
-    its witness could not rule out a slowdown of the regression threshold, none could time it,
+    its witness could not rule out a slowdown of the witness margin, none could time it,
     or the time is unaccounted for."""
     if cell.get("confirmation") == unexplained_cost.UNTIMED and _spared(cell["key"], views):
         # the harness stops every witness once one cell cannot be believed: that cell's line
@@ -155,9 +155,8 @@ def _unbelieved(cell: Mapping[str, Any], rule: Mapping[str, Any],
         return Why("its witness was not run: another cell (a regression, or a cell not "
                    "believed) had already settled the verdict", "witness not needed",
                    lead=decision_word(shown_decision(cell)))
-    tolerance = float(rule.get("tolerance") or 0.0)
     reasons = {
-        unexplained_cost.NOT_RULED_OUT: (unexplained_cost.not_ruled_out_reason(tolerance),
+        unexplained_cost.NOT_RULED_OUT: (unexplained_cost.not_ruled_out_reason(rule),
                                          "slowdown not ruled out"),
         unexplained_cost.UNTIMED: (unexplained_cost.UNTIMED_REASON, "not timed"),
         unexplained_cost.COST: (unexplained_cost.COST_REASON, "time unaccounted for")}

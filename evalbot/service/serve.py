@@ -25,6 +25,7 @@ from evalbot.config.errors import ConfigError
 from evalbot.config.redact import Redactor, for_boxes
 from evalbot.config.settings import Config, load_config
 from evalbot.evaluation.evaluate import regrade
+from evalbot.evaluation.jobspec import witness_margin
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.report.render import render_comment
@@ -58,6 +59,7 @@ def runtime(config_file: Path, token: str | None = None, throttle: bool = True) 
     config = load_config(config_file)
     profile = load_profile(config.profile)
     policy = load_labels(config.labels_file).policy(config.policy, str(config.labels_file))
+    witness_margin(profile, policy)  # the pair is checked at start, not at the first job
     if config.github is not None:
         token = token or config.secret(config.github.token_env)
     hook = os.environ.get(config.github.webhook_secret_env, "") if config.github else ""
