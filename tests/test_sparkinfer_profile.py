@@ -155,8 +155,12 @@ def test_the_score_tool_is_sized_for_the_longest_window_and_scores_int8_kv() -> 
 def _profile_writer() -> Any:
     """scripts/gpu_runner/profiles.py, the e2e profile writer of the GPU runner (not a package)."""
     import importlib.util
+    import sys
 
-    script = Path(__file__).parents[1] / "scripts" / "gpu_runner" / "profiles.py"
+    scripts = Path(__file__).parents[1] / "scripts"
+    if str(scripts) not in sys.path:  # it imports its package's llama_witnesses as gpu_runner's
+        sys.path.insert(0, str(scripts))
+    script = scripts / "gpu_runner" / "profiles.py"
     spec = importlib.util.spec_from_file_location("gpu_runner_profiles", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
