@@ -43,11 +43,15 @@ def stages(evaluations: list[Evaluation], warm: bool) -> list[Stage]:
 
 
 CARRIED_REFERENCE = "llamacpp-reference.tar.xz"  # optional: without it the reference is built (~3.5 min)
+# optional: an earlier run's llama.cpp witness A/A, the floors of a run that does not measure its own
+CARRIED_WITNESS_AA = "llama-witness-aa.results.json"
+OPTIONAL = {CARRIED_REFERENCE, CARRIED_WITNESS_AA}
 
 
 def shared_needs(engine: str, evaluations: list[Evaluation], synth: str) -> list[tuple[str, str]]:
     """(path under shared/, what it is for) for every file the run reads from shared/; all are
-    needed but the carried reference, whose source (the pruned tarball) is always carried."""
+    needed but OPTIONAL's: the carried reference (its source, the pruned tarball, is always
+    carried) and an earlier run's witness A/A (without it the floors are the profile's)."""
     needs = [("wheels", "evalbot's dependencies and gguf (setup)"),
              ("debs", "bubblewrap and sudo (box)")]
     correctness = any(e.correctness for e in evaluations)
@@ -68,6 +72,9 @@ def shared_needs(engine: str, evaluations: list[Evaluation], synth: str) -> list
                   ("synth_gguf.py", "the synthetic Qwen3-0.6B-shaped file (model)")]
         if correctness:  # a speed-only run (53L) has no reference stage
             needs.append((CARRIED_REFERENCE, "the carried CUDA reference (reference), else built"))
+        if any(e.calibrate_from_aa for e in evaluations) and not any(
+                e.kind == "witness-aa" for e in evaluations):
+            needs.append((CARRIED_WITNESS_AA, "an earlier run's witness A/A: the witness floors"))
     return needs
 
 
@@ -99,7 +106,7 @@ def shared_report(root: Path, shared: Path, needs: list[tuple[str, str]]) -> tup
         size = size_of(shared / rel)
         lines.append(f"  {rel:28s} {mib(size):>12s}  {why}")
         total += size or 0
-        if size is None and rel != CARRIED_REFERENCE:
+        if size is None and rel not in OPTIONAL:
             missing.append(rel)
     tree = tree_bytes(root)
     over = total + (tree or 0) > TREE_LIMIT
