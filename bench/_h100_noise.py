@@ -21,7 +21,13 @@ differ, and only a box's own calibrated floor prices its noise. The noisy H100 i
 llamacpp's H100 is GPU run 53L's (tests/data/llamacpp/h100-53L/witness-aa.results.json: 16 pairs of
 each of the three witnesses, main against main): "h100" and "h100-uncalibrated" take its
 relative pair sd; it has no quiet twin. Its samples keep the H200 fixture's noise (53L measured
-no A/A of the shipped bench argv).
+no A/A of the shipped bench argv). "h100-host2" and "h100-host2-uncalibrated" (llamacpp only):
+53L's third evaluation, on a second H100 (tests/data/llamacpp/h100-53L/aa-53.results.json: main
+against a docs-only head, 32 pairs of the shipped witness, 16 of each other), whose witnesses'
+pair sd was 2.5-10 times 53L's floors; its job carries that noise as the box's calibrated floor,
+or the profile's (53L's), as the GPU run did. Its pairs are an evaluation's, not a witness A/A:
+the head's binaries are main's (a docs-only change), so their savings are an A/A's, read as the
+sparkinfer A/A evaluations are. The paces stay 53L's (that host was ~6% slower a process).
 """
 
 from __future__ import annotations
@@ -43,10 +49,12 @@ from evalbot.store.noise import WITNESS_FLOOR
 RUNS = ("sparkinfer/hidden-h100/aa-speed", "sparkinfer/hidden-h100-v6/aa-speed")  # GPU run 53's A/As
 QUIET_RUNS = ("sparkinfer/hidden-h100-fixed/aa-speed",)  # its third, on another H100
 LLAMACPP_RUNS = ("llamacpp/h100-53L/witness-aa",)  # GPU run 53L's witness A/A
+HOST2_RUNS = ("llamacpp/h100-53L/aa-53",)  # its third evaluation, on a second H100
 # "": the fixtures' own box (the H200), its job carrying the profile's floors; "h200-calibrated":
 # the same box, its job carrying the box's own (`evalbot calibrate` on the H200)
-BOXES = ("", "h200-calibrated", "h100", "h100-uncalibrated", "h100-quiet")
-CALIBRATED = ("h200-calibrated", "h100", "h100-quiet")
+BOXES = ("", "h200-calibrated", "h100", "h100-uncalibrated", "h100-quiet", "h100-host2",
+         "h100-host2-uncalibrated")
+CALIBRATED = ("h200-calibrated", "h100", "h100-quiet", "h100-host2")
 CALIBRATE_PAIRS = 12  # `evalbot calibrate --pairs`'s default: a stored floor's pairs
 
 
@@ -72,6 +80,10 @@ def runs_of(box: str, profile: str) -> tuple[str, ...]:
     """The H100 A/As whose witness noise `box` takes for `profile`'s witnesses."""
     if profile == "llamacpp" and box == "h100-quiet":
         raise ValueError("no quiet H100 for llamacpp: GPU run 53L is its only H100 A/A")
+    if box.startswith("h100-host2"):
+        if profile != "llamacpp":
+            raise ValueError(f"{box}: the second H100 timed llamacpp's witnesses only")
+        return HOST2_RUNS
     if profile == "llamacpp":
         return LLAMACPP_RUNS
     return QUIET_RUNS if box == "h100-quiet" else RUNS

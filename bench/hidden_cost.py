@@ -32,7 +32,8 @@ no fixture: their pair sd is the profile's floor (bench/_simbox.py `_demo_witnes
 Noise (`--noise`): the fixtures' (the H200's), or the H100's that GPU run 53 measured (53L for
 llamacpp: bench/_h100_noise.py), with the box's calibrated witness floors (`h100`, as `evalbot
 calibrate` stores them) or the profile's (`h100-uncalibrated`); `h200-calibrated`: the fixtures'
-noise with the box's calibrated floors. llamacpp's depth witnesses
+noise with the box's calibrated floors; `h100-host2[-uncalibrated]` (llamacpp): 53L's second H100,
+its witnesses 2.5-10 times noisier than 53L's floors. llamacpp's depth witnesses
 (decode-0, prefill-4096-at-4096) were timed on 53L's H100 only: at every noise their pace and
 noise are that A/A's (bench/_paces.py).
 
@@ -278,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="the witnesses' noise: the fixtures' (H200, default; h200-calibrated: "
                     "with the box's calibrated floors), the H100's of GPU run 53 (53L for "
                     "llamacpp) with the box's calibrated floors (h100) or the profile's "
-                    "(h100-uncalibrated): bench/_h100_noise.py")
+                    "(h100-uncalibrated); llamacpp's second H100 of run 53L (h100-host2, "
+                    "h100-host2-uncalibrated): bench/_h100_noise.py")
     ap.add_argument("--unsized", action="store_const", const="unsized", dest="variant",
                     default="", help="the rule before its last looks were sized from the "
                     "floor (evalbot/grading/witness_sizing.py)")
