@@ -29,7 +29,7 @@ from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
 from evalbot.grading.policy import Policy
 from evalbot.grading.sequential import rule_lists, schedule
-from evalbot.service.calibrate_report import progress_lines, undecidable
+from evalbot.service.calibrate_report import progress_lines, undecidable, unruled
 from evalbot.store.noise import NoiseStore
 
 MIN_PAIRS = 6  # fewer pairs give an sd too uncertain to floor anything on
@@ -213,8 +213,13 @@ def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, label
         box.close()
     noise = aa_noise(results)
     store = NoiseStore(store_path)
-    store.record(box_config.name, profile.name, sha, noise)
-    store.close()
+    try:
+        store.record(box_config.name, profile.name, sha, noise)
+        # what a PR's job on the box gets: this run's floors and any stored before (witnesses)
+        stored = store.floors(box_config.name, profile.name)
+        degrees = store.degrees(box_config.name, profile.name)
+    finally:
+        store.close()
     for key, (sd, n) in noise.items():
         if key.startswith(WITNESS_FLOOR):
             click.echo(f"{key:<32} sd of a pair's saving {sd:.4f} s  over {n} pairs")
@@ -223,6 +228,8 @@ def _calibrate(box_config: BoxConfig, profile_name: str, policy_name: str, label
                    f"(per run about {100 * sd / math.sqrt(2):.3f}%)")
     for cell in undecidable(noise, profile, policy, box_config, sha):
         click.echo(cell.warning(policy), err=True)
+    for line in unruled(stored, degrees, results, profile, policy, box_config, sha).lines():
+        click.echo(line, err=True)
     sick = sick_cells(results)
     if sick:
         raise EvalbotError(f"A/A not neutral in {', '.join(sick)}: the box is not steady")
