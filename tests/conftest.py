@@ -39,12 +39,9 @@ SCOPE_SECONDS = {
     "test_demo_e2e.py::TestSlowLongPR": 46, "test_error_classes.py": 46,
     "test_stats_stress.py": 43, "test_sandbox_reads.py": 42, "test_service_hosts.py": 42,
     "test_hidden_h100_noise.py": 42,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[intake.py]": 41,
     "test_admission_faults.py": 40, "test_github_cli.py": 38, "test_comment_screenshots.py": 38,
     "test_github_reconcile.py": 35, "test_shadow.py": 34, "test_speed_pooled.py": 33,
     "test_overrides.py": 33, "test_sandbox_secrets.py": 33, "test_witness_quality_bench.py": 33,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[publication_restart.py]": 31,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[fault_quality.py]": 31,
     "test_main_scores.py": 30, "test_confirmation_demo.py": 30, "test_ssh_box.py": 29,
     "test_correctness.py": 28, "test_github_demo_e2e.py": 28, "test_doctor.py": 25,
     "test_tokenize.py": 25, "test_harness.py": 25, "test_witness_pooled.py": 23,
@@ -54,16 +51,18 @@ SCOPE_SECONDS = {
     "test_service_publishing.py": 18, "test_store_leases.py": 18, "test_correctness_deep.py": 18,
     "test_github_isolation.py": 17, "test_witness_stops.py": 16, "test_witness_unverified.py": 16,
     "test_calibrate_ssh.py": 15, "test_score_dump.py": 15, "test_budget_pace.py": 15,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[hidden_cost.py]": 14,
     "test_operations_guide.py": 14, "test_sandbox.py": 14,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[calibration_limits.py]": 13,
-    "test_bench_short.py::test_the_bench_runs_in_its_short_form[slow_clients.py]": 13,
     "test_github_e2e.py": 13, "test_github_permissions.py": 12, "test_github_flow.py": 12,
     "test_github_webhook.py": 12, "test_migrations.py": 12, "test_correctness_guards.py": 11,
     "test_github_publish.py": 11, "test_bench_paces.py": 11, "test_github_hostile.py": 11,
     "test_cli_wheel_user.py": 11, "test_github_rounds.py": 11, "test_demo_profile.py": 11,
     "test_guard_quality.py": 10,
 }
+# test_bench_short.py's benches, each a work unit of its own (OWN_SCOPE_MODULES)
+BENCH_SHORT_SECONDS = {"intake.py": 41, "publication_restart.py": 31, "fault_quality.py": 31,
+                       "hidden_cost.py": 14, "calibration_limits.py": 13, "slow_clients.py": 13}
+SCOPE_SECONDS.update({f"test_bench_short.py::test_the_bench_runs_in_its_short_form[{bench}]": s
+                      for bench, s in BENCH_SHORT_SECONDS.items()})
 
 # Modules of independent tests (each runs its own subprocess, they share no costly module
 # fixture), some much longer than the rest: each test is a work unit of its own, so they run on
