@@ -39,21 +39,21 @@ _GRID = 4000  # points of the chi-square integral
 
 
 def last_look(looks: tuple[int, ...], floor: Floor, delta_s: float, checks: int,
-              version: int) -> int:
+              version: int, cap: int = MAX_LAST_LOOK) -> int:
     """The last look a witness of these `looks` gets where it must rule out `delta_s` (seconds a
     pair): BOTH_WAYS_LAST_LOOK x its last, or more where an A/A at `floor` would miss it there
     with a chance above FALSE_FLAGS_PER_PR / `checks` (the cells the job's witnesses rule in);
-    at most MAX_LAST_LOOK (the room then
+    at most `cap`, MAX_LAST_LOOK in a job (the room then
     decides what it gets: a cell it cannot rule in is not believed, never unchanged). Without a
     floor or a delta, nothing to size from: the rule's multiple."""
     least = BOTH_WAYS_LAST_LOOK * looks[-1]
     if not (floor.given and delta_s > 0):
         return least
     target = FALSE_FLAGS_PER_PR / max(checks, 1)
-    for n in range(least, MAX_LAST_LOOK + 1):
+    for n in range(least, cap + 1):
         if miss(n, (*looks, n), floor, delta_s, version) <= target:
             return n
-    return max(MAX_LAST_LOOK, least)
+    return max(cap, least)
 
 
 def miss(pairs: int, looks: tuple[int, ...], floor: Floor, delta_s: float, version: int,

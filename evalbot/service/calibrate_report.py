@@ -38,7 +38,7 @@ from evalbot.engine.measure.witness_interval import Floor
 from evalbot.evaluation.jobspec import CALIBRATION_DF, WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading import witness_sizing
-from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, BOTH_WAYS_RULE
+from evalbot.grading.confirmation import BOTH_WAYS_RULE
 from evalbot.grading.policy import Policy
 
 STEPS = {"build-base": "building main", "build-head": "building main again (head = base)",
@@ -236,19 +236,10 @@ def _work_s(record: dict[str, Any] | None, tokens: int, spec: WitnessSpec) -> fl
 
 
 def _needed(shipped: WitnessSpec, spec: WitnessSpec, delta_s: float, checks: int) -> int | None:
-    """The last look witness_sizing would size for this witness were there no cap: the fewest
-    pairs at which its miss is within the sizing's target for each of the `checks` cells
-    (bisection: the miss falls as the look grows)."""
+    """The last look witness_sizing would size for this witness were its cap NEEDED_UP_TO, not
+    MAX_LAST_LOOK; None where even that look misses the sizing's target."""
     looks, floor = shipped.looks, Floor(spec.sd_floor_s, spec.floor_df)
+    n = witness_sizing.last_look(looks, floor, delta_s, checks, BOTH_WAYS_RULE, cap=NEEDED_UP_TO)
     target = witness_sizing.FALSE_FLAGS_PER_PR / max(checks, 1)
-
-    def within(n: int) -> bool:
-        return witness_sizing.miss(n, (*looks, n), floor, delta_s, BOTH_WAYS_RULE) <= target
-
-    lo, hi = BOTH_WAYS_LAST_LOOK * looks[-1], NEEDED_UP_TO
-    if not within(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if within(mid) else (mid + 1, hi)
-    return lo
+    missed = witness_sizing.miss(n, (*looks, n), floor, delta_s, BOTH_WAYS_RULE) > target
+    return None if missed else n

@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpu_runner import llama_witnesses
 from gpu_runner.catalogue import LLAMACPP, SPARKINFER, Evaluation
 
 TREE_LIMIT = 64 * 2**20
@@ -44,7 +45,7 @@ def stages(evaluations: list[Evaluation], warm: bool) -> list[Stage]:
 
 CARRIED_REFERENCE = "llamacpp-reference.tar.xz"  # optional: without it the reference is built (~3.5 min)
 # optional: an earlier run's llama.cpp witness A/A, the floors of a run that does not measure its own
-CARRIED_WITNESS_AA = "llama-witness-aa.results.json"
+CARRIED_WITNESS_AA = f"{llama_witnesses.AA_NAME}.results.json"  # profiles.py reads it
 OPTIONAL = {CARRIED_REFERENCE, CARRIED_WITNESS_AA}
 
 
