@@ -44,7 +44,8 @@ def _box(tmp_path: Path) -> BoxConfig:
     return BoxConfig(name="h100-2", kind="local", workdir=str(tmp_path), repo=str(tmp_path))
 
 
-def _stored(tmp_path: Path, noise: dict[str, tuple[float, int]]) -> tuple[dict[str, float], int]:
+def stored_floors(tmp_path: Path, noise: dict[str, tuple[float, int]]
+                  ) -> tuple[dict[str, float], int]:
     """The floors and degrees a PR's job on the box reads back from the store."""
     store = NoiseStore(tmp_path / "noise.sqlite3")
     try:
@@ -55,7 +56,7 @@ def _stored(tmp_path: Path, noise: dict[str, tuple[float, int]]) -> tuple[dict[s
 
 
 def _noisy(tmp_path: Path) -> calibrate_report.WitnessMargins:
-    floors, df = _stored(tmp_path, witness_noise(_results()))
+    floors, df = stored_floors(tmp_path, witness_noise(_results()))
     return unruled(floors, df, _results(), PROFILE, POLICY, _box(tmp_path), SHA)
 
 
@@ -81,7 +82,7 @@ def test_the_miss_is_witness_sizing_s_at_the_job_s_own_last_look(tmp_path: Path)
     """Cross-check against the job a PR on this box gets (make_job with the stored floors), the
     cell's work by main's printed rates as tests/test_llamacpp_h100_53l.py takes it; the third
     witness's miss there is under the target, which is why it is not named."""
-    floors, df = _stored(tmp_path, witness_noise(_results()))
+    floors, df = stored_floors(tmp_path, witness_noise(_results()))
     job = make_job(PROFILE, POLICY, _box(tmp_path), SHA, SHA, sd_floors=floors, floor_df=df)
     cells = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in _results()["cells"]}
     miss = {}
@@ -121,7 +122,7 @@ def test_the_warning_says_what_it_means_and_the_pr_s_chance_once(tmp_path: Path)
 def test_the_profile_s_own_floors_warn_of_nothing(tmp_path: Path) -> None:
     """53L's quiet host: the profile's floors (an uncalibrated store), then the same floors
     stored as the box's own: no witness named, the PR's chance far under the target."""
-    for floors, df in (({}, 0), _stored(tmp_path, {
+    for floors, df in (({}, 0), stored_floors(tmp_path, {
             f"witness:{w.name}": (w.sd_floor_s, 16) for r in PROFILE.runs for w in r.witnesses})):
         found = unruled(floors, df, _results(), PROFILE, POLICY, _box(tmp_path), SHA)
         assert found.unruled == [] and found.lines() == []
@@ -132,7 +133,7 @@ def test_the_threshold_is_the_per_pr_target(tmp_path: Path, monkeypatch: pytest.
     """A target under prefill-4096-at-4096's miss (~6e-4) names it too: the sizing's own target
     decides (read where the warning is made, not copied), and the job's sizing is unchanged by it
     here (both depth witnesses are at the cap already)."""
-    floors, df = _stored(tmp_path, witness_noise(_results()))
+    floors, df = stored_floors(tmp_path, witness_noise(_results()))
     monkeypatch.setattr(witness_sizing, "FALSE_FLAGS_PER_PR", 5e-4)
     found = unruled(floors, df, _results(), PROFILE, POLICY, _box(tmp_path), SHA)
     assert {u.witness for u in found.unruled} == {"prefill-4k-decode-896", "decode-0",
@@ -196,7 +197,7 @@ def test_without_the_a_a_s_rates_a_witness_s_work_s_stands_in(tmp_path: Path) ->
     """No printed rates: decode-0 and prefill-4096-at-4096 are judged on their `work_s` (53L's
     main: 0.5648 s, more than this host's 0.449 s, so decode-0 misses less, still above the
     target); the shipped witness, which has none, cannot be judged and is left out."""
-    floors, df = _stored(tmp_path, witness_noise(_results()))
+    floors, df = stored_floors(tmp_path, witness_noise(_results()))
     found = unruled(floors, df, None, PROFILE, POLICY, _box(tmp_path), SHA)
     assert set(found.chances) == {DECODE_0, PREFILL}
     [depth0] = found.unruled

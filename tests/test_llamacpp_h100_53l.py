@@ -37,7 +37,7 @@ from evalbot.grading.policy import load_labels
 from evalbot.grading.unexplained_cost import NOT_RULED_OUT
 from evalbot.report.publication import graded
 from evalbot.service.calibrate import witness_noise
-from evalbot.store.noise import NoiseStore
+from tests.test_calibrate_witness_margin import stored_floors
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "tests" / "data" / "llamacpp" / "h100-53L"
@@ -222,12 +222,7 @@ def test_the_second_host_s_witnesses_were_far_noisier_than_53l_s_floors() -> Non
 def _calibrated(tmp_path: Path) -> tuple[dict[str, float], int]:
     """The witness floors `evalbot calibrate --witnesses` would store on this box had its A/A
     drawn these pairs (the head's code is main's), read back as a job gets them."""
-    store = NoiseStore(tmp_path / "noise.sqlite3")
-    try:
-        store.record("h100-2", "llamacpp", SHA, witness_noise(_results("aa-53")))
-        return store.floors("h100-2", "llamacpp"), store.degrees("h100-2", "llamacpp")
-    finally:
-        store.close()
+    return stored_floors(tmp_path, witness_noise(_results("aa-53")))
 
 
 def _job(tmp_path: Path, floors: dict[str, float], df: int) -> Any:
