@@ -24,15 +24,14 @@ def cells(profile_name: str, model: str) -> dict[tuple[str, int], float]:
 def test_sparkinfer_cells_contexts_and_anchors() -> None:
     qwythos = cells("sparkinfer", "qwythos-9b")
     assert sorted(k for k in qwythos if k[0] == "decode") == [
-        ("decode", 128), ("decode", 4096), ("decode", 32768), ("decode", 65536),
-        ("decode", 131072)]
+        ("decode", 128), ("decode", 4096), ("decode", 32768), ("decode", 65536)]
     assert sorted(k for k in qwythos if k[0] == "prefill") == [
         ("prefill", 4096), ("prefill", 32768), ("prefill", 65536), ("prefill", 131072)]
     assert qwythos[("decode", 4096)] == 221.8 and qwythos[("prefill", 131072)] == 6000
     qwen36 = cells("sparkinfer", "qwen3.6-35b-a3b")
-    assert set(qwen36) == {("decode", 128)} | {(m, c) for m in ("decode", "prefill")
-                                               for c in (512, 4096, 16384, 32768)}
-    assert qwen36[("decode", 16384)] == 280.7 and qwen36[("prefill", 4096)] == 0.0
+    assert set(qwen36) == {("decode", c) for c in (128, 512, 4096)} | {
+        ("prefill", c) for c in (512, 4096, 16384, 32768)}
+    assert qwen36[("decode", 4096)] == 276.3 and qwen36[("prefill", 4096)] == 0.0
 
 
 def test_sparkinfer_models_guard_each_other_under_their_namespaces() -> None:
@@ -40,7 +39,7 @@ def test_sparkinfer_models_guard_each_other_under_their_namespaces() -> None:
     assert {m.name: (m.role, m.namespace) for m in p.models} == {
         "qwythos-9b": ("primary", "eval-qwen35"),
         "qwen3.6-35b-a3b": ("primary", "eval-qwen36")}
-    assert p.cell_count == 18
+    assert p.cell_count == 15
     assert p.speed.budget_s > 0
     assert p.correctness is not None and "git-6f4f53f" in p.correctness.reference_argv
     assert "consistency check cannot run" in p.correctness.path
@@ -213,3 +212,25 @@ def test_every_shipped_profile_caps_the_disk_a_head_may_fill(name: str) -> None:
     # (issue 45): every shipped profile names one for its builds and its runs
     limits = load_profile(name).limits
     assert all(limits[stage]["disk_mb"] > 0 for stage in ("build", "run")), limits
+
+
+@pytest.mark.parametrize("name", ["demo", "llamacpp", "sparkinfer"])
+def test_every_shipped_cell_is_graded_on_a_clock_of_the_harness(name: str) -> None:
+    """One clock (issue 53): a cell no witness of the harness times is held by its run's wall
+    clock, with a calibrated floor (`cost_floor`) so that two pairs judge; no shipped cell's
+    "unchanged" is the engine's printed rate with nothing of the harness behind it. Whether that
+    clock resolves the threshold on such a cell is bench/hidden_cost.py's (docs/statistics.md
+    section 9d); sparkinfer's decode@131072 and Qwen3.6's decode@16384 and @32768, which no
+    clock could resolve within a PR's box time, are not graded (profile version 9)."""
+    profile = load_profile(name)
+    assert profile.speed.witness_every_cell
+    for run in profile.runs:
+        witnessed = {cell for spec in run.witnesses for cell in spec.cells}
+        unwitnessed = [c for c in run.cells if f"{run.model}/{c.metric}@{c.ctx}" not in witnessed]
+        assert run.cost_floor_s > 0 or not unwitnessed, f"{name} {run.model}: {unwitnessed}"
+    if name == "sparkinfer":  # the runs that keep cells no witness times: their wall clock
+        assert [len(r.cells) - len({k for w in r.witnesses for k in w.cells}) for r in
+                profile.runs] == [0, 1, 2]
+        graded = {(r.model, c.metric, c.ctx) for r in profile.runs for c in r.cells}
+        assert not graded & {("qwythos-9b", "decode", 131072),
+                             ("qwen3.6-35b-a3b", "decode", 16384), ("qwen3.6-35b-a3b", "decode", 32768)}

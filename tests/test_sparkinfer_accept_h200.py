@@ -87,7 +87,7 @@ def test_the_second_sessions_profile_is_the_shipped_one_but_for_the_same_changes
     # version 6 the witnesses' share and witness_every_cell (issue 53); version 7 Qwen3.6's
     # witnesses (not run here) and the comments on the sized looks and the room only; version 8
     # the witness margin (issue 53)
-    assert (ran.version, shipped.version) == (2, 8)
+    assert (ran.version, shipped.version) == (2, 9)
     assert (replace(ran.speed, **ISSUE_46, **ISSUE_53), ran.build_argv) == \
         (shipped.speed, shipped.build_argv)
     assert ran.correctness is None
@@ -128,7 +128,7 @@ def test_an_honest_gain_costs_little_witness_time() -> None:
 def test_the_third_sessions_profile_keeps_the_shipped_correctness_section() -> None:
     ran, shipped = load_profile(str(DATA / "profile-v3.yaml")), load_profile("sparkinfer")
     qwythos = [r for r in shipped.runs if r.model == "qwythos-9b"]
-    assert (ran.version, shipped.version) == (2, 8)  # 3: the correctness section's first look
+    assert (ran.version, shipped.version) == (2, 9)  # 3: the correctness section's first look
     assert (replace(ran.speed, **ISSUE_46, **ISSUE_53), ran.build_argv) == \
         (shipped.speed, shipped.build_argv)
     assert ran.runs == _without_cost_floors(qwythos)

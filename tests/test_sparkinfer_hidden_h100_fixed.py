@@ -87,21 +87,22 @@ def test_the_hiding_head_is_caught_and_the_spared_witnesses_say_why() -> None:
 
 def test_a_cell_no_witness_covers_is_marked_as_the_printed_rate_s_word() -> None:
     """Where the rule times every covered cell, a cell no witness covers (the profile's
-    "regressions only" cells: sparkinfer's 131072 run) stays unchanged on its printed rate: the
-    row, the legend and the headline say so, where the A/A's others were ruled in by a clock."""
+    "regressions only" cells: sparkinfer's 131072 run) stays unchanged on its printed rate, held
+    by its run's wall clock only: the row, the legend and the headline say so, where the A/A's
+    others were ruled in by a witness."""
     results = _results("aa-speed")
     results["witnesses"] = [w for w in results["witnesses"] if w["name"] != "decode-4096"]
     verdict = grade(results, POLICY)
     assert verdict["headline"] == "eval:none"
     comment = render_comment(verdict, results=results)
-    assert "No speed change: every cell is within ±2% of main (1 on the engine's printed rate " \
-        "alone)" in comment
+    assert "No speed change: every cell is within ±2% of main (1 of them on the run's wall " \
+        "clock only)" in comment
     rows = {line.split("|")[2].strip(): line.split("|")[1].strip()
             for line in comment.splitlines() if line.startswith("| ") and "@" in line}
     assert rows == {"decode @ 128": "unchanged", "decode @ 4k": "unchanged ᵖ",
                     "prefill @ 4k": "unchanged"}
-    assert "ᵖ: on the engine's printed rate alone: no clock of the harness times this cell" \
-        in comment
+    assert "ᵖ: no witness of the harness times this cell: its printed rate is held only by " \
+        "its run's wall clock" in comment
     # with every witness there, nothing is marked
     full = render_comment(grade(_results("aa-speed"), POLICY), results=_results("aa-speed"))
-    assert "ᵖ" not in full and "printed rate alone" not in full
+    assert "ᵖ" not in full and "wall clock only" not in full

@@ -56,7 +56,7 @@ def headline(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = Non
     if kind == "neutral":
         band = 100 * (verdict["provenance"].get("rule") or {}).get("tolerance", 0)
         printed = sum(printed_only(c, verdict) for c in cells)
-        alone = f" ({printed} on the engine's printed rate alone)" if printed else ""
+        alone = f" ({printed} of them on the run's wall clock only)" if printed else ""
         return f"No speed change: every cell is within ±{band:g}% of main{alone}"
     if kind == "inconclusive":
         return _not_decided(verdict, results)

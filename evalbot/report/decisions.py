@@ -37,14 +37,15 @@ def shown_decision(cell: Mapping[str, Any]) -> str:
     return str(cell["decision"])
 
 
-PRINTED_MARK = "ᵖ"  # an unchanged cell no clock of the harness timed: the printed rate's word
+PRINTED_MARK = "ᵖ"  # an unchanged cell no witness timed: held by its run's wall clock only
 
 
 def printed_only(cell: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
-    """An unchanged cell that rests on the engine's printed rate alone, where the rule times
-    every covered cell (issue 53): no witness of the harness ruled its slowdown out, since none
-    covers it (the profile's "regressions only" cells). A slowdown printed away there is seen
-    by no clock, and the comment says so rather than call it unchanged as the others are."""
+    """An unchanged cell no witness ruled in, where the rule times every covered cell (issue
+    53), since none covers it (the profile's "regressions only" cells): its printed rate is held
+    only by its run's wall clock (evalbot/grading/unexplained_cost.py), which sees a slowdown
+    printed away there only where it is large beside the samples' noise. The comment says so
+    rather than call it unchanged as the others are."""
     rule = (verdict.get("provenance") or {}).get("rule") or {}
     if not rule.get("witness_every_cell") or cell["decision"] != "neutral":
         return False
