@@ -2,7 +2,8 @@
 # The one runner of every GPU run (docs/gpu-e2e.md, "The one command"). RUN is the issue whose
 # evaluations it makes: 49 (sparkinfer's speed), 50 (the rest of sparkinfer), 51 (sparkinfer's
 # correctness, on the stable Qwythos file), 52 (llama.cpp), 53 (a slowdown hidden by printing),
-# 53L (the same for llama.cpp: witnesses of decode@0 and prefill@4096, their floors measured first).
+# 53L (the same for llama.cpp: witnesses of decode@0 and prefill@4096, their floors measured first),
+# 53S (sparkinfer's 131072 run alone, 8 pairs, for its cost floor; Qwen3.6's run alone on an A/A).
 #
 #   bash scripts/gpu_run.sh plan RUN [OPTIONS]    the stages in order (done ones marked), what each
 #                                                 runs, and the shared/ files the run needs with sizes

@@ -43,6 +43,7 @@ PLANS = {
     "53": ["setup", "box", "model", "eval:aa-speed", "eval:hide-decode", "eval:decode-cut",
            "eval:liar-cut"],
     "53L": ["setup", "box", "model", "eval:llama-witness-aa", "eval:llama-aa-53", "eval:llama-hide-prefill"],
+    "53S": ["setup", "box", "model", "eval:aa-131k-floor", "eval:qwen36-aa-alone"],
 }
 NEEDS = {
     "49": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
@@ -54,6 +55,7 @@ NEEDS = {
            "llamacpp-reference.tar.xz"},
     "53": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
     "53L": {"wheels", "debs", "llama.cpp-pruned.tar.gz", "ggml-vocab-qwen2.gguf", "synth_gguf.py"},
+    "53S": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
 }
 
 
@@ -334,15 +336,22 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
         cells = {(r.model, c.metric, c.ctx) for r in p.runs for c in r.cells}
         assert (p.correctness is not None) is e.correctness, e.name
         assert p.env == {**shipped.env, "LD_LIBRARY_PATH": "/usr/lib/wsl/lib"}, e.name  # the box's env
-        # the statistics as shipped (issue 53's llamacpp candidate: every cell witnessed)
+        # the statistics as shipped (issue 53's llamacpp candidate: every cell witnessed; a floor's
+        # samples: one look at its pairs)
         assert p.speed == replace(shipped.speed, witness_every_cell=e.depth_witnesses
-                                  or shipped.speed.witness_every_cell), e.name
+                                  or shipped.speed.witness_every_cell,
+                                  looks=(e.pairs,) if e.pairs else shipped.speed.looks), e.name
         if cfg.engine == "llamacpp":
             assert p.models[0].sha256 == "c" * 64 and "--cmake-flag=-DGGML_CUDA_FA=OFF" in p.build_argv
             assert cells == {(r.model, c.metric, c.ctx) for r in shipped.runs for c in r.cells}
             continue
         assert any(m == "qwen3.6-35b-a3b" for m, _, _ in cells) is e.qwen36, e.name
         assert any(ctx == 131072 for _, _, ctx in cells) is e.long_run, e.name
+        if e.alone:  # that run alone, as shipped (its cells, witnesses and cost floor)
+            alone = [r for r in shipped.runs if (r.model == "qwen3.6-35b-a3b") is (e.alone == "qwen36")
+                     and any(c.ctx == 131072 for c in r.cells) is (e.alone == "long")]
+            assert len(alone) == 1 and list(p.runs) == alone, e.name
+            assert [m.name for m in p.models] == [alone[0].model], e.name
         if e.correctness:
             assert p.correctness is not None
             stable = p.correctness.floors == shipped.correctness.floors  # type: ignore[union-attr]

@@ -42,6 +42,12 @@ class Evaluation:
     qwen36: bool = False  # sparkinfer: the 4-layer Qwen3.6 file as the second model, with its guard
     long_run: bool = False  # sparkinfer: the shipped 131072 run kept (31 s a sample)
     speed_cut: bool = False  # sparkinfer: the sweep cut to its cells up to 4096 (a correctness test)
+    # sparkinfer, for device time: "long" the 131072 run alone (Qwythos's sweep and its witnesses
+    # out), "qwen36" Qwen3.6's run and witnesses alone (Qwythos's runs out)
+    alone: str = ""
+    # every run measures exactly this many kept pairs (speed.looks [pairs]): a floor's samples, not
+    # the A/A's usual 2
+    pairs: int = 0
     depth_witnesses: bool = False  # llamacpp: issue 53's candidate (llama_witnesses.py)
     calibrate_from_aa: bool = False  # llamacpp: the witness floors from the run's witness A/A
     # "eval": evalbot eval in the sandbox; "sandbox-ab": scripts/sandbox_ab.py; "witness-aa":
@@ -54,6 +60,11 @@ class Evaluation:
             raise ValueError(f"{self.name}: unknown engine {self.engine!r}")
         if self.expected not in EXPECTATIONS and not self.expected.startswith(("regressed:", "caught:")):
             raise ValueError(f"{self.name}: unknown expectation {self.expected!r}")
+        if self.alone not in ("", "long", "qwen36") or (self.alone == "long" and not self.long_run) \
+                or (self.alone == "qwen36" and not self.qwen36):
+            raise ValueError(f"{self.name}: alone={self.alone!r} needs its run (long_run, qwen36)")
+        if self.pairs == 1 or self.pairs < 0:
+            raise ValueError(f"{self.name}: pairs {self.pairs}: 0 (the profile's looks) or at least 2")
         if self.kind not in ("eval", "sandbox-ab", "witness-aa"):
             raise ValueError(f"{self.name}: unknown kind {self.kind!r}")
 
@@ -69,8 +80,8 @@ def _llama(name: str, base: str, head: str, expected: str, **kw: object) -> Eval
 def _llama53(name: str, base: str, head: str, expected: str, **kw: object) -> Evaluation:
     """Issue 53's llamacpp candidate, speed only (no reference, no scoring: 100 s an evaluation),
     its witness floors from the run's A/A."""
-    return Evaluation(name, LLAMACPP, base, head, expected, depth_witnesses=True,  # type: ignore[arg-type]
-                      calibrate_from_aa=True, **kw)
+    return Evaluation(name, LLAMACPP, base, head, expected, depth_witnesses=True,
+                      calibrate_from_aa=True, **kw)  # type: ignore[arg-type]
 
 
 EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
@@ -108,6 +119,14 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
          why="main with the LM head twice per decode step -> main (+9% decode), the cut sweep"),
     _spk("liar-cut", "main", "liar-decode-110", "no tier", speed_cut=True,
          why="the bench prints decode x1.10, the cut sweep"),
+    # issue 53's decision (sparkinfer profile v9: the cells no harness clock times within the budget
+    # out of grading, the 131072 run's "unchanged" resting on the samples' check, design A): its
+    # cost floor from 8 pairs of that run alone (one H200 pair behind it so far), and Qwen3.6's run
+    # and witnesses as shipped, never run on a GPU, on an A/A
+    _spk("aa-131k-floor", "main", "aa", "neutral", long_run=True, alone="long", pairs=8,
+         why="the shipped 131072 run alone on an A/A, 8 pairs: each sample's wall time for its cost floor"),
+    _spk("qwen36-aa-alone", "main", "aa", "eval:none", qwen36=True, alone="qwen36",
+         why="an A/A of Qwen3.6's run and witnesses alone: their pair sd and per-process seconds"),
     # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
     _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
     _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
@@ -144,6 +163,7 @@ ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "50": (("lazy-prefill", "qwen36-aa", "qwen36-slow", "aa-131k", "sandbox-ab"), "random", 1500),
     "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction", "honest-4k"), "stable", 1500),
     "53": (("aa-speed", "hide-decode", "decode-cut", "liar-cut"), "random", 1300),
+    "53S": (("aa-131k-floor", "qwen36-aa-alone"), "random", 1400),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
     "53L": (("llama-witness-aa", "llama-aa-53", "llama-hide-prefill"), "", 1700),

@@ -84,7 +84,9 @@ def profile_argv(cfg: Config, e: Evaluation) -> list[str]:
     flags = [f for f, on in (("--correctness", e.correctness), ("--qwen36", e.qwen36),
                              ("--long-run", e.long_run), ("--speed-cut", e.speed_cut),
                              ("--stable", cfg.synth == "stable"),
-                             ("--calibrate-from-aa", cfg.synth == "stable" and e.name != "aa")) if on]
+                             ("--calibrate-from-aa", cfg.synth == "stable" and e.name != "aa"),
+                             (f"--{e.alone}-alone", bool(e.alone)),
+                             (f"--pairs={e.pairs}", e.pairs > 0)) if on]
     return ["sparkinfer", shipped, sums, stage_env(cfg)["REF_KEY"], *flags, *env]
 
 

@@ -37,7 +37,8 @@ def stages(evaluations: list[Evaluation], warm: bool) -> list[Stage]:
     for e in evaluations:
         kind = "sandbox A/B" if e.kind == "sandbox-ab" else f"{e.base} -> {e.head}"
         extras = [x for x, on in (("correctness", e.correctness), ("qwen3.6", e.qwen36),
-                                  ("131072 run", e.long_run)) if on]
+                                  ("131072 run", e.long_run), (f"{e.alone} run alone", bool(e.alone)),
+                                  (f"{e.pairs} pairs a run", e.pairs > 0)) if on]
         out.append(Stage(f"eval:{e.name}", 120, f"{kind}, want {e.expected}"
                          + (f" ({', '.join(extras)})" if extras else "") + f": {e.why}"))
     return out

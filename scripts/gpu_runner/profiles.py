@@ -2,7 +2,9 @@
 
 sparkinfer: the synthetic files and their pins (the Qwythos file; the 4-layer qwen35moe file in the
   Qwen3.6 model's place with `qwen36`, else that model, its run and its guard are removed), the
-  131072 run only with `long_run`, the correctness section only with `correctness` (the reference
+  131072 run only with `long_run` (alone with `long-alone`: Qwythos's sweep and its witnesses out;
+  `qwen36-alone`: Qwen3.6's run alone), `pairs=N`: speed.looks [N] (every run measures N kept pairs,
+  a floor's samples), the correctness section only with `correctness` (the reference
   built from the tarball, KEY), its floors the shipped ones on the stable file (the policy's) and
   calibrated from main on the random-weight file (phase 2's A/A, tests/data/sparkinfer/), and the
   box's environment (NAME=VALUE: LD_LIBRARY_PATH where libcuda is not on the loader's path).
@@ -15,7 +17,8 @@ llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of t
   run-53L.tgz brought back and the lead put in shared/ (same name), else none.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
-        [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
+        [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [--long-alone|--qwen36-alone]
+        [--pairs=N] [NAME=VALUE ...] > P.yaml
     python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [--correctness]
         [--depth-witnesses] [--witness-aa] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
 """
@@ -58,17 +61,26 @@ def digests_of(sums: Path) -> dict[str, str]:
                                               if line.strip())}
 
 
+def is_long(run: dict) -> bool:
+    """The 131072 run (its cells at that context; the shipped profile's second Qwythos run)."""
+    return any(c["ctx"] == 131072 for c in run["cells"])
+
+
 def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
                run_aa: Path | None = None) -> dict:
     qwen36, stable = "--qwen36" in flags, "--stable" in flags
     doc["name"] = "sparkinfer-e2e"
-    doc["env"].update(dict(f.split("=", 1) for f in flags if "=" in f))
-    doc["models"] = [m for m in doc["models"] if qwen36 or m["name"] == "qwythos-9b"]
+    doc["env"].update(dict(f.split("=", 1) for f in flags if "=" in f and not f.startswith("--")))
+    doc["models"] = [m for m in doc["models"] if (qwen36 or m["name"] == "qwythos-9b") and not (
+        "--qwen36-alone" in flags and m["name"] == "qwythos-9b")]
     for m in doc["models"]:
         m["file"], m["sha256"] = SPK_FILES[m["name"]], digests[SPK_FILES[m["name"]]]
     names = {m["name"] for m in doc["models"]}
     doc["speed"]["runs"] = [r for r in doc["speed"]["runs"] if r["model"] in names and (
-        "--long-run" in flags or not any(c["ctx"] == 131072 for c in r["cells"]))]
+        "--long-run" in flags or not is_long(r)) and ("--long-alone" not in flags or is_long(r))]
+    for f in flags:
+        if f.startswith("--pairs="):  # one look at N pairs: no run stops before N
+            doc["speed"]["looks"] = [int(f.split("=", 1)[1])]
     if "--speed-cut" in flags:  # a correctness run: the sweep cut to its cells up to 4096
         for r in doc["speed"]["runs"]:
             r["cells"] = [c for c in r["cells"] if c["ctx"] <= 4096]
