@@ -44,13 +44,13 @@ def _box(tmp_path: Path) -> BoxConfig:
     return BoxConfig(name="h100-2", kind="local", workdir=str(tmp_path), repo=str(tmp_path))
 
 
-def stored_floors(tmp_path: Path, noise: dict[str, tuple[float, int]]
+def stored_floors(tmp_path: Path, noise: dict[str, tuple[float, int]], profile: str = "llamacpp"
                   ) -> tuple[dict[str, float], int]:
     """The floors and degrees a PR's job on the box reads back from the store."""
     store = NoiseStore(tmp_path / "noise.sqlite3")
     try:
-        store.record("h100-2", "llamacpp", SHA, noise)
-        return store.floors("h100-2", "llamacpp"), store.degrees("h100-2", "llamacpp")
+        store.record("h100-2", profile, SHA, noise)
+        return store.floors("h100-2", profile), store.degrees("h100-2", profile)
     finally:
         store.close()
 
