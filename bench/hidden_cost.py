@@ -4,12 +4,16 @@ Each evaluation is the real harness on the simulated box (bench/_simbox.py: the 
 job, the paces and noise of its fixtures under tests/data/) graded by the real grading, with the
 unexplained-cost check (evalbot/grading/unexplained_cost.py, the profiles' `cost_floor`s).
 
-Heads (issue 53):
+Heads (issue 53; bench/_hiding_heads.py), on the first run's smallest and largest cell, or with
+`--every-cell` on every cell of every run (another run's cells named with their model):
   hide S on CELL      CELL's work really takes S x main's time; its bench prints main's rate
                       (its rate x S: "scaled")
   hide S x0.95 on C   the same, printing 0.95 x main's rate
-  hide S mix          every tiered cell of the first run slowed by S, printed scaled on half of
-                      them and x0.95 on the rest
+  hide S mix          every cell of the first run (`--every-cell`: of each run; at the tier
+                      step, those a witness times) slowed by S, printed scaled on half of them
+                      and x0.95 on the rest
+  hide S offset on C  (`--every-cell`, a cell no witness times) C slowed by S, printed scaled,
+                      every other cell of its run printed 1% slower than it runs (main's speed)
   A/A, honest +5%     the false flags: an evaluation with any cell held for time unaccounted
   honest -1%          for or not believed unchanged (CAPPED); -1%: every cell slower within
                       the tolerance and printed so, nearer to the witness margin than an A/A
@@ -42,9 +46,13 @@ last looks were sized, witness rule 2's alpha split, the profile's share not gro
 another witness margin (0.02: sparkinfer's before profile v8). `--splits`: per
 witness, the alpha split over the looks (bench/_alpha_split.py).
 
+`--profiles` takes shipped names, YAML files (an older version: `git show
+REV:evalbot/profiles/NAME.yaml > FILE`) and `sparkinfer-witnessed`, sparkinfer with the cells
+profile v9 no longer grades put back on witnesses of their own (bench/_witness_ungraded.py).
+
 Usage: python bench/hidden_cost.py [--sims 300] [--aa-sims N] [--profiles sparkinfer,llamacpp]
-       [--designs A,B,B@1.5] [--only NAME] [--every-cell] [--jobs N] [--box 0] [--noise h100]
-       [--splits]
+       [--designs A,B,B@1.5] [--only NAME[,NAME]] [--every-cell] [--jobs N] [--box 0]
+       [--noise h100] [--splits]
 """
 
 from __future__ import annotations
@@ -68,11 +76,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import _alpha_split, _h100_noise, _simbox  # noqa: E402
-from bench._simbox import POLICY, Head, World  # noqa: E402
+from bench._hiding_heads import heads, load, world  # noqa: E402
+from bench._simbox import Head  # noqa: E402
 from evalbot.engine.measure import witness_plan  # noqa: E402
 from evalbot.engine.measure.witness_interval import Floor  # noqa: E402
 from evalbot.evaluation import jobspec  # noqa: E402
-from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
+from evalbot.evaluation.profile import Profile  # noqa: E402
 from evalbot.grading import witness_sizing  # noqa: E402
 from evalbot.grading.confirmation import WITNESS_RULE  # noqa: E402
 from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
@@ -82,54 +91,10 @@ NO_BETTER = ("inconclusive", "regressed", "spoofed", "incorrect")
 DETECT_TARGET, FALSE_TARGET = 0.95, 0.001
 
 
-def slowdowns(profile: Profile) -> dict[str, float]:
-    """2x, the smallest tier step (the policy's, or the profile's own tier gate where it sets
-    one: the demo's 30%) and the regression threshold (the profile's tolerance, else the
-    policy's); a step equal to the threshold is one row."""
-    tiers = sorted(POLICY.tiers.values())
-    step = min([tiers[0]] + [b - a for a, b in zip(tiers, tiers[1:], strict=False)])
-    step = profile.speed.significance or step
-    t = profile.speed.tolerance or POLICY.tolerance
-    out = {"2x": 2.0, f"threshold {100 * t:g}%": 1 / (1 - t)}
-    if abs(step - t) > 1e-9:
-        out = {"2x": 2.0, f"tier step {100 * step:g}%": 1 + step, **out}
-    return out
-
-
-def heads(profile: Profile, every_cell: bool = False) -> list[Head]:
-    """The hiding heads on the first run's smallest and largest cell (by main's work; on each of
-    its cells with `every_cell`), a mix on all of its cells, then the A/A and the honest heads,
-    +5% and -1% on every cell."""
-    world = World(profile.name)
-    run = profile.runs[0]
-    pace = world.run(run)
-    work = {f"{run.model}/{c.metric}@{c.ctx}":
-            (c.ctx if c.metric == "prefill" else run.decode_tokens) / _rate(pace, c)
-            for c in run.cells}
-    ordered = sorted(work, key=work.__getitem__)
-    out = []
-    for label, s in slowdowns(profile).items():
-        for key in ordered if every_cell else (ordered[0], ordered[-1]):
-            short = key.split("/", 1)[1]
-            out.append(Head(f"hide {label} on {short}", real={key: 1 / s}, printed={key: s},
-                            honest=False))
-            out.append(Head(f"hide {label} x0.95 on {short}", real={key: 1 / s},
-                            printed={key: 0.95 * s}, honest=False))
-        out.append(Head(f"hide {label} mix", real={k: 1 / s for k in ordered},
-                        printed={k: s * (1.0 if i % 2 else 0.95) for i, k in enumerate(ordered)},
-                        honest=False))
-    keys = [f"{r.model}/{c.metric}@{c.ctx}" for r in profile.runs for c in r.cells]
-    out.append(Head("A/A", honest=False))
-    out.append(Head("honest +5% every cell", real={k: 1.05 for k in keys}))
-    # slower within the tolerance, printed honestly: "unchanged" (eval:none) is its verdict, which
-    # its witnesses must back by ruling out the margin it is nearer to than an A/A
-    out.append(Head("honest -1% every cell", real={k: 0.99 for k in keys}))
-    return out
-
-
-def _rate(pace: object, cell: object) -> float:
-    rates = pace.rates  # type: ignore[attr-defined]
-    return float(rates.get(f"{cell.metric}@{cell.ctx}") or rates[cell.metric])  # type: ignore[attr-defined]
+def label(name: str) -> str:
+    """A profile's name in the tables; a file's with its version."""
+    profile = load(name)
+    return name if profile.name == name else f"{profile.name} v{profile.version}"
 
 
 MARGIN: list[float] = []  # `--margin`, set in each process by use_variant
@@ -139,7 +104,7 @@ def profile_of(name: str, every: bool, share: float = 0.0) -> Profile:
     """The shipped profile; `every`: design B, its witnesses timing every covered cell;
     `share`: another `speed.witness_share` (0: the shipped one); `--margin`: another
     `speed.witness_margin`."""
-    profile = load_profile(name)
+    profile = load(name)
     speed = replace(profile.speed, witness_every_cell=every)
     speed = replace(speed, witness_margin=MARGIN[-1]) if MARGIN else speed
     return replace(profile, speed=replace(speed, witness_share=share) if share else speed)
@@ -159,7 +124,7 @@ def chunk(name: str, design: str, head: Head, sims: int, seed: int,
     """(evaluations, caught, flagged) of `sims` evaluations of one head on `box`
     (bench/_h100_noise.py BOXES)."""
     use_variant(variant)
-    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
+    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), world(name, box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, caught, flagged = np.random.default_rng(seed), 0, 0
     with _simbox.seeded_prompts(seed):
@@ -176,7 +141,7 @@ def box_seconds(name: str, design: str, head: Head, sims: int, seed: int,
                 box: str = "", variant: str = "") -> tuple[float, float]:
     """(measuring with warm-ups, witnesses): mean seconds of `sims` evaluations of `head`."""
     use_variant(variant)
-    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), World(name, box=box),
+    evaluator = _simbox.Evaluator(profile_of(name, *design_of(design)), world(name, box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rng, measured, witnessed = np.random.default_rng(seed), 0.0, 0.0
     with _simbox.seeded_prompts(seed):
@@ -216,7 +181,7 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: s
           "total |\n|---|---|---|---:|---:|---:|")
     rows = []
     for name in names:
-        every = heads(load_profile(name))
+        every = heads(load(name))
         picked = [h for h in every if h.name.startswith(("A/A", "honest"))] + \
             [h for h in every if h.name.startswith("hide threshold") and "x0.95" not in h.name
              and "mix" not in h.name][-1:]
@@ -226,7 +191,7 @@ def print_box(names: list[str], designs: list[str], sims: int, jobs: int, box: s
                    for name, head, design in rows]
         for (name, head, design), fut in zip(rows, futures, strict=True):
             m, w = fut.result()
-            print(f"| {name} | {head.name} | {design} | {m:.0f} | {w:.0f} | {m + w:.0f} |",
+            print(f"| {label(name)} | {head.name} | {design} | {m:.0f} | {w:.0f} | {m + w:.0f} |",
                   flush=True)
 
 
@@ -237,10 +202,10 @@ def print_analytic(name: str, share: float, box: str = "") -> None:
     and the look's own test (evalbot/grading/witness_sizing.py `miss`: the pairs' sd pooled with
     the floor or refuting it); their sum over the PR: the false-flag rate the rule's
     construction gives, box-time cuts aside (the simulated A/As count those)."""
-    evaluator = _simbox.Evaluator(profile_of(name, True, share), World(name, box=box),
+    evaluator = _simbox.Evaluator(profile_of(name, True, share), world(name, box),
                                   Path(tempfile.mkdtemp(prefix="hidden-")))
     rule = evaluator.job.rule
-    print(f"\n### {name}, {box or 'H200'} noise: an A/A not believed at a witness's last look\n"
+    print(f"\n### {label(name)}, {box or 'H200'} noise: an A/A not believed at a witness's last look\n"
           "\n| witness | cell | margin x main's s | pair sd | floor | last look | P normal | P |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|")
     total = approx = 0.0
@@ -267,14 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=300, help="evaluations per hiding head")
     ap.add_argument("--aa-sims", type=int, default=0, help="per A/A and honest row (default 10x)")
-    ap.add_argument("--profiles", default="sparkinfer,llamacpp")
+    ap.add_argument("--profiles", default="sparkinfer,llamacpp", help="shipped names or YAML "
+                    "files (an older version of one: its fixtures are its name's)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--box", type=int, default=0, help="A/A evaluations per design (box time)")
     ap.add_argument("--designs", default="A,B", help="A: without `speed.witness_every_cell`; "
                     "B: with it; A@S, B@S: with a `speed.witness_share` of S")
-    ap.add_argument("--only", default="", help="the heads whose name contains this")
-    ap.add_argument("--every-cell", action="store_true", help="a hiding head on each cell of the "
-                    "first run (default: its smallest and largest by main's work)")
+    ap.add_argument("--only", default="", help="the heads whose name contains this (any of "
+                    "several, comma-separated)")
+    ap.add_argument("--every-cell", action="store_true", help="a hiding head on each cell of "
+                    "every run (default: the first run's smallest and largest by main's work)")
     ap.add_argument("--noise", default="", choices=_h100_noise.BOXES,
                     help="the witnesses' noise: the fixtures' (H200, default; h200-calibrated: "
                     "with the box's calibrated floors), the H100's of GPU run 53 (53L for "
@@ -300,9 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     if a.splits:
         for name in a.profiles.split(","):
-            evaluator = _simbox.Evaluator(profile_of(name, True), World(name, box=a.noise),
+            evaluator = _simbox.Evaluator(profile_of(name, True), world(name, a.noise),
                                           Path(tempfile.mkdtemp(prefix="hidden-")))
-            print(f"\n### {name}, {a.noise or 'H200'} noise: the alpha split over the looks")
+            print(f"\n### {label(name)}, {a.noise or 'H200'} noise: the alpha split over the looks")
             _alpha_split.print_splits(evaluator, sum(len(w.cells) for r in evaluator.job.runs
                                                      for w in r.witnesses))
     designs = a.designs.split(",")
@@ -320,12 +287,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     """One table: every head of the profile under one design."""
-    rows = [h for h in heads(load_profile(name), a.every_cell) if a.only in h.name]
+    profile = load(name)
+    rows = [h for h in heads(profile, a.every_cell) if picked(h, a.only)]
     tasks = []
     for i, head in enumerate(rows):
         n = a.sims if head.name.startswith("hide") else (a.aa_sims or 10 * a.sims)
         for start in range(0, n, 50):
-            seed = zlib.crc32(f"{name}|{head.name}|{start}".encode())
+            seed = zlib.crc32(f"{profile.name}|{head.name}|{start}".encode())
             tasks.append((i, (name, design, head, min(50, n - start), seed, a.noise,
                               a.variant)))
     totals = [[0, 0, 0] for _ in rows]
@@ -336,12 +304,17 @@ def print_rows(name: str, design: str, a: argparse.Namespace) -> None:
     every, share = design_of(design)
     what = ("B: every witness times every covered cell" if every else
             "A: the samples' two-sided check") + (f", witness_share {share:g}" if share else "")
-    print(f"\n### {name}, measured pace, {a.noise or 'H200'} noise"
+    print(f"\n### {label(name)}, measured pace, {a.noise or 'H200'} noise"
           f"{', ' + VARIANTS.get(a.variant, a.variant) if a.variant else ''}, design {what}\n\n"
           "| head | n | caught | flagged | target |\n|---|---:|---:|---:|---|")
     for head, (n, caught, flagged) in zip(rows, totals, strict=True):
         print(f"| {head.name} | {n} | {100 * caught / n:.1f}% | {100 * flagged / n:.2f}% | "
               f"{_target(head, n, caught, flagged)} |", flush=True)
+
+
+def picked(head: Head, only: str) -> bool:
+    """`--only`: the heads whose name contains any of its comma-separated parts."""
+    return any(part in head.name for part in only.split(","))
 
 
 def _target(head: Head, n: int, caught: int, flagged: int) -> str:
