@@ -85,24 +85,18 @@ def test_the_hiding_head_is_caught_and_the_spared_witnesses_say_why() -> None:
         "(a regression, or a cell not believed) had already settled the verdict" in head
 
 
-def test_a_cell_no_witness_covers_is_marked_as_the_printed_rate_s_word() -> None:
-    """Where the rule times every covered cell, a cell no witness covers (the profile's
-    "regressions only" cells: sparkinfer's 131072 run) stays unchanged on its printed rate, held
-    by its run's wall clock only: the row, the legend and the headline say so, where the A/A's
-    others were ruled in by a witness."""
+def test_a_cell_whose_witness_is_missing_is_not_believed_on_the_wall_clock() -> None:
+    """Where the rule times every covered cell, a cell no witness timed (its witness removed
+    from the results: a head that made it fail, a profile that covers less) is its run's wall
+    clock's to rule in: decode@4096's 128 tokens are 0.37 s of a 3.6 s process, whose 1.5% (6
+    ms) that clock cannot resolve at 2 pairs, so it is not believed, where the A/A's others
+    were ruled in by their witnesses."""
     results = _results("aa-speed")
     results["witnesses"] = [w for w in results["witnesses"] if w["name"] != "decode-4096"]
     verdict = grade(results, POLICY)
-    assert verdict["headline"] == "eval:none"
+    assert verdict["headline"] == "eval:inconclusive"
+    cells = {c["key"].split("/")[1]: (c["decision"], c["confirmation"]) for c in verdict["cells"]}
+    assert cells["decode@4096"] == ("unconfirmed", "slowdown not ruled out")
+    assert {k for k, (d, _) in cells.items() if d == "neutral"} == {"decode@128", "prefill@4096"}
     comment = render_comment(verdict, results=results)
-    assert "No speed change: every cell is within ±2% of main (1 of them on the run's wall " \
-        "clock only)" in comment
-    rows = {line.split("|")[2].strip(): line.split("|")[1].strip()
-            for line in comment.splitlines() if line.startswith("| ") and "@" in line}
-    assert rows == {"decode @ 128": "unchanged", "decode @ 4k": "unchanged ᵖ",
-                    "prefill @ 4k": "unchanged"}
-    assert "ᵖ: no witness of the harness times this cell: its printed rate is held only by " \
-        "its run's wall clock" in comment
-    # with every witness there, nothing is marked
-    full = render_comment(grade(_results("aa-speed"), POLICY), results=_results("aa-speed"))
-    assert "ᵖ" not in full and "wall clock only" not in full
+    assert "ʷ" not in comment

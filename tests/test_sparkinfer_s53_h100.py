@@ -21,6 +21,7 @@ from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.grading.unexplained_cost import pair_costs
+from evalbot.report.render import render_comment
 from evalbot.service.calibrate import witness_noise
 from evalbot.service.calibrate_report import unruled
 from tests.test_calibrate_witness_margin import stored_floors
@@ -71,7 +72,7 @@ def test_the_131072_run_s_cost_floor_is_this_a_a_s_measurement() -> None:
 def test_the_qwen36_a_a_is_a_false_flag_the_box_s_witness_noise_explains() -> None:
     """Not a REJECT and not a tier: every witnessed cell is not believed because its witness
     could not rule the 1.5% margin out, and the unwitnessed prefills are unchanged on their
-    run's wall clock (ᵖ). Each decode witness's pair sd was several times the profile's floor,
+    run's wall clock (ʷ). Each decode witness's pair sd was several times the profile's floor,
     where the witnesses' mean differences stayed within their noise (the two builds agree)."""
     results = _results("qwen36-aa-alone")
     verdict = grade(results, POLICY)
@@ -98,3 +99,16 @@ def test_calibrate_on_that_box_names_every_qwen36_witness_before_the_first_pr(
         "qwen36-decode-512", "qwen36-decode-4096"}
     assert found.any_miss > 0.99
     assert "eval:inconclusive" in found.lines()[-1]
+
+
+def test_the_131072_prefill_is_marked_as_the_wall_clock_s() -> None:
+    """Its row, the legend and the headline say which clock ruled the cell in: its run's wall
+    clock, not a witness of its own."""
+    results = _results("aa-131k-floor")
+    comment = render_comment(grade(results, POLICY), results=results)
+    assert "No speed change: every cell is within ±2% of main (1 of them on the run's wall " \
+        "clock only)" in comment
+    assert "|  unchanged ʷ | prefill @ 128k |" in comment
+    assert "ʷ: no witness of the harness times this cell: its run's wall clock (the time its " \
+        "processes took beyond what their printed rates account for) ruled out a slowdown of " \
+        "1.5% of its work" in comment

@@ -90,11 +90,14 @@ TOKENS = 256  # decode tokens per sample
 
 
 def _table(printed: tuple[float, float], extra_s: float,
-           *witnesses: dict[str, Any]) -> dict[str, Any]:
+           *witnesses: dict[str, Any], every_cell: bool = False) -> dict[str, Any]:
     """Two decode cells printed at `printed` x main's 100 tok/s; each process's wall time 3 s
     outside the work plus the work at the printed rates, the head's `extra_s` more (a slowdown
-    its rates hide), with a few ms of alternating noise."""
+    its rates hide), with a few ms of alternating noise. `every_cell`: under the one rule
+    (`witness_every_cell`, margin 1.5%), where a cell no witness times is the wall clock's."""
     doc = results(Doc([C("m", "decode", 128, printed[0]), C("m", "decode", 4096, printed[1])]))
+    if every_cell:
+        doc["rule"].update(witness_every_cell=True, witness_margin=0.015)
     rates = {(s["pair"], s["side"]): 0.0 for s in doc["cells"][0]["samples"]}
     for c in doc["cells"]:
         for s in c["samples"]:
@@ -118,6 +121,64 @@ def _table(printed: tuple[float, float], extra_s: float,
 def test_the_table(printed, extra_s, headline):
     verdict = _table(printed, extra_s)
     assert verdict["headline"] == headline, verdict["reasons"]
+
+
+# 1% of decode@4096's work (2.56 s a process): what printing it 1% slower accounts for
+COVER_S = TOKENS / 100 * (1 / 0.99 - 1)
+
+
+@pytest.mark.parametrize(("printed", "extra_s", "headline", "confirmation"), [
+    ((1.0, 1.0), 0.0, "eval:none", "unconfirmed"),  # an A/A: each cell ruled in by the wall clock
+    ((1.0, 1.0), 0.3 * COVER_S, "eval:inconclusive", unexplained_cost.COST),  # 0.3% hidden
+    ((1.0, 1.0), 2.56, "eval:inconclusive", unexplained_cost.COST),  # 2x, as above
+    # decode@4096 printed 1% slower than main; the wall time has exactly that 1% more. Either
+    # the head is honestly 1% slower there, or it runs decode@4096 at main's speed and hides 1%
+    # of decode@128's work behind the time it printed (an "offset"): the wall clock cannot tell
+    # them apart, so a printed slowdown within the tolerance buys no cover
+    ((1.0, 0.99), 0.0, "eval:inconclusive", unexplained_cost.COST),
+    ((0.5, 1.0), 0.0, "eval:REJECT", "unconfirmed"),  # a printed regression: the head's word
+])
+def test_the_table_under_the_one_rule(printed, extra_s, headline, confirmation):
+    verdict = _table(printed, extra_s, every_cell=True)
+    assert verdict["headline"] == headline, verdict["reasons"]
+    cell = next(c for c in verdict["cells"] if c["key"] == "m/decode@128")
+    assert cell["confirmation"] == confirmation
+
+
+def test_under_design_a_a_printed_slowdown_still_counts_as_printed():
+    """The rule above is the one rule's: design A's verdicts are as they were (an honest head
+    1% slower on one cell is eval:none, its cell `slower`)."""
+    verdict = _table((1.0, 0.99), 0.0)
+    assert verdict["headline"] == "eval:none", verdict["reasons"]
+    assert [c["decision"] for c in verdict["cells"]] == ["neutral", "slower"]
+
+
+AA_131K = ROOT / "tests" / "data" / "sparkinfer" / "s53-h100" / "aa-131k-floor.results.json"
+
+
+def _noisy_hidden(doc: dict[str, Any], extra_s: float, jitter_s: float) -> dict[str, Any]:
+    """The head's processes `extra_s` longer behind main's rates, each pair's head time moved
+    by +-`jitter_s` in turn (a head that adds noise to its own processes)."""
+    out = copy.deepcopy(doc)
+    for w in out["witnesses"]:
+        for s in w["samples"] if w.get("source") == "samples" else []:
+            if s["side"] == "head":
+                s["seconds"] = round(s["seconds"] + extra_s + (jitter_s if s["pair"] % 2 else
+                                                               -jitter_s), 4)
+    return out
+
+
+@pytest.mark.parametrize(("extra_s", "jitter_s", "believed"), [
+    (0.0, 0.0, True),  # GPU run 53S's A/A of the 131072 run, 8 pairs
+    (0.58, 0.0, False),  # 2% of its 28.2 s prefill, hidden behind main's rate
+    (0.58, 1.5, False),  # ... with noise added, which refutes the floor: a wider bound
+    (0.0, 1.5, False),  # noise alone: the clock cannot rule 1.5% out either
+])
+def test_the_wall_clock_rules_the_131072_prefill_in_only_when_it_can(extra_s, jitter_s, believed):
+    verdict = grade(validate(_noisy_hidden(_load(AA_131K), extra_s, jitter_s)), DEFAULT)
+    [cell] = verdict["cells"]
+    assert (cell["decision"] == "neutral") is believed, (cell, verdict["witnesses"])
+    assert (verdict["headline"] == "eval:none") is believed
 
 
 def test_a_hidden_cost_caps_a_confirmed_tier_at_inconclusive():

@@ -20,18 +20,34 @@ decides at 2 pairs has one degree of freedom of its own), unless the pairs refut
 cells' F guard): engine/measure/witness_interval.py's interval, so the two clocks' checks share
 one piece of arithmetic. Bonferroni over the runs keeps an honest PR's false flags at COST_ALPHA
 whatever its runs (bench/spoof_quality.py `hidden`, docs/statistics.md "One clock").
+
+  printed slower   where the rule times every covered cell, a cell whose printed rates call
+          it significantly slower within the tolerance (`slower`) is accounted at main's
+          printed time on the head's side too (an honest slower head is then not believed, as
+          its witnessed cells are, docs/statistics.md section 9c): time
+          a head says it spent there would otherwise cover a slowdown hidden in another cell
+          of the run (an "offset", docs/statistics.md section 9d). A regressed cell's printed
+          time still counts: the head admits it, and is REJECTed for it.
+  both ways  where the rule times every covered cell (`witness_every_cell`), a cell no witness
+          of the harness times is its run's wall clock's to believe: unchanged only where the
+          upper bound of mean(u), at the printed-rate rule's equivalence level, lies below the
+          witness margin's share of main's seconds for that cell's work (as a witness rules
+          its cells in, confirmation.py `both_ways`); else not believed, NOT_RULED_OUT. Pairs
+          that refute the floor (a noisy head, or one that adds noise) widen that bound
+          rather than silence the check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
 
+from evalbot.engine.measure.witness import claimed_saving
 from evalbot.engine.measure.witness_interval import Critical, Floor, saving_interval
 from evalbot.grading import quantiles
-from evalbot.grading.sequential import GUARD_ALPHA, guard
+from evalbot.grading.sequential import EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
 COST_ALPHA = 0.001  # an honest PR's chance of a flag, all its runs together
 MIN_OWN_PAIRS = 3  # without a floor, fewer pairs than this judge nothing
@@ -73,17 +89,21 @@ def harness_covered(results: Mapping[str, Any]) -> set[str]:
             for k in w["cells"]}
 
 
-def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]) -> np.ndarray:
-    """u_i per kept pair of a samples witness: (head wall - head's rates' work) - (base's)."""
+def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
+               printed_slower: Collection[str] = ()) -> np.ndarray:
+    """u_i per kept pair of a samples witness: (head wall - head's rates' work) - (base's); a
+    cell in `printed_slower` counts on the head's side as the pair's base printed it."""
     work: dict[tuple[int, str], float] = {}
     for key, tokens in witness["cells"].items():
         record = records.get(key)
         if record is None or not record.get("higher_is_better", True):
             continue  # a latency cell prints seconds, not a rate: no work to account for
-        for s in record["samples"]:
-            if not s["dropped"] and s["value"] > 0:
-                at = (s["pair"], s["side"])
-                work[at] = work.get(at, 0.0) + int(tokens) / float(s["value"])
+        seconds = {(s["pair"], s["side"]): int(tokens) / float(s["value"])
+                   for s in record["samples"] if not s["dropped"] and s["value"] > 0}
+        for (pair, side), sec in seconds.items():
+            if key in printed_slower and side == "head":
+                sec = seconds.get((pair, "base"), sec)
+            work[(pair, side)] = work.get((pair, side), 0.0) + sec
     unaccounted: dict[int, dict[str, float]] = {}
     for s in witness["samples"]:
         if not s["dropped"] and (s["pair"], s["side"]) in work:
@@ -94,41 +114,60 @@ def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, An
 
 
 def judge_cost(u: np.ndarray, floor: Floor, alpha: float) -> dict[str, Any] | None:
-    """The cost interval's figures and whether it is flagged; None when the pairs judge nothing."""
+    """The cost interval's figures, whether it is flagged, and the upper bound of the cost at
+    the equivalence level (what the wall clock rules out); None when the pairs judge nothing."""
     n = len(u)
     if n < 2 or (n < MIN_OWN_PAIRS and not floor.given):
         return None
-    t_own = quantiles.t_isf(alpha, n - 1)
-    crit = Critical(t_own, t_own)
-    if floor.given:
-        t_pooled = quantiles.t_isf(alpha, floor.df + n - 1)
-        crit = Critical(t_own, t_own, t_pooled, t_pooled, guard(n, floor.df, GUARD_ALPHA))
     # saving_interval's "saving" is -u: its upper bound is minus the cost's lower bound
-    bounds = saving_interval(-u, 0.0, crit, floor)
+    bounds = saving_interval(-u, 0.0, _critical(n, floor, alpha), floor)
+    equivalence = saving_interval(-u, 0.0, _critical(n, floor, EQUIVALENCE_ALPHA), floor)
     return {"pairs": n, "cost_s": -bounds.mean, "cost_lo_s": -bounds.hi, "sd": bounds.sd,
-            "flagged": -bounds.hi > 0}
+            "cost_hi_s": -equivalence.lo, "flagged": -bounds.hi > 0}
 
 
-def unexplained_costs(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _critical(n: int, floor: Floor, alpha: float) -> Critical:
+    t_own = quantiles.t_isf(alpha, n - 1)
+    if not floor.given:
+        return Critical(t_own, t_own)
+    t_pooled = quantiles.t_isf(alpha, floor.df + n - 1)
+    return Critical(t_own, t_own, t_pooled, t_pooled, guard(n, floor.df, GUARD_ALPHA))
+
+
+def unexplained_costs(results: Mapping[str, Any], printed_slower: Collection[str] = ()
+                      ) -> dict[str, dict[str, Any]]:
     """Per samples witness (by name): its cost judgement, where its pairs judge one."""
     samples = [w for w in results.get("witnesses") or [] if w.get("source") == "samples"]
     records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
     out = {}
     for w in samples:
         floor = Floor(float(w.get("sd_floor_s") or 0.0), int(w.get("floor_df") or 0))
-        judged = judge_cost(pair_costs(w, records), floor, COST_ALPHA / len(samples))
+        judged = judge_cost(pair_costs(w, records, printed_slower), floor,
+                            COST_ALPHA / len(samples))
         if judged is not None:
             out[w["name"]] = {**judged, "cells": sorted(w["cells"])}
     return out
 
 
+def wall_clock_rules_in(cost: Mapping[str, Any] | None, record: Mapping[str, Any],
+                        tokens: int, margin: float) -> bool:
+    """Does the run's wall clock rule out a slowdown of `margin` of this cell's work? Its
+    cost's upper bound at the equivalence level is below that share of main's seconds."""
+    claimed = claimed_saving(record["samples"], tokens, record.get("higher_is_better", True))
+    if cost is None or claimed is None:
+        return False
+    return float(cost["cost_hi_s"]) < margin * claimed[1]
+
+
 def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
-          witnesses: list[dict[str, Any]]) -> None:
+          witnesses: list[dict[str, Any]], printed_slower: Collection[str] = ()) -> None:
     """Flagged runs' cells (in place): every cell not already regressed or spoofed is not
     believed, but for one a harness witness timed: confirmed, or (where the rule times every
-    covered cell) judged by the one rule on its own clock (confirmation.py `both_ways`). Each
-    samples witness's judgement joins the verdict's `witnesses` as `cost`."""
-    costs = unexplained_costs(results)
+    covered cell) judged by the one rule on its own clock (confirmation.py `both_ways`); there
+    an unchanged cell no witness timed is believed only where its run's wall clock rules it in.
+    Each samples witness's judgement joins the verdict's `witnesses` as `cost`.
+    `printed_slower`: the cells the printed rates call `slower` (before confirmation)."""
+    costs = unexplained_costs(results, printed_slower)
     for w in witnesses:
         if w["name"] in costs:
             w["cost"] = costs[w["name"]]
@@ -146,3 +185,22 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
         cell["time_unaccounted"] = True  # holds the headline (grade.py), whatever it says
         if cell["decision"] != "unconfirmed":  # one not believed already keeps its reason
             cell.update(decision="unconfirmed", tier=None, confirmation=COST)
+    if results["rule"].get("witness_every_cell"):
+        _both_ways(results, cells, costs, timed)
+
+
+def _both_ways(results: Mapping[str, Any], cells: list[dict[str, Any]],
+               costs: Mapping[str, Mapping[str, Any]], timed: set[str]) -> None:
+    """An unchanged cell no witness timed, where the rule times every covered cell: believed
+    only where its run's wall clock rules out the witness margin of its work."""
+    margin = witness_margin(results["rule"])
+    records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
+    runs = [(w["cells"], costs.get(w["name"])) for w in results.get("witnesses") or []
+            if w.get("source") == "samples"]
+    for cell in cells:
+        key = cell["key"]
+        if key in timed or cell["decision"] not in ("neutral", "slower", "inconclusive"):
+            continue
+        if not any(wall_clock_rules_in(cost, records[key], int(covered[key]), margin)
+                   for covered, cost in runs if key in covered):
+            cell.update(decision="unconfirmed", tier=None, confirmation=NOT_RULED_OUT)

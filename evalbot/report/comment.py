@@ -26,11 +26,11 @@ from evalbot.report.comment_headline import (
 )
 from evalbot.report.decisions import (
     DECISIONS,
-    PRINTED_MARK,
     UNKNOWN_ORDER,
+    WALL_CLOCK_MARK,
     decision_word,
-    printed_only,
     shown_decision,
+    wall_clock_only,
 )
 from evalbot.report.history import box_label, cell_page, recent_main
 from evalbot.report.numbers import interval, pct, rate, sparkline
@@ -87,8 +87,8 @@ def rows(verdict: dict[str, Any], ctx: CommentContext) -> list[dict[str, Any]]:
         if c.get("believed") is False:  # no figure of the PR's the bot does not believe
             change = NOT_BELIEVED
         where = f"{c['metric']} @ {ctx_name(c['ctx'])}"
-        if printed_only(c, verdict):
-            word += f" {PRINTED_MARK}"
+        if wall_clock_only(c, verdict):
+            word += f" {WALL_CLOCK_MARK}"
         out.append({
             "order": order, "mark": mark, "decision": word,
             "cell": f"{c['model']} {where}" if many else where,

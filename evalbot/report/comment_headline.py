@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalbot.report import unconfirmed
-from evalbot.report.decisions import decision_word, printed_only, shown_decision
+from evalbot.report.decisions import decision_word, shown_decision, wall_clock_only
 from evalbot.report.numbers import interval, pct
 
 NOT_MEASURED = "not measured"  # a cell with no pairs: its run never started or failed
@@ -55,7 +55,7 @@ def headline(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = Non
                                       f"{interval(c['lo'], c['hi'])}" for c in slow[:2]) + more
     if kind == "neutral":
         band = 100 * (verdict["provenance"].get("rule") or {}).get("tolerance", 0)
-        printed = sum(printed_only(c, verdict) for c in cells)
+        printed = sum(wall_clock_only(c, verdict) for c in cells)
         alone = f" ({printed} of them on the run's wall clock only)" if printed else ""
         return f"No speed change: every cell is within ±{band:g}% of main{alone}"
     if kind == "inconclusive":

@@ -37,15 +37,14 @@ def shown_decision(cell: Mapping[str, Any]) -> str:
     return str(cell["decision"])
 
 
-PRINTED_MARK = "ᵖ"  # an unchanged cell no witness timed: held by its run's wall clock only
+WALL_CLOCK_MARK = "ʷ"  # an unchanged cell no witness timed: ruled in by its run's wall clock
 
 
-def printed_only(cell: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
+def wall_clock_only(cell: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
     """An unchanged cell no witness ruled in, where the rule times every covered cell (issue
-    53), since none covers it (the profile's "regressions only" cells): its printed rate is held
-    only by its run's wall clock (evalbot/grading/unexplained_cost.py), which sees a slowdown
-    printed away there only where it is large beside the samples' noise. The comment says so
-    rather than call it unchanged as the others are."""
+    53), since none covers it (the profile's "regressions only" cells): its run's wall clock
+    ruled out the witness margin of its work (evalbot/grading/unexplained_cost.py), where a
+    cell it could not rule in is not believed. The comment says which clock it was."""
     rule = (verdict.get("provenance") or {}).get("rule") or {}
     if not rule.get("witness_every_cell") or cell["decision"] != "neutral":
         return False
