@@ -273,3 +273,18 @@ def test_a_cell_no_witness_times_is_still_held_by_the_samples_under_both_ways():
     [cell] = [c for c in verdict["cells"] if c["key"].endswith("prefill@4096")]
     assert cell["decision"] == "unconfirmed" and cell["confirmation"] == unexplained_cost.COST
     assert verdict["headline"] == "eval:inconclusive"
+
+
+def test_two_runs_of_one_model_are_judged_each_on_its_own_wall_clock():
+    """sparkinfer's Qwythos sweep and its 131072 run both record `samples:qwythos-9b`: each is
+    judged, none hides the other (keyed by name, the second run's judgement replaced the
+    first's, and a hidden cost in the first run was never flagged)."""
+    doc = _load(AA_131K)
+    [clean] = [w for w in doc["witnesses"] if w["source"] == "samples"]
+    hiding = copy.deepcopy(_noisy_hidden(doc, 2.0, 0.0)["witnesses"][0])
+    doc["witnesses"] = [hiding, clean]
+    verdict = grade(validate(doc), DEFAULT)
+    costs = [w["cost"]["flagged"] for w in verdict["witnesses"] if "cost" in w]
+    assert costs == [True, False]
+    [cell] = verdict["cells"]
+    assert cell["confirmation"] == unexplained_cost.COST

@@ -135,17 +135,20 @@ def _critical(n: int, floor: Floor, alpha: float) -> Critical:
 
 
 def unexplained_costs(results: Mapping[str, Any], printed_slower: Collection[str] = ()
-                      ) -> dict[str, dict[str, Any]]:
-    """Per samples witness (by name): its cost judgement, where its pairs judge one."""
+                      ) -> list[dict[str, Any] | None]:
+    """Per witness of the results, in their order: a samples witness's cost judgement where its
+    pairs judge one, else None. By position, not name: two runs of one model (sparkinfer's
+    sweep and its 131072 run) both record `samples:<model>`."""
     samples = [w for w in results.get("witnesses") or [] if w.get("source") == "samples"]
     records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
-    out = {}
-    for w in samples:
-        floor = Floor(float(w.get("sd_floor_s") or 0.0), int(w.get("floor_df") or 0))
-        judged = judge_cost(pair_costs(w, records, printed_slower), floor,
-                            COST_ALPHA / len(samples))
-        if judged is not None:
-            out[w["name"]] = {**judged, "cells": sorted(w["cells"])}
+    out: list[dict[str, Any] | None] = []
+    for w in results.get("witnesses") or []:
+        judged = None
+        if w.get("source") == "samples":
+            floor = Floor(float(w.get("sd_floor_s") or 0.0), int(w.get("floor_df") or 0))
+            judged = judge_cost(pair_costs(w, records, printed_slower), floor,
+                                COST_ALPHA / len(samples))
+        out.append(None if judged is None else {**judged, "cells": sorted(w["cells"])})
     return out
 
 
@@ -168,10 +171,10 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
     Each samples witness's judgement joins the verdict's `witnesses` as `cost`.
     `printed_slower`: the cells the printed rates call `slower` (before confirmation)."""
     costs = unexplained_costs(results, printed_slower)
-    for w in witnesses:
-        if w["name"] in costs:
-            w["cost"] = costs[w["name"]]
-    flagged = {k for c in costs.values() if c["flagged"] for k in c["cells"]}
+    for w, cost in zip(witnesses, costs, strict=True):
+        if cost is not None:
+            w["cost"] = cost
+    flagged = {k for c in costs if c is not None and c["flagged"] for k in c["cells"]}
     # Whole-process wall times include the load, which two builds of the same code need not
     # share: a GPU A/A's docs-only head took 0.30 s longer a process in both of its pairs, its
     # printed rates and its witnesses' handoff clocks equal to main's (docs/gpu-e2e.md, run 53)
@@ -190,13 +193,13 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
 
 
 def _both_ways(results: Mapping[str, Any], cells: list[dict[str, Any]],
-               costs: Mapping[str, Mapping[str, Any]], timed: set[str]) -> None:
+               costs: list[dict[str, Any] | None], timed: set[str]) -> None:
     """An unchanged cell no witness timed, where the rule times every covered cell: believed
     only where its run's wall clock rules out the witness margin of its work."""
     margin = witness_margin(results["rule"])
     records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
-    runs = [(w["cells"], costs.get(w["name"])) for w in results.get("witnesses") or []
-            if w.get("source") == "samples"]
+    runs = [(w["cells"], cost) for w, cost in zip(results.get("witnesses") or [], costs,
+                                                 strict=True) if w.get("source") == "samples"]
     for cell in cells:
         key = cell["key"]
         if key in timed or cell["decision"] not in ("neutral", "slower", "inconclusive"):
