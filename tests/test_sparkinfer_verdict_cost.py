@@ -71,9 +71,9 @@ def test_the_stages_add_up_and_the_warmed_reference_ran_nothing(name: str) -> No
 def test_the_run_used_the_shipped_correctness_section() -> None:
     ran, shipped = load_profile(DATA / "profile.yaml"), load_profile(SHIPPED)
     # version 4 changed the speed section's budget only (issue 46), version 5 the runs' cost
-    # floors only (issue 53), versions 6 to 8 its witnesses (issue 53): the correctness section
-    # is v3's
-    assert ran.version == 3 and shipped.version == 8
+    # floors only (issue 53), versions 6 to 9 its witnesses and cells (issue 53): the correctness
+    # section is v3's
+    assert ran.version == 3 and shipped.version == 9
     assert ran.correctness is not None and shipped.correctness is not None
     for field in ("windows", "window_tokens", "looks", "long_windows", "long_window_tokens",
                   "long_score_tokens", "long_scored", "topk", "score_argv"):

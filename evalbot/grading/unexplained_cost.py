@@ -172,8 +172,8 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
     `printed_slower`: the cells the printed rates call `slower` (before confirmation)."""
     costs = unexplained_costs(results, printed_slower)
     for w, cost in zip(witnesses, costs, strict=True):
-        if cost is not None:
-            w["cost"] = cost
+        if cost is not None:  # the verdict's cost as before; its bound is the cells' to state
+            w["cost"] = {k: v for k, v in cost.items() if k != "cost_hi_s"}
     flagged = {k for c in costs if c is not None and c["flagged"] for k in c["cells"]}
     # Whole-process wall times include the load, which two builds of the same code need not
     # share: a GPU A/A's docs-only head took 0.30 s longer a process in both of its pairs, its
