@@ -55,8 +55,8 @@ def headline(verdict: Mapping[str, Any], results: Mapping[str, Any] | None = Non
                                       f"{interval(c['lo'], c['hi'])}" for c in slow[:2]) + more
     if kind == "neutral":
         band = 100 * (verdict["provenance"].get("rule") or {}).get("tolerance", 0)
-        printed = sum(wall_clock_only(c, verdict) for c in cells)
-        alone = f" ({printed} of them on the run's wall clock only)" if printed else ""
+        on_wall = sum(wall_clock_only(c, verdict) for c in cells)
+        alone = f" ({on_wall} of them on the run's wall clock only)" if on_wall else ""
         return f"No speed change: every cell is within ±{band:g}% of main{alone}"
     if kind == "inconclusive":
         return _not_decided(verdict, results)
