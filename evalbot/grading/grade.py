@@ -48,9 +48,7 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         raise ResultsError(f"results: {exc}") from exc
     cells = [_cell(c, looks, results["rule"], roles, policy)
              for c, looks in zip(results["cells"], replayed, strict=True)]
-    # under the one rule, a printed slowdown buys no cover on the wall clock (unexplained_cost)
-    printed_slower = {c["key"] for c in cells if c["decision"] == "slower"} \
-        if results["rule"].get("witness_every_cell") else set()
+    printed_slower = {c["key"] for c in cells if c["decision"] == "slower"}  # before confirm
     witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
     # time the printed rates do not account for: the run's cells not believed (issue 53)
     unexplained_cost.apply(results, cells, witnesses, printed_slower)

@@ -169,8 +169,10 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
     covered cell) judged by the one rule on its own clock (confirmation.py `both_ways`); there
     an unchanged cell no witness timed is believed only where its run's wall clock rules it in.
     Each samples witness's judgement joins the verdict's `witnesses` as `cost`.
-    `printed_slower`: the cells the printed rates call `slower` (before confirmation)."""
-    costs = unexplained_costs(results, printed_slower)
+    `printed_slower`: the cells the printed rates call `slower` (before confirmation), which
+    buy no cover on the wall clock where the rule times every covered cell."""
+    every_cell = bool(results["rule"].get("witness_every_cell"))
+    costs = unexplained_costs(results, printed_slower if every_cell else ())
     for w, cost in zip(witnesses, costs, strict=True):
         if cost is not None:  # the verdict's cost as before; its bound is the cells' to state
             w["cost"] = {k: v for k, v in cost.items() if k != "cost_hi_s"}
@@ -178,7 +180,7 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
     # Whole-process wall times include the load, which two builds of the same code need not
     # share: a GPU A/A's docs-only head took 0.30 s longer a process in both of its pairs, its
     # printed rates and its witnesses' handoff clocks equal to main's (docs/gpu-e2e.md, run 53)
-    timed = harness_covered(results) if results["rule"].get("witness_every_cell") else set()
+    timed = harness_covered(results) if every_cell else set()
     for cell in cells:
         # a cell a harness-owned witness confirmed was timed itself: the cost is elsewhere
         # (issue 46: wall times alone never undo a real witness's confirmation)
@@ -188,7 +190,7 @@ def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
         cell["time_unaccounted"] = True  # holds the headline (grade.py), whatever it says
         if cell["decision"] != "unconfirmed":  # one not believed already keeps its reason
             cell.update(decision="unconfirmed", tier=None, confirmation=COST)
-    if results["rule"].get("witness_every_cell"):
+    if every_cell:
         _both_ways(results, cells, costs, timed)
 
 
