@@ -51,7 +51,7 @@ def heads(profile: Profile, every_cell: bool = False) -> list[Head]:
     for label, s in slowdowns(profile).items():
         for i, run in enumerate(profile.runs if every_cell else profile.runs[:1]):
             out += _hiding(profile, run, label, s, every_cell, i)
-            out += _offsets(run, label, s, t) if every_cell and i else []
+            out += _offsets(run, label, s, t) if every_cell else []
     keys = [f"{r.model}/{c.metric}@{c.ctx}" for r in profile.runs for c in r.cells]
     out.append(Head("A/A", honest=False))
     out.append(Head("honest +5% every cell", real={k: 1.05 for k in keys}))
