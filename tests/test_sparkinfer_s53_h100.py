@@ -17,10 +17,10 @@ import pytest
 
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.results import validate
+from evalbot.engine.measure.wall_clock import pair_costs
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
-from evalbot.grading.unexplained_cost import pair_costs
 from evalbot.report.render import render_comment
 from evalbot.service.calibrate import witness_noise
 from evalbot.service.calibrate_report import unruled
@@ -39,6 +39,15 @@ def _results(name: str) -> dict[str, Any]:
     return results
 
 
+# The cells whose regrade differs from what the run published, and why: under the no-cover
+# rule (engine/measure/wall_clock.py) the A/A's prefill@32768, printed 0.8-1.0% slower in both of
+# its 2 pairs, no longer covers the wall time of its run's other cells, and 2 pairs' bound no
+# longer rules either unwitnessed prefill in; the harness now measures such a run on to 5 pairs.
+REGRADED = {"qwen36-aa-alone": {
+    "qwen3.6-35b-a3b/prefill@16384": ("unconfirmed", "slowdown not ruled out"),
+    "qwen3.6-35b-a3b/prefill@32768": ("unconfirmed", "slowdown not ruled out")}}
+
+
 @pytest.mark.parametrize("name", ["aa-131k-floor", "qwen36-aa-alone"])
 def test_each_evaluation_ran_profile_v9_and_regrades_to_what_the_run_published(name: str) -> None:
     results = _results(name)
@@ -46,8 +55,10 @@ def test_each_evaluation_ran_profile_v9_and_regrades_to_what_the_run_published(n
     published = json.loads((RUN / f"{name}.verdict.json").read_text())
     verdict = grade(results, POLICY)
     assert verdict["headline"] == published["headline"]
+    changed = REGRADED.get(name, {})
     assert [(c["key"], c["decision"], c["confirmation"]) for c in verdict["cells"]] == \
-        [(c["key"], c["decision"], c["confirmation"]) for c in published["cells"]]
+        [(c["key"], *changed.get(c["key"], (c["decision"], c["confirmation"])))
+         for c in published["cells"]]
 
 
 def test_the_131072_run_s_cost_floor_is_this_a_a_s_measurement() -> None:
@@ -71,16 +82,17 @@ def test_the_131072_run_s_cost_floor_is_this_a_a_s_measurement() -> None:
 
 def test_the_qwen36_a_a_is_a_false_flag_the_box_s_witness_noise_explains() -> None:
     """Not a REJECT and not a tier: every witnessed cell is not believed because its witness
-    could not rule the 1.5% margin out, and the unwitnessed prefills are unchanged on their
-    run's wall clock (ʷ). Each decode witness's pair sd was several times the profile's floor,
+    could not rule the 1.5% margin out, and the unwitnessed prefills are not believed either: their
+    run's wall clock, on 2 pairs, cannot rule it out once prefill@32768's printed slowdown buys no
+    cover (published: unchanged ʷ). Each decode witness's pair sd was several times the profile's floor,
     where the witnesses' mean differences stayed within their noise (the two builds agree)."""
     results = _results("qwen36-aa-alone")
     verdict = grade(results, POLICY)
     assert verdict["headline"] == "eval:inconclusive"
     by = {c["key"].split("/")[1]: (c["decision"], c["confirmation"]) for c in verdict["cells"]}
     assert {k for k, v in by.items() if v == ("unconfirmed", "slowdown not ruled out")} == \
-        {"decode@128", "decode@512", "decode@4096", "prefill@512", "prefill@4096"}
-    assert {k for k, v in by.items() if v[0] == "neutral"} == {"prefill@16384", "prefill@32768"}
+        {"decode@128", "decode@512", "decode@4096", "prefill@512", "prefill@4096",
+         "prefill@16384", "prefill@32768"}
     noise = witness_noise(results)
     floors = {w.name: w.sd_floor_s for r in PROFILE.runs for w in r.witnesses}
     for name in ("qwen36-decode-128", "qwen36-decode-512", "qwen36-decode-4096"):

@@ -57,6 +57,10 @@ class SpeedRun:
     # run's samples witness carries them to the bot (evalbot/grading/unexplained_cost.py)
     cost_floor_s: float = 0.0
     cost_floor_df: int = 0
+    # per look of the rule: the bot's (t own, t pooled with that floor, F guard) at the
+    # equivalence level, with which the harness measures the run on while its wall clock cannot
+    # rule its unwitnessed cells in (engine/measure/wall_clock.py); empty: it stops as decided
+    cost_critical: list[list[float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,17 @@ def _run(d: Any, where: str) -> SpeedRun:
                    for i, w in enumerate(d.get("witnesses") or [])],
         cost_floor_s=get(d, where, "cost_floor_s", float, optional=True) or 0.0,
         cost_floor_df=get(d, where, "cost_floor_df", int, optional=True) or 0,
+        cost_critical=_cost_critical(d.get("cost_critical") or [], f"{where}.cost_critical"),
     )
+
+
+def _cost_critical(value: Any, where: str) -> list[list[float]]:
+    if not isinstance(value, list) or not all(
+            isinstance(v, list) and len(v) == 3 and all(isinstance(x, (int, float)) and x >= 0
+                                                        for x in v) for v in value):
+        raise ContractError(f"{where}: expected one [t own, t pooled, guard] of numbers >= 0 "
+                            "per look")
+    return [[float(x) for x in v] for v in value]
 
 
 def _witness(d: Any, where: str, cell_keys: set[str]) -> WitnessSpec:
@@ -316,6 +330,9 @@ def parse_job(doc: Any) -> Job:
         box=str(doc.get("box") or ""),
         profile_version=get(doc, "", "profile_version", int, optional=True) or 1,
     )
+    for i, run in enumerate(job.runs):
+        if run.cost_critical and len(run.cost_critical) != len(job.rule.looks):
+            raise ContractError(f"runs[{i}].cost_critical: one per look {job.rule.looks}")
     names = {m.name for m in job.models}
     for cell in job.cells:
         if cell.model not in names:

@@ -26,10 +26,11 @@ from ..contract.job import Cell, Job, SpeedRun
 from ..contract.witness_spec import WitnessSpec
 from ..sandbox import cpu_meter, proc
 from ..sides.build import Built, verify
-from . import budget, faults, gpu, spoof, stats, witness, witness_plan
+from . import budget, faults, gpu, spoof, stats, wall_clock, witness, witness_plan
 from .parsing import ParseError, read_argmax, read_rates
 from .replay import bounds_of, cell_key, replay, replay_all, run_cell, run_looks_of
 from .run_looks import RunLooks
+from .witness_interval import Critical, Floor
 
 SIDES = ("base", "head")
 __all__ = ["SIDES", "CellRecord", "Measurement", "SampleFailure", "bounds_of", "cell_key",
@@ -133,10 +134,13 @@ class Measurement:
         rule = asdict(self.job.rule)
         looks = run_looks_of([run_cell(self.records[c.key].to_dict(), rule) for c in run.cells],
                              rule)
+        on_to = 0  # the pairs the run measures on to for its wall clock (wall_clock.py)
         for attempt in range(faults.attempts_cap(self.job.rule.looks[-1],
                                                  self.job.rule.fault_sigmas)):
             if looks.done:
-                break
+                on_to = self._on_to(run, looks, on_to)
+                if len(looks.kept) >= on_to:
+                    break
             if self.now() > self.deadline:
                 self._stop(run, "budget")
                 return
@@ -155,6 +159,37 @@ class Measurement:
                 progress(run, len(looks.kept), self.records)
         self._stop(run, "decided" if looks.done and all(looks.decided(c.key) for c in run.cells)
                    else "last_look")
+
+    def _on_to(self, run: SpeedRun, looks: RunLooks, on_to: int) -> int:
+        """The pairs a decided run measures on to: its next look while its wall clock cannot
+        rule its unwitnessed unchanged cells in (issue 53: more pairs, not a false flag and
+        not a hidden slowdown), at most the rule's last; 0: it stops."""
+        kept = len(looks.kept)
+        if kept < on_to:
+            return on_to
+        if not self._unruled(run, kept):
+            return 0
+        return min([n for n in self.job.rule.looks if n > kept], default=0)
+
+    def _unruled(self, run: SpeedRun, kept: int) -> list[str]:
+        """The run's cells no witness times, decided unchanged, that its wall clock does not
+        rule in on the pairs so far (evalbot/grading/unexplained_cost.py judges the same)."""
+        rule = self.job.rule
+        if not (rule.witness_every_cell and run.cost_critical) or \
+                witness_plan.regression_decides(self.records, rule):
+            return []
+        timed = {k for spec in run.witnesses for k in spec.cells}
+        last = {c.key: self.records[c.key].looks[-1]["decision"] for c in run.cells}
+        judge = [k for k, d in last.items() if k not in timed and d in ("neutral", "slower")]
+        samples = self._samples_witness(run)
+        if not judge or samples is None:
+            return []
+        t, t_pooled, guard = run.cost_critical[max(
+            i for i, n in enumerate(rule.looks) if n <= kept or i == 0)]
+        return wall_clock.unruled(
+            samples, {c.key: self.records[c.key].to_dict() for c in run.cells}, judge,
+            Critical(t, t, t_pooled, t_pooled, guard), Floor(run.cost_floor_s, run.cost_floor_df),
+            rule.margin)
 
     def _drops(self, run: SpeedRun, looks: RunLooks) -> None:
         """The run's records after a pair: each sample's drop (throttled, or faulted: the screen
@@ -230,21 +265,22 @@ class Measurement:
     def witness_dicts(self) -> list[dict[str, Any]]:
         """The results' `witnesses`: each run's samples as one (they can only contradict a
         claim: their output is not verified), then the witness workloads."""
-        out = []
-        for run in self.job.runs:
-            first = self.records[run.cells[0].key].samples
-            if not first:
-                continue
-            out.append({
-                "name": f"samples:{run.model}", "source": "samples", "clock": "wall",
-                "cells": {c.key: self._tokens(run, c) for c in run.cells},
-                "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
-                             "dropped": s["dropped"], "verified": False} for s in first],
-                **({"sd_floor_s": run.cost_floor_s, "floor_df": run.cost_floor_df}
-                   if run.cost_floor_df else {}),
-                **({"wall_reason": why} if (why := self.wall_reasons.get(run.cells[0].key))
-                   else {})})
+        out = [w for run in self.job.runs if (w := self._samples_witness(run)) is not None]
         return out + [w.to_dict() for w in self.witnesses]
+
+    def _samples_witness(self, run: SpeedRun) -> dict[str, Any] | None:
+        first = self.records[run.cells[0].key].samples
+        if not first:
+            return None
+        return {
+            "name": f"samples:{run.model}", "source": "samples", "clock": "wall",
+            "cells": {c.key: self._tokens(run, c) for c in run.cells},
+            "samples": [{"pair": s["pair"], "side": s["side"], "seconds": s["wall_s"],
+                         "dropped": s["dropped"], "verified": False} for s in first],
+            **({"sd_floor_s": run.cost_floor_s, "floor_df": run.cost_floor_df}
+               if run.cost_floor_df else {}),
+            **({"wall_reason": why} if (why := self.wall_reasons.get(run.cells[0].key))
+               else {})}
 
     def _witness_all(self) -> None:
         """Every run's witness workloads, after all the measuring (so the share counts all of

@@ -6,7 +6,7 @@ import math
 import os
 import secrets
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -17,17 +17,19 @@ from evalbot.engine.contract.checks import sha as check_sha
 from evalbot.engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
 from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.engine.measure.witness_interval import Floor
-from evalbot.evaluation.profile import Profile
+from evalbot.evaluation.profile import Profile, ProfileRun
 from evalbot.grading import witness_sizing
 from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, BOTH_WAYS_RULE, with_stops
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import (
+    DIGITS,
     EQUIVALENCE_ALPHA,
     RULE_VERSION,
     fault_sigmas,
     rule_lists,
     schedule,
 )
+from evalbot.grading.unexplained_cost import cost_critical
 from evalbot.store.noise import WITNESS_FLOOR
 
 CALIBRATION_DF = 5  # calibrate's fewest pairs (6) less one: what a stored floor weighs at least
@@ -105,7 +107,8 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         runs=[SpeedRun(r.model, list(r.argv), dict(r.parse),
                        [Cell(r.model, c.metric, c.ctx, anchor=c.anchor) for c in r.cells],
                        r.timeout_s,
-                       {"decode": r.decode_tokens}, js, r.cost_floor_s, r.cost_floor_df)
+                       {"decode": r.decode_tokens}, js, r.cost_floor_s, r.cost_floor_df,
+                       _cost_critical(r, speed.looks) if speed.witness_every_cell else [])
               for r, js in zip(profile.runs, witnesses, strict=True)],
         rule=rule,
         correctness=_correctness(profile, policy, seed),
@@ -114,6 +117,13 @@ def make_job(profile: Profile, policy: Policy, box: BoxConfig, base_sha: str, he
         box=box.name,
         limits={stage: dict(caps) for stage, caps in profile.limits.items()},
     )
+
+
+def _cost_critical(run: ProfileRun, looks: Sequence[int]) -> list[list[float]]:
+    """The run's wall-clock critical values per look (engine/contract/job.py `cost_critical`)."""
+    floor = Floor(run.cost_floor_s, run.cost_floor_df)
+    return [[round(v, DIGITS) for v in (c.lower, c.lower_pooled, c.guard)]
+            for c in (cost_critical(n, floor) for n in looks)]
 
 
 def witness_margin(profile: Profile, policy: Policy) -> float:

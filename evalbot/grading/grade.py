@@ -48,10 +48,9 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         raise ResultsError(f"results: {exc}") from exc
     cells = [_cell(c, looks, results["rule"], roles, policy)
              for c, looks in zip(results["cells"], replayed, strict=True)]
-    printed_slower = {c["key"] for c in cells if c["decision"] == "slower"}  # before confirm
     witnesses = confirmation.confirm(results, cells)  # improved -> unconfirmed | spoofed
     # time the printed rates do not account for: the run's cells not believed (issue 53)
-    unexplained_cost.apply(results, cells, witnesses, printed_slower)
+    unexplained_cost.apply(results, cells, witnesses)
     version = int(results["rule"].get("rule_version") or 1)
     for cell in cells:  # a confirmed cell's lower bound may have been capped by its witness
         if cell["decision"] == "improved" and "witness_lo" in cell:

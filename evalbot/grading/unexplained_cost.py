@@ -21,13 +21,15 @@ cells' F guard): engine/measure/witness_interval.py's interval, so the two clock
 one piece of arithmetic. Bonferroni over the runs keeps an honest PR's false flags at COST_ALPHA
 whatever its runs (bench/spoof_quality.py `hidden`, docs/statistics.md "One clock").
 
-  printed slower   where the rule times every covered cell, a cell whose printed rates call
-          it significantly slower within the tolerance (`slower`) is accounted at main's
-          printed time on the head's side too (an honest slower head is then not believed, as
-          its witnessed cells are, docs/statistics.md section 9c): time
-          a head says it spent there would otherwise cover a slowdown hidden in another cell
-          of the run (an "offset", docs/statistics.md section 9d). A regressed cell's printed
-          time still counts: the head admits it, and is REJECTed for it.
+  no cover   where the rule times every covered cell, a printed slowdown buys no cover in the
+          bound that rules a cell in (not in the flag above, which must stay a test at
+          COST_ALPHA): each cell's mean printed slowdown is taken off the head's work (an honest
+          slower head is then not believed, as its witnessed cells are, section 9c), or
+          time a head says it spent on one cell would cover a slowdown hidden in another (an
+          "offset", section 9d), a regressed cell's included: a regression printed larger than
+          it is would cover one hidden elsewhere (the REJECT is the verdict's either way). The
+          arithmetic is engine/measure/wall_clock.py's, which the harness also applies to
+          measure a run on while its wall clock cannot rule its unwitnessed cells in.
   both ways  where the rule times every covered cell (`witness_every_cell`), a cell no witness
           of the harness times is its run's wall clock's to believe: unchanged only where the
           upper bound of mean(u), at the printed-rate rule's equivalence level, lies below the
@@ -39,18 +41,17 @@ whatever its runs (bench/spoof_quality.py `hidden`, docs/statistics.md "One cloc
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from evalbot.engine.measure.witness import claimed_saving
-from evalbot.engine.measure.witness_interval import Critical, Floor, saving_interval
+from evalbot.engine.measure import wall_clock
+from evalbot.engine.measure.witness_interval import Critical, Floor
 from evalbot.grading import quantiles
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
 COST_ALPHA = 0.001  # an honest PR's chance of a flag, all its runs together
-MIN_OWN_PAIRS = 3  # without a floor, fewer pairs than this judge nothing
 COST = "time unaccounted for"  # a cell's confirmation when its run's cost is flagged
 COST_REASON = ("the harness's clock shows time the engine's printed rates do not account for; "
                "not believed")
@@ -89,41 +90,27 @@ def harness_covered(results: Mapping[str, Any]) -> set[str]:
             for k in w["cells"]}
 
 
-def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
-               printed_slower: Collection[str] = ()) -> np.ndarray:
-    """u_i per kept pair of a samples witness: (head wall - head's rates' work) - (base's); a
-    cell in `printed_slower` counts on the head's side as the pair's base printed it."""
-    work: dict[tuple[int, str], float] = {}
-    for key, tokens in witness["cells"].items():
-        record = records.get(key)
-        if record is None or not record.get("higher_is_better", True):
-            continue  # a latency cell prints seconds, not a rate: no work to account for
-        seconds = {(s["pair"], s["side"]): int(tokens) / float(s["value"])
-                   for s in record["samples"] if not s["dropped"] and s["value"] > 0}
-        for (pair, side), sec in seconds.items():
-            if key in printed_slower and side == "head":
-                sec = seconds.get((pair, "base"), sec)
-            work[(pair, side)] = work.get((pair, side), 0.0) + sec
-    unaccounted: dict[int, dict[str, float]] = {}
-    for s in witness["samples"]:
-        if not s["dropped"] and (s["pair"], s["side"]) in work:
-            unaccounted.setdefault(s["pair"], {})[s["side"]] = \
-                float(s["seconds"]) - work[(s["pair"], s["side"])]
-    return np.array([p["head"] - p["base"] for _, p in sorted(unaccounted.items())
-                     if set(p) == {"base", "head"}])
-
-
-def judge_cost(u: np.ndarray, floor: Floor, alpha: float) -> dict[str, Any] | None:
+def judge_cost(u: np.ndarray, floor: Floor, alpha: float,
+               uncovered: np.ndarray | None = None) -> dict[str, Any] | None:
     """The cost interval's figures, whether it is flagged, and the upper bound of the cost at
-    the equivalence level (what the wall clock rules out); None when the pairs judge nothing."""
+    the equivalence level (what the wall clock rules out); None when the pairs judge nothing.
+    `uncovered`: u with printed slowdowns buying no cover (engine/measure/wall_clock.py), for
+    the bound only: its shift is no honest head's zero, so a flag on it would be no test at
+    COST_ALPHA; else u itself."""
     n = len(u)
-    if n < 2 or (n < MIN_OWN_PAIRS and not floor.given):
+    if not wall_clock.judges(n, floor):
         return None
-    # saving_interval's "saving" is -u: its upper bound is minus the cost's lower bound
-    bounds = saving_interval(-u, 0.0, _critical(n, floor, alpha), floor)
-    equivalence = saving_interval(-u, 0.0, _critical(n, floor, EQUIVALENCE_ALPHA), floor)
-    return {"pairs": n, "cost_s": -bounds.mean, "cost_lo_s": -bounds.hi, "sd": bounds.sd,
-            "cost_hi_s": -equivalence.lo, "flagged": -bounds.hi > 0}
+    bounds = wall_clock.cost_interval(u, _critical(n, floor, alpha), floor)
+    equivalence = wall_clock.cost_interval(u if uncovered is None else uncovered,
+                                           cost_critical(n, floor), floor)
+    return {"pairs": n, "cost_s": bounds.mean, "cost_lo_s": bounds.lo, "sd": bounds.sd,
+            "cost_hi_s": equivalence.hi, "flagged": bounds.lo > 0}
+
+
+def cost_critical(n: int, floor: Floor) -> Critical:
+    """The equivalence level's critical values of a run's wall clock at `n` pairs (what the
+    harness's stop and the bot's belief in an unwitnessed cell apply)."""
+    return _critical(n, floor, EQUIVALENCE_ALPHA)
 
 
 def _critical(n: int, floor: Floor, alpha: float) -> Critical:
@@ -134,45 +121,39 @@ def _critical(n: int, floor: Floor, alpha: float) -> Critical:
     return Critical(t_own, t_own, t_pooled, t_pooled, guard(n, floor.df, GUARD_ALPHA))
 
 
-def unexplained_costs(results: Mapping[str, Any], printed_slower: Collection[str] = ()
-                      ) -> list[dict[str, Any] | None]:
+def unexplained_costs(results: Mapping[str, Any]) -> list[dict[str, Any] | None]:
     """Per witness of the results, in their order: a samples witness's cost judgement where its
     pairs judge one, else None. By position, not name: two runs of one model (sparkinfer's
-    sweep and its 131072 run) both record `samples:<model>`."""
+    sweep and its 131072 run) both record `samples:<model>`. Where the rule times every covered
+    cell, printed slowdowns buy no cover."""
     samples = [w for w in results.get("witnesses") or [] if w.get("source") == "samples"]
     records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
+    no_cover = bool(results["rule"].get("witness_every_cell"))
     out: list[dict[str, Any] | None] = []
     for w in results.get("witnesses") or []:
         judged = None
         if w.get("source") == "samples":
-            floor = Floor(float(w.get("sd_floor_s") or 0.0), int(w.get("floor_df") or 0))
-            judged = judge_cost(pair_costs(w, records, printed_slower), floor,
-                                COST_ALPHA / len(samples))
+            judged = judge_cost(wall_clock.pair_costs(w, records), cost_floor(w),
+                                COST_ALPHA / len(samples),
+                                wall_clock.pair_costs(w, records, True) if no_cover else None)
         out.append(None if judged is None else {**judged, "cells": sorted(w["cells"])})
     return out
 
 
-def wall_clock_rules_in(cost: Mapping[str, Any] | None, record: Mapping[str, Any],
-                        tokens: int, margin: float) -> bool:
-    """Does the run's wall clock rule out a slowdown of `margin` of this cell's work? Its
-    cost's upper bound at the equivalence level is below that share of main's seconds."""
-    claimed = claimed_saving(record["samples"], tokens, record.get("higher_is_better", True))
-    if cost is None or claimed is None:
-        return False
-    return float(cost["cost_hi_s"]) < margin * claimed[1]
+def cost_floor(witness: Mapping[str, Any]) -> Floor:
+    """A samples witness's calibrated floor (the profile's run `cost_floor`), if it has one."""
+    return Floor(float(witness.get("sd_floor_s") or 0.0), int(witness.get("floor_df") or 0))
 
 
 def apply(results: Mapping[str, Any], cells: list[dict[str, Any]],
-          witnesses: list[dict[str, Any]], printed_slower: Collection[str] = ()) -> None:
+          witnesses: list[dict[str, Any]]) -> None:
     """Flagged runs' cells (in place): every cell not already regressed or spoofed is not
     believed, but for one a harness witness timed: confirmed, or (where the rule times every
     covered cell) judged by the one rule on its own clock (confirmation.py `both_ways`); there
     an unchanged cell no witness timed is believed only where its run's wall clock rules it in.
-    Each samples witness's judgement joins the verdict's `witnesses` as `cost`.
-    `printed_slower`: the cells the printed rates call `slower` (before confirmation), which
-    buy no cover on the wall clock where the rule times every covered cell."""
+    Each samples witness's judgement joins the verdict's `witnesses` as `cost`."""
     every_cell = bool(results["rule"].get("witness_every_cell"))
-    costs = unexplained_costs(results, printed_slower if every_cell else ())
+    costs = unexplained_costs(results)
     for w, cost in zip(witnesses, costs, strict=True):
         if cost is not None:  # the verdict's cost as before; its bound is the cells' to state
             w["cost"] = {k: v for k, v in cost.items() if k != "cost_hi_s"}
@@ -206,6 +187,7 @@ def _both_ways(results: Mapping[str, Any], cells: list[dict[str, Any]],
         key = cell["key"]
         if key in timed or cell["decision"] not in ("neutral", "slower", "inconclusive"):
             continue
-        if not any(wall_clock_rules_in(cost, records[key], int(covered[key]), margin)
+        if not any(cost is not None and wall_clock.rules_in(
+                float(cost["cost_hi_s"]), records[key], int(covered[key]), margin)
                    for covered, cost in runs if key in covered):
             cell.update(decision="unconfirmed", tier=None, confirmation=NOT_RULED_OUT)

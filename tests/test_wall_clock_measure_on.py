@@ -1,0 +1,126 @@
+"""A run whose wall clock cannot rule its unwitnessed cells in measures on (issue 53): the real
+harness (engine/measure/speed.py) on the simulated box of bench/_simbox.py at the shipped
+sparkinfer profile's Qwen3.6 run, graded by the real grading. Its prefill@16384 and @32768 have
+no witness: their run's wall clock alone holds them, and a printed slowdown buys no cover there
+(engine/measure/wall_clock.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import _simbox  # noqa: E402
+from bench._simbox import Head  # noqa: E402
+from evalbot.engine.contract.checks import ContractError  # noqa: E402
+from evalbot.engine.contract.job import parse_job  # noqa: E402
+from evalbot.grading.grade import grade  # noqa: E402
+from evalbot.grading.unexplained_cost import CAPPED  # noqa: E402
+
+QWEN36 = "qwen3.6-35b-a3b"
+HIDDEN = f"{QWEN36}/prefill@16384"
+WALL_ONLY = {HIDDEN, f"{QWEN36}/prefill@32768"}
+
+
+def _evaluate(head: Head, seed: int, tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    profile = _simbox.one_model(_simbox.shipped("sparkinfer"), QWEN36)
+    evaluator = _simbox.Evaluator(profile, _simbox.World("sparkinfer"), tmp_path)
+    box = _simbox.SimulatedBox(evaluator.job, evaluator.world, head,
+                               np.random.default_rng(seed), tmp_path)
+    with _simbox.seeded_prompts(seed):
+        box.run_all()
+    results = {**evaluator.header, "cells": [r.to_dict() for r in box.records.values()],
+               "witnesses": box.witness_dicts(), "failures": []}
+    return results, grade(results, _simbox.POLICY)
+
+
+def _pairs(results: dict[str, Any]) -> int:
+    [samples] = [w for w in results["witnesses"] if w["source"] == "samples"]
+    return len({s["pair"] for s in samples["samples"] if not s["dropped"]})
+
+
+def _offset() -> Head:
+    """prefill@16384 really 2% slower, printed as main's; every other cell of its run printed 1%
+    slower than it runs (main's speed): bench/_hiding_heads.py's threshold offset."""
+    [run] = _simbox.one_model(_simbox.shipped("sparkinfer"), QWEN36).runs
+    keys = [f"{QWEN36}/{c.metric}@{c.ctx}" for c in run.cells]
+    return Head("offset", real={HIDDEN: 0.98},
+                printed={k: 1 / 0.98 if k == HIDDEN else 0.99 for k in keys}, honest=False)
+
+
+def _cells(verdict: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["key"]: (c["decision"], c.get("confirmation", "")) for c in verdict["cells"]}
+
+
+def test_the_job_carries_each_run_s_wall_clock_critical_values(tmp_path: Path) -> None:
+    profile = _simbox.one_model(_simbox.shipped("sparkinfer"), QWEN36)
+    job = _simbox.Evaluator(profile, _simbox.World("sparkinfer"), tmp_path).job
+    [run] = job.runs
+    assert len(run.cost_critical) == len(job.rule.looks)
+    # t own at 1 df, t pooled at the floor's df + 1, the F guard: each shrinks with the pairs
+    assert run.cost_critical[0][0] == pytest.approx(6.314, abs=1e-3)
+    assert all(a[1] > b[1] for a, b in pairwise(run.cost_critical))
+    assert parse_job(json.loads(job.to_json())).runs[0].cost_critical == \
+        run.cost_critical
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ([[6.3, 2.0]], "one [t own, t pooled, guard]"),
+    ([[6.3, 2.0, -1.0]] * 3, "one [t own, t pooled, guard]"),
+    ("6.3", "one [t own, t pooled, guard]"),
+    ([[6.3, 2.0, 9.0]], "one per look [2, 5, 8]"),
+])
+def test_a_job_s_malformed_critical_values_are_refused_by_name(tmp_path: Path, value: Any,
+                                                               says: str) -> None:
+    profile = _simbox.one_model(_simbox.shipped("sparkinfer"), QWEN36)
+    doc = json.loads(_simbox.Evaluator(profile, _simbox.World("sparkinfer"), tmp_path)
+                     .job.to_json())
+    doc["runs"][0]["cost_critical"] = value
+    with pytest.raises(ContractError, match=r"runs\[0\]\.cost_critical") as raised:
+        parse_job(doc)
+    assert says in str(raised.value)
+
+
+def test_an_a_a_stops_at_its_first_look_its_wall_clock_ruling_its_cells_in(
+        tmp_path: Path) -> None:
+    results, verdict = _evaluate(Head("A/A"), 1, tmp_path)
+    assert _pairs(results) == 2
+    assert {k: _cells(verdict)[k][0] for k in WALL_ONLY} == dict.fromkeys(WALL_ONLY, "neutral")
+
+
+def test_an_offset_makes_the_run_measure_on_and_is_not_believed(tmp_path: Path) -> None:
+    """The printed 1% no longer covers the hidden 2%: the run's wall clock cannot rule the cell
+    in at 2 pairs, so the run measures on, to the rule's last look here, where its unaccounted
+    time is flagged or still not ruled out."""
+    results, verdict = _evaluate(_offset(), 1, tmp_path)
+    assert _pairs(results) == 8
+    decision, confirmation = _cells(verdict)[HIDDEN]
+    assert decision == "unconfirmed" and confirmation in CAPPED
+    assert verdict["headline"] == "eval:inconclusive"
+
+
+def test_without_the_critical_values_the_harness_stops_as_decided(tmp_path: Path) -> None:
+    """A job from before them (no `cost_critical`): the run stops at its first look, as it did,
+    and the grader, which judges whatever pairs came, does not believe the offset's cell."""
+    profile = _simbox.one_model(_simbox.shipped("sparkinfer"), QWEN36)
+    evaluator = _simbox.Evaluator(profile, _simbox.World("sparkinfer"), tmp_path)
+    evaluator.job = replace(evaluator.job, runs=[replace(r, cost_critical=[])
+                                                 for r in evaluator.job.runs])
+    box = _simbox.SimulatedBox(evaluator.job, evaluator.world, _offset(),
+                               np.random.default_rng(1), tmp_path)
+    with _simbox.seeded_prompts(1):
+        box.run_all()
+    results = {**evaluator.header, "cells": [r.to_dict() for r in box.records.values()],
+               "witnesses": box.witness_dicts(), "failures": []}
+    assert _pairs(results) == 2
+    assert _cells(grade(results, _simbox.POLICY))[HIDDEN][0] == "unconfirmed"
