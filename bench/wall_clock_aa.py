@@ -4,9 +4,10 @@ many drawn A/As: too rare for whole simulated evaluations (bench/hidden_cost.py)
 
 An A/A's printed rates are its processes' true rates (bench/_simbox.py), so a pair's unaccounted
 time u is the two processes' difference outside the work (the run's jitter, sd sqrt(2) x jitter);
-each cell's printed slowdown, which buys no cover (engine/measure/wall_clock.py), is its mean
-over the pairs of the head's work less main's (each process's work drawn with the cell's
-per-process noise), where positive. At each look of the rule (2, 5, 8 pairs) the bound of
+a cell printed slower on the mean of the pairs (each process's work drawn with the cell's
+per-process noise) buys no cover (engine/measure/wall_clock.py): its per-pair difference joins
+u, and its rule floor times main's seconds for it widens the run's floor. At each look of
+the rule (2, 5, 8 pairs) the bound of
 `cost_interval` at the equivalence level (`cost_critical`, the run's `cost_floor` pooled, or the
 pairs' own sd where they refute it) must lie below the witness margin of each unwitnessed cell's
 work; the harness measures on to the next look while it does not (engine/measure/speed.py
@@ -51,7 +52,7 @@ def draws(run, world, n: int, pairs: int, rng):  # type: ignore[no-untyped-def]
     return u, work
 
 
-def judged(run, u, work, unwitnessed, margin, looks):  # type: ignore[no-untyped-def]
+def judged(run, u, work, unwitnessed, margin, looks, cell_floor):  # type: ignore[no-untyped-def]
     """Per draw: the pairs the run measured, and whether its cells were ruled in at the end."""
     floor = Floor(run.cost_floor_s, run.cost_floor_df)
     n_draws = u.shape[0]
@@ -59,19 +60,24 @@ def judged(run, u, work, unwitnessed, margin, looks):  # type: ignore[no-untyped
     ruled = np.zeros(n_draws, dtype=bool)
     for n in looks:
         crit = cost_critical(n, floor)
-        shift = sum(np.maximum(0.0, (h[:, :n] - b[:, :n]).mean(axis=1)) for b, h in work.values())
-        own = u[:, :n].std(axis=1, ddof=1)
-        sd, is_own = pooled_sd(own, floor.sd_s, n - 1, floor.df, crit.guard)
+        uncovered, extra = u[:, :n].copy(), np.zeros(n_draws)
+        main = {k: np.exp(np.log(b[:, :n]).mean(axis=1)) for k, (b, _) in work.items()}
+        for k, (b, h) in work.items():
+            slower = (h[:, :n] - b[:, :n]).mean(axis=1) > 0
+            uncovered += np.where(slower[:, None], h[:, :n] - b[:, :n], 0.0)
+            extra += np.where(slower, (cell_floor * main[k]) ** 2, 0.0)
+        widened = np.sqrt(floor.sd_s ** 2 + extra)
+        own = uncovered.std(axis=1, ddof=1)
+        sd, is_own = pooled_sd(own, widened, n - 1, floor.df, crit.guard)
         t = np.where(is_own | (crit.lower_pooled <= 0), crit.lower, crit.lower_pooled)
-        hi = u[:, :n].mean(axis=1) + shift + t * sd / math.sqrt(n)
-        main = {k: np.exp(np.log(work[k][0][:, :n]).mean(axis=1)) for k in unwitnessed}
+        hi = uncovered.mean(axis=1) + t * sd / math.sqrt(n)
         now = np.all([hi < margin * main[k] for k in unwitnessed], axis=0) & ~ruled
         stopped[now] = n
         ruled |= now
     return stopped, ruled
 
 
-def check(run, u, work, unwitnessed, margin, stopped, ruled):  # type: ignore[no-untyped-def]
+def check(run, u, work, unwitnessed, margin, stopped, ruled, cell_floor):  # type: ignore[no-untyped-def]
     """Disagreements with the real functions at each draw's last look."""
     bad = 0
     for i in range(u.shape[0]):
@@ -83,9 +89,10 @@ def check(run, u, work, unwitnessed, margin, stopped, ruled):  # type: ignore[no
             {"pair": p, "side": side, "seconds": 100.0 + sum(work[k][j][i, p] for k in work)
              + (u[i, p] if side == "head" else 0.0), "dropped": False}
             for p in range(n) for j, side in enumerate(("base", "head"))]}
-        cost = judge_cost(wall_clock.pair_costs(witness, records),
-                          Floor(run.cost_floor_s, run.cost_floor_df), 0.001,
-                          wall_clock.pair_costs(witness, records, True))
+        floor = Floor(run.cost_floor_s, run.cost_floor_df)
+        cost = judge_cost(wall_clock.pair_costs(witness, records), floor, 0.001,
+                          wall_clock.uncovered(witness, records, floor,
+                                               dict.fromkeys(work, cell_floor)))
         real = cost is not None and all(
             wall_clock.rules_in(cost["cost_hi_s"], records[k], 1, margin) for k in unwitnessed)
         bad += real != bool(ruled[i])
@@ -101,6 +108,7 @@ def main() -> None:
     a = ap.parse_args()
     profile, world = _simbox.shipped("sparkinfer"), _simbox.World("sparkinfer", box=a.noise)
     looks, margin = list(profile.speed.looks), profile.speed.witness_margin
+    cell_floor = profile.speed.sd_floor  # the rule's, every cell's here (no per-cell floor)
     rng = np.random.default_rng(a.seed)
     print(f"\n### sparkinfer, {a.noise or 'H200'} noise: an A/A's wall clock, {a.draws:,} draws a run\n"
           "\n| run | unwitnessed cells | floor | pairs: " + " / ".join(map(str, looks))
@@ -112,11 +120,11 @@ def main() -> None:
         if not unwitnessed or not run.cost_floor_df:
             continue
         u, work = draws(run, world, a.draws, looks[-1], rng)
-        stopped, ruled = judged(run, u, work, unwitnessed, margin, looks)
+        stopped, ruled = judged(run, u, work, unwitnessed, margin, looks, cell_floor)
         shares = " / ".join(f"{100 * np.mean(stopped == n):.3f}%" for n in looks)
         k = min(a.check, a.draws)
         bad = check(run, u[:k], {c: (b[:k], h[:k]) for c, (b, h) in work.items()}, unwitnessed,
-                    margin, stopped[:k], ruled[:k]) if k else 0
+                    margin, stopped[:k], ruled[:k], cell_floor) if k else 0
         print(f"| {run.model} ({len(run.cells)} cells) | {', '.join(c.split('/')[1] for c in unwitnessed)} "
               f"| {run.cost_floor_s} s, {run.cost_floor_df} df | {shares} "
               f"| {100 * np.mean(~ruled):.4f}% | {stopped.mean():.3f} "

@@ -124,3 +124,35 @@ def test_without_the_critical_values_the_harness_stops_as_decided(tmp_path: Path
                "witnesses": box.witness_dicts(), "failures": []}
     assert _pairs(results) == 2
     assert _cells(grade(results, _simbox.POLICY))[HIDDEN][0] == "unconfirmed"
+
+
+def _run_doc(head_s: dict[str, list[float]], base_s: float = 10.0) -> tuple[dict, dict]:
+    """A samples witness of two cells, 1000 tokens each, main printing `base_s` a cell; the
+    head's printed seconds per pair as given; every process 5 s outside the work."""
+    records = {k: {"higher_is_better": True, "samples": [
+        {"pair": p, "side": side, "dropped": False, "value": 1000 / s}
+        for p, h in enumerate(hs) for side, s in (("base", base_s), ("head", h))]}
+        for k, hs in head_s.items()}
+    pairs = len(next(iter(head_s.values())))
+    witness = {"cells": dict.fromkeys(head_s, 1000), "samples": [
+        {"pair": p, "side": side, "dropped": False,
+         "seconds": 5.0 + sum(hs[p] if side == "head" else base_s for hs in head_s.values())}
+        for p in range(pairs) for side in ("base", "head")]}
+    return witness, records
+
+
+def test_a_printed_slowdown_counts_at_main_s_time_and_widens_the_floor() -> None:
+    """The head printed cell a 1% slower and cell b a little faster, its wall time exactly
+    its printed work: u is 0; uncovered, a's printed 0.1 s joins u and a's noise (its rule
+    floor x main's 10 s) widens the run's floor; b's printed saving still counts."""
+    from evalbot.engine.measure import wall_clock  # noqa: PLC0415
+    from evalbot.engine.measure.witness_interval import Floor  # noqa: PLC0415
+
+    witness, records = _run_doc({"a": [10.1, 10.1], "b": [9.95, 9.97]})
+    assert wall_clock.printed_slower(witness, records) == ["a"]
+    assert np.allclose(wall_clock.pair_costs(witness, records), 0.0)
+    u, floor = wall_clock.uncovered(witness, records, Floor(0.05, 7), {"a": 0.003, "b": 0.003})
+    assert np.allclose(u, 0.1)
+    assert floor == Floor(pytest.approx(float(np.hypot(0.05, 0.03))), 7)
+    # without a calibrated floor the pairs' own sd judges: nothing to widen
+    assert wall_clock.uncovered(witness, records, Floor(), {"a": 0.003})[1] == Floor()

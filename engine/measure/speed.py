@@ -138,7 +138,7 @@ class Measurement:
         for attempt in range(faults.attempts_cap(self.job.rule.looks[-1],
                                                  self.job.rule.fault_sigmas)):
             if looks.done:
-                on_to = self._on_to(run, looks, on_to)
+                on_to = self._on_to(run, looks, on_to, max(main[-1:], default=0.0))
                 if len(looks.kept) >= on_to:
                     break
             if self.now() > self.deadline:
@@ -160,16 +160,21 @@ class Measurement:
         self._stop(run, "decided" if looks.done and all(looks.decided(c.key) for c in run.cells)
                    else "last_look")
 
-    def _on_to(self, run: SpeedRun, looks: RunLooks, on_to: int) -> int:
+    def _on_to(self, run: SpeedRun, looks: RunLooks, on_to: int, main_s: float) -> int:
         """The pairs a decided run measures on to: its next look while its wall clock cannot
         rule its unwitnessed unchanged cells in (issue 53: more pairs, not a false flag and
-        not a hidden slowdown), at most the rule's last; 0: it stops."""
+        not a hidden slowdown), at most the rule's last; 0: it stops. Those pairs get their
+        time at main's pace (`main_s` a process) whatever the budget's state, as a run's first
+        verdict look does: a run cut before it could rule its cells in would leave an honest
+        PR not believed. The PR cannot set main's pace."""
         kept = len(looks.kept)
         if kept < on_to:
             return on_to
-        if not self._unruled(run, kept):
-            return 0
-        return min([n for n in self.job.rule.looks if n > kept], default=0)
+        target = min([n for n in self.job.rule.looks if n > kept], default=0) \
+            if self._unruled(run, kept) else 0
+        if target:
+            self.deadline = max(self.deadline, self.now() + (target - kept) * 2 * main_s)
+        return target
 
     def _unruled(self, run: SpeedRun, kept: int) -> list[str]:
         """The run's cells no witness times, decided unchanged, that its wall clock does not
@@ -189,7 +194,7 @@ class Measurement:
         return wall_clock.unruled(
             samples, {c.key: self.records[c.key].to_dict() for c in run.cells}, judge,
             Critical(t, t, t_pooled, t_pooled, guard), Floor(run.cost_floor_s, run.cost_floor_df),
-            rule.margin)
+            rule.margin, {c.key: rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells})
 
     def _drops(self, run: SpeedRun, looks: RunLooks) -> None:
         """The run's records after a pair: each sample's drop (throttled, or faulted: the screen

@@ -5,17 +5,19 @@ judges the same pairs (evalbot/grading/unexplained_cost.py), so the two cannot d
 
 Per kept pair i, u_i = (head wall - head's printed work) - (base wall - base's printed work),
 the printed work being the sum over the run's cells of tokens / printed rate. Where the rule
-times every covered cell (`witness_every_cell`), a printed slowdown buys no cover: each cell's
-mean printed slowdown over the pairs (head's printed seconds above main's) is taken off the
-head's work, so time a head says it spent on one cell cannot hide real time on another (an
-"offset", docs/statistics.md section 9d), nor can a regression printed larger than it is (a
-cell printed x0.95 of a rate really 2% slower). The shift is a constant per cell: u keeps its
-per-pair noise cancellation, so the run's cost floor stays what it measured.
+times every covered cell (`witness_every_cell`), a printed slowdown buys no cover in the bound
+that rules a cell in: a cell the head printed slower on the mean of the pairs counts on the
+head's side, pair by pair, as main printed it, so time a head says it spent on one cell cannot
+hide real time on another (an "offset", docs/statistics.md section 9e), nor can a regression
+printed larger than it is. Such a cell's own noise then stays in u (its printed time no longer
+cancels its real time), so the run's floor is widened by that cell's calibrated noise: the
+rule's per-pair sd of its log-ratio times main's seconds for its work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,20 +29,16 @@ MIN_OWN_PAIRS = 3  # without a floor, fewer pairs than this judge nothing
 
 
 def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
-               no_cover: bool = False) -> np.ndarray:
+               uncover: Collection[str] = ()) -> np.ndarray:
     """u_i per kept pair of a samples witness (`cells`: key -> tokens, `samples`: wall times);
-    `no_cover`: printed slowdowns buy no cover."""
+    a cell in `uncover` counts on the head's side as the pair's base printed it."""
     work: dict[tuple[int, str], float] = {}
     for key, tokens in witness["cells"].items():
-        record = records.get(key)
-        if record is None or not record.get("higher_is_better", True):
-            continue  # a latency cell prints seconds, not a rate: no work to account for
-        seconds = {(s["pair"], s["side"]): int(tokens) / float(s["value"])
-                   for s in record["samples"] if not s["dropped"] and s["value"] > 0}
-        shift = _printed_slowdown(seconds) if no_cover else 0.0
+        seconds = _printed_seconds(records.get(key), int(tokens))
         for (pair, side), sec in seconds.items():
-            work[(pair, side)] = work.get((pair, side), 0.0) + sec - (shift if side == "head"
-                                                                       else 0.0)
+            if key in uncover and side == "head":
+                sec = seconds.get((pair, "base"), sec)
+            work[(pair, side)] = work.get((pair, side), 0.0) + sec
     unaccounted: dict[int, dict[str, float]] = {}
     for s in witness["samples"]:
         if not s["dropped"] and (s["pair"], s["side"]) in work:
@@ -50,14 +48,42 @@ def pair_costs(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, An
                      if set(p) == {"base", "head"}])
 
 
-def _printed_slowdown(seconds: Mapping[tuple[int, str], float]) -> float:
-    """The head's mean printed seconds above main's over the pairs both sides printed; 0 where
-    it printed itself no slower."""
-    pairs = {p for p, side in seconds if side == "base"} & {p for p, side in seconds
-                                                             if side == "head"}
-    if not pairs:
-        return 0.0
-    return max(0.0, float(np.mean([seconds[p, "head"] - seconds[p, "base"] for p in pairs])))
+def _printed_seconds(record: Mapping[str, Any] | None, tokens: int) -> dict[tuple[int, str], float]:
+    """(pair, side) -> the seconds its printed rate accounts for; none for a latency cell,
+    which prints seconds, not a rate: no work to account for."""
+    if record is None or not record.get("higher_is_better", True):
+        return {}
+    return {(s["pair"], s["side"]): tokens / float(s["value"])
+            for s in record["samples"] if not s["dropped"] and s["value"] > 0}
+
+
+def printed_slower(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]
+                   ) -> list[str]:
+    """The run's cells whose head printed more seconds than main's on the mean of the pairs."""
+    out = []
+    for key, tokens in witness["cells"].items():
+        seconds = _printed_seconds(records.get(key), int(tokens))
+        diffs = [seconds[p, "head"] - seconds[p, "base"] for p, side in seconds
+                 if side == "base" and (p, "head") in seconds]
+        if diffs and float(np.mean(diffs)) > 0:
+            out.append(key)
+    return out
+
+
+def uncovered(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
+              floor: Floor, cell_floors: Mapping[str, float]) -> tuple[np.ndarray, Floor]:
+    """u with printed slowdowns buying no cover, and the run's floor widened by the noise of
+    the cells that no longer cancel (`cell_floors`: key -> per-pair sd of its log-ratio)."""
+    slower = printed_slower(witness, records)
+    extra = [cell_floors.get(k, 0.0) * main_s for k in slower
+             if (main_s := _main_s(records[k], int(witness["cells"][k]))) is not None]
+    widened = Floor(math.hypot(floor.sd_s, *extra), floor.df) if floor.given else floor
+    return pair_costs(witness, records, slower), widened
+
+
+def _main_s(record: Mapping[str, Any], tokens: int) -> float | None:
+    claimed = claimed_saving(record["samples"], tokens, record.get("higher_is_better", True))
+    return None if claimed is None else claimed[1]
 
 
 def judges(n: int, floor: Floor) -> bool:
@@ -74,16 +100,17 @@ def cost_interval(u: np.ndarray, crit: Critical, floor: Floor) -> Interval:
 def rules_in(cost_hi_s: float, record: Mapping[str, Any], tokens: int, margin: float) -> bool:
     """Does a run's wall clock rule out a slowdown of `margin` of this cell's work? The cost's
     upper bound at the equivalence level is below that share of main's seconds for it."""
-    claimed = claimed_saving(record["samples"], tokens, record.get("higher_is_better", True))
-    return claimed is not None and cost_hi_s < margin * claimed[1]
+    main_s = _main_s(record, tokens)
+    return main_s is not None and cost_hi_s < margin * main_s
 
 
 def unruled(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
-            judge: Sequence[str], crit: Critical, floor: Floor, margin: float) -> list[str]:
+            judge: Sequence[str], crit: Critical, floor: Floor, margin: float,
+            cell_floors: Mapping[str, float]) -> list[str]:
     """The cells of `judge` the run's wall clock does not rule in on its pairs so far (the
     harness's question: measure on?)."""
-    u = pair_costs(witness, records, True)
-    if not judges(len(u), floor):
+    u, widened = uncovered(witness, records, floor, cell_floors)
+    if not judges(len(u), widened):
         return list(judge)
-    hi = cost_interval(u, crit, floor).hi
+    hi = cost_interval(u, crit, widened).hi
     return [k for k in judge if not rules_in(hi, records[k], int(witness["cells"][k]), margin)]

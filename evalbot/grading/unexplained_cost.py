@@ -23,10 +23,11 @@ whatever its runs (bench/spoof_quality.py `hidden`, docs/statistics.md "One cloc
 
   no cover   where the rule times every covered cell, a printed slowdown buys no cover in the
           bound that rules a cell in (not in the flag above, which must stay a test at
-          COST_ALPHA): each cell's mean printed slowdown is taken off the head's work (an honest
-          slower head is then not believed, as its witnessed cells are, section 9c), or
+          COST_ALPHA): a cell printed slower counts at main's printed time on the head's side,
+          the run's floor widened by its noise (an honest slower head is then not believed, as
+          its witnessed cells are, docs/statistics.md section 9c), or
           time a head says it spent on one cell would cover a slowdown hidden in another (an
-          "offset", section 9d), a regressed cell's included: a regression printed larger than
+          "offset", section 9e), a regressed cell's included: a regression printed larger than
           it is would cover one hidden elsewhere (the REJECT is the verdict's either way). The
           arithmetic is engine/measure/wall_clock.py's, which the harness also applies to
           measure a run on while its wall clock cannot rule its unwitnessed cells in.
@@ -91,18 +92,18 @@ def harness_covered(results: Mapping[str, Any]) -> set[str]:
 
 
 def judge_cost(u: np.ndarray, floor: Floor, alpha: float,
-               uncovered: np.ndarray | None = None) -> dict[str, Any] | None:
+               uncovered: tuple[np.ndarray, Floor] | None = None) -> dict[str, Any] | None:
     """The cost interval's figures, whether it is flagged, and the upper bound of the cost at
     the equivalence level (what the wall clock rules out); None when the pairs judge nothing.
-    `uncovered`: u with printed slowdowns buying no cover (engine/measure/wall_clock.py), for
-    the bound only: its shift is no honest head's zero, so a flag on it would be no test at
-    COST_ALPHA; else u itself."""
+    `uncovered`: u with printed slowdowns buying no cover and its widened floor
+    (engine/measure/wall_clock.py), for the bound only: a flag on it would be no test at
+    COST_ALPHA (a printed slowdown is noise as often as not); else u itself."""
     n = len(u)
     if not wall_clock.judges(n, floor):
         return None
     bounds = wall_clock.cost_interval(u, _critical(n, floor, alpha), floor)
-    equivalence = wall_clock.cost_interval(u if uncovered is None else uncovered,
-                                           cost_critical(n, floor), floor)
+    u_bound, floor_bound = uncovered or (u, floor)
+    equivalence = wall_clock.cost_interval(u_bound, cost_critical(n, floor_bound), floor_bound)
     return {"pairs": n, "cost_s": bounds.mean, "cost_lo_s": bounds.lo, "sd": bounds.sd,
             "cost_hi_s": equivalence.hi, "flagged": bounds.lo > 0}
 
@@ -133,11 +134,20 @@ def unexplained_costs(results: Mapping[str, Any]) -> list[dict[str, Any] | None]
     for w in results.get("witnesses") or []:
         judged = None
         if w.get("source") == "samples":
-            judged = judge_cost(wall_clock.pair_costs(w, records), cost_floor(w),
+            floor = cost_floor(w)
+            judged = judge_cost(wall_clock.pair_costs(w, records), floor,
                                 COST_ALPHA / len(samples),
-                                wall_clock.pair_costs(w, records, True) if no_cover else None)
+                                wall_clock.uncovered(w, records, floor, cell_floors(results))
+                                if no_cover else None)
         out.append(None if judged is None else {**judged, "cells": sorted(w["cells"])})
     return out
+
+
+def cell_floors(results: Mapping[str, Any]) -> dict[str, float]:
+    """Each cell's per-pair sd of its log-ratio, as its rule gave it (engine/measure/replay.py)."""
+    rule = results["rule"]
+    return {key: float((rule.get("sd_floors") or {}).get(key, rule["sd_floor"]))
+            for key in (f"{c['model']}/{c['metric']}@{c['ctx']}" for c in results["cells"])}
 
 
 def cost_floor(witness: Mapping[str, Any]) -> Floor:
