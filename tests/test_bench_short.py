@@ -31,6 +31,7 @@ SHORT = {
     "fault_quality.py": (["--sims", "3", "--aa-sims", "3", "--profiles", "sparkinfer"],
                          "| sparkinfer | slow first | A/A | 3 |"),
     "demo_witness_looks.py": (["--trials", "20"], "| shipped | 3 6 12 33 | 0.19 | 0.06 |"),
+    "wall_clock_aa.py": (["--draws", "2000", "--check", "50"], "| 0 of 50 differ |"),
 }
 
 
