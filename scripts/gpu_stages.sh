@@ -1,8 +1,9 @@
 # The set-up stages of the one GPU runner (scripts/gpu_run.sh; scripts/gpu_runner/chain.py runs
 # each as `bash -c '. scripts/gpu_stages.sh && stage_NAME'` in a fresh bash). A stage reads only
 # the settings the chain passes (gpu_runner.chain.stage_env: ROOT W SHARED PY ENGINE SYNTH
-# QWEN36 SANDBOX REF_SHA REF_KEY JOBS, with PATH and PYTHONPATH; tests/test_gpu_scripts.py holds
-# it to that) and writes its logs under $W/log. Sourced, not run: it sets nothing at the top.
+# QWEN36 QWEN36_FULL SANDBOX REF_SHA REF_KEY JOBS, with PATH and PYTHONPATH;
+# tests/test_gpu_scripts.py holds it to that) and writes its logs under $W/log. Sourced, not
+# run: it sets nothing at the top.
 
 fail() { echo "FAIL: $*" >&2; return 1; }
 need() { local f; for f in "$@"; do [ -e "$SHARED/$f" ] || { fail "shared/$f is missing"; return 1; }; done; }
@@ -83,6 +84,11 @@ stage_model() {  # the synthetic models (written in parallel) and their digests
     if [ "$QWEN36" = 1 ]; then
       "$PY" "$ROOT/scripts/gpu_synth_qwen35.py" "$SHARED/ggml-vocab-qwen35.gguf" "$m/qwen36-synth-4l.gguf" \
         --outtype q4_k_m --qwen36 --layers 4 > "$W/log/synth-qwen36.txt" 2>&1 &
+      pids+=($!)
+    fi
+    if [ "$QWEN36_FULL" = 1 ]; then  # the real shape, 40 layers (~21 GB): written once, here only
+      "$PY" "$ROOT/scripts/gpu_synth_qwen35.py" "$SHARED/ggml-vocab-qwen35.gguf" "$m/qwen36-synth.gguf" \
+        --outtype q4_k_m --qwen36 > "$W/log/synth-qwen36-full.txt" 2>&1 &
       pids+=($!)
     fi
     for p in "${pids[@]}"; do wait "$p" || fail "a synthetic model (synth-*.txt)" || return 1; done

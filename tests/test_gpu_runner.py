@@ -44,6 +44,7 @@ PLANS = {
            "eval:liar-cut"],
     "53L": ["setup", "box", "model", "eval:llama-witness-aa", "eval:llama-aa-53", "eval:llama-hide-prefill"],
     "53S": ["setup", "box", "model", "eval:aa-131k-floor", "eval:qwen36-aa-alone"],
+    "53Q": ["setup", "box", "model", "eval:qwen36-full-aa"],
 }
 NEEDS = {
     "49": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
@@ -56,6 +57,7 @@ NEEDS = {
     "53": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
     "53L": {"wheels", "debs", "llama.cpp-pruned.tar.gz", "ggml-vocab-qwen2.gguf", "synth_gguf.py"},
     "53S": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
+    "53Q": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
 }
 
 
@@ -322,6 +324,7 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
     (cfg.work / "log" / "models.sha256").write_text(
         "".join(f"{c * 64}  {n}\n" for c, n in (("a", "qwythos-synth.gguf"),
                                                 ("b", "qwen36-synth-4l.gguf"),
+                                                ("d", "qwen36-synth.gguf"),
                                                 ("c", "qwen3-0p6b-synth-f16.gguf"))))
     (cfg.work / "sandbox-env.txt").write_text("LD_LIBRARY_PATH=/usr/lib/wsl/lib\n")
     shipped = load_profile(cfg.engine)
@@ -347,8 +350,15 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
             continue
         assert any(m == "qwen3.6-35b-a3b" for m, _, _ in cells) is e.qwen36, e.name
         assert any(ctx == 131072 for _, _, ctx in cells) is e.long_run, e.name
-        if e.alone:  # that run alone, as shipped (its cells, witnesses and cost floor)
-            alone = [r for r in shipped.runs if (r.model == "qwen3.6-35b-a3b") is (e.alone == "qwen36")
+        # the Qwen3.6 file each reads, pinned: the 4-layer one, or the real shape's 40 layers
+        assert {(m.name, m.file, m.sha256) for m in p.models if m.name == "qwen3.6-35b-a3b"} == (
+            {("qwen3.6-35b-a3b", *(("qwen36-synth.gguf", "d" * 64) if e.qwen36_full
+                                   else ("qwen36-synth-4l.gguf", "b" * 64)))} if e.qwen36 else set()), e.name
+        # witnesses (the 131072 run has none as shipped), or none at all: the runs' samples alone
+        assert any(r.witnesses for r in p.runs) is (e.witnesses and e.alone != "long"), e.name
+        if e.alone:  # that run alone, as shipped (its cells, cost floor and, unless dropped, witnesses)
+            alone = [r if e.witnesses else replace(r, witnesses=()) for r in shipped.runs
+                     if (r.model == "qwen3.6-35b-a3b") is (e.alone == "qwen36")
                      and any(c.ctx == 131072 for c in r.cells) is (e.alone == "long")]
             assert len(alone) == 1 and list(p.runs) == alone, e.name
             assert [m.name for m in p.models] == [alone[0].model], e.name
@@ -356,6 +366,49 @@ def test_each_evaluation_s_profile_is_the_shipped_one_with_what_it_names(run: st
             assert p.correctness is not None
             stable = p.correctness.floors == shipped.correctness.floors  # type: ignore[union-attr]
             assert stable is (run == "51"), e.name  # the stable file: the shipped floors
+
+
+@pytest.mark.parametrize("engine, options", [
+    ("sparkinfer", {"qwen36_full": True}),  # the 40-layer file is the Qwen3.6 model's
+    ("llamacpp", {"witnesses": False}),  # its witnesses are its candidate's (depth_witnesses)
+])
+def test_an_evaluation_asking_for_what_its_profile_lacks_is_refused(engine: str, options: dict) -> None:
+    from gpu_runner.catalogue import Evaluation
+
+    with pytest.raises(ValueError, match="qwen36_full needs qwen36, witnesses=False sparkinfer"):
+        Evaluation("x", engine, "main", "aa", "measured", **options)
+    Evaluation("x", "sparkinfer", "main", "aa", "measured", qwen36=True, **options)  # as 53Q's
+
+
+def test_run_53q_gives_the_harness_qwen36_s_run_alone_on_its_40_layer_file(tmp_path: Path) -> None:
+    """The job 53Q's evaluation makes: the shipped Qwen3.6 run alone (its seven cells and cost
+    floor), its samples the only clock (no witness to run), 3 pairs forced, the 40-layer file pinned."""
+    from gpu_runner.chain import profile_argv
+
+    from bench import _simbox
+    from evalbot.config.settings import BoxConfig
+    from evalbot.evaluation.jobspec import make_job
+    from evalbot.evaluation.profile import load_profile
+
+    _, cfg, _ = config(["plan", "53Q", "--work", str(tmp_path / "w")])
+    assert cfg is not None and [e.name for e in cfg.evaluations] == ["qwen36-full-aa"]
+    (cfg.work / "log").mkdir(parents=True)
+    (cfg.work / "log" / "models.sha256").write_text(f"{'a' * 64}  qwythos-synth.gguf\n"
+                                                    f"{'d' * 64}  qwen36-synth.gguf\n")
+    path = tmp_path / "53Q.yaml"
+    with open(path, "w") as out:
+        argv = [sys.executable, "-m", "gpu_runner.profiles", *profile_argv(cfg, cfg.evaluations[0])]
+        subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT}:{SCRIPTS}"}, stdout=out,
+                       check=True)
+    shipped = next(r for r in load_profile("sparkinfer").runs if r.model == "qwen3.6-35b-a3b")
+    box = BoxConfig(name="local", kind="local", workdir=str(tmp_path), repo=str(tmp_path))
+    job = make_job(load_profile(str(path)), _simbox.POLICY, box, "a" * 40, "b" * 40)
+    assert [(m.name, Path(m.path).name, m.sha256) for m in job.models] == [
+        ("qwen3.6-35b-a3b", "qwen36-synth.gguf", "d" * 64)]
+    (run,) = job.runs
+    assert [(c.metric, c.ctx) for c in run.cells] == [(c.metric, c.ctx) for c in shipped.cells]
+    assert run.witnesses == [] and run.cost_floor_s == shipped.cost_floor_s
+    assert job.rule.looks == [3] and job.correctness is None
 
 
 def test_start_and_wait_run_the_chain_detached_and_bring_back_its_summary(tmp_path: Path) -> None:

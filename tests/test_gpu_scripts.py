@@ -7,6 +7,7 @@ docs/gpu-e2e.md, "A verdict in minutes, second run")."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -59,3 +60,31 @@ def test_the_stable_file_is_chosen_by_the_run_not_by_the_environment() -> None:
     assert runs["52"]["ENGINE"] == "llamacpp" and runs["51"]["ENGINE"] == "sparkinfer"
     body = _functions((SCRIPTS / "gpu_stages.sh").read_text())["stage_model"]
     assert '"$SYNTH" = stable' in body and "--branch-scale 0.001" in body
+
+
+def test_the_model_stage_writes_the_qwen36_file_each_run_reads(tmp_path: Path) -> None:
+    # the stage as the chain runs it, with a stand-in python that records each synthesizer's
+    # arguments and writes an empty file where the real one writes the model
+    fake = tmp_path / "py"
+    fake.write_text('#!/bin/sh\necho "${1##*/} $*" >> "$W/calls"; : > "$3"\n')
+    fake.chmod(0o755)
+    (tmp_path / "s").mkdir()
+    for name in ("ggml-vocab-qwen35.gguf", "synth_qwen35.py"):
+        (tmp_path / "s" / name).touch()
+    made = {}
+    for run in ("50", "53S", "53Q"):
+        work = tmp_path / run
+        (work / "log").mkdir(parents=True)
+        cfg = Config(run, tuple(evaluations_of(run)), 100, False, SCRIPTS.parent, work, tmp_path / "s",
+                     str(fake), 2)
+        subprocess.run(["bash", "-c", ". scripts/gpu_stages.sh && stage_model"], cwd=SCRIPTS.parent,
+                       env=stage_env(cfg), check=True, capture_output=True)
+        calls = (work / "calls").read_text().splitlines()
+        made[run] = {c.split()[3].rsplit("/", 1)[1]: c.split()[4:] for c in calls}
+        sums = (work / "log" / "models.sha256").read_text()
+        assert sorted(line.split()[1] for line in sums.splitlines()) == sorted(made[run]), run
+    q4 = ["--outtype", "q4_k_m"]
+    assert made["50"] == made["53S"] == {"qwythos-synth.gguf": q4,
+                                         "qwen36-synth-4l.gguf": [*q4, "--qwen36", "--layers", "4"]}
+    # the real shape: the synthesizer's --qwen36 default, 40 layers
+    assert made["53Q"] == {"qwythos-synth.gguf": q4, "qwen36-synth.gguf": [*q4, "--qwen36"]}

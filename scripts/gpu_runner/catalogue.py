@@ -3,7 +3,8 @@
 An evaluation is a base and a head of one engine's repository (branches the setup stage commits:
 heads_sparkinfer.HEADS, heads_llamacpp.HEADS, and `main`), the verdict it must get, and the e2e
 profile it runs with (profiles.py: the shipped profile, with or without its correctness section,
-with or without the Qwen3.6 model, with or without the 131072 run). `sandbox-ab` is the one
+with or without the Qwen3.6 model (its 4-layer file, or the real shape's 40 layers), with or
+without the 131072 run, with or without the runs' witnesses). `sandbox-ab` is the one
 measurement that is not an `evalbot eval`: main's sweep through the bubblewrap sandbox and the
 launcher before it, in alternating pairs (scripts/sandbox_ab.py).
 
@@ -40,6 +41,9 @@ class Evaluation:
     expected: str
     correctness: bool = False  # the profile keeps its correctness section (needs the reference)
     qwen36: bool = False  # sparkinfer: the 4-layer Qwen3.6 file as the second model, with its guard
+    # sparkinfer, with qwen36: the 40-layer file (the real Qwen3.6-35B-A3B shape, ~21 GB at
+    # q4_k_m) in the 4-layer one's place
+    qwen36_full: bool = False
     long_run: bool = False  # sparkinfer: the shipped 131072 run kept (31 s a sample)
     speed_cut: bool = False  # sparkinfer: the sweep cut to its cells up to 4096 (a correctness test)
     # sparkinfer, for device time: "long" the 131072 run alone (Qwythos's sweep and its witnesses
@@ -48,6 +52,9 @@ class Evaluation:
     # every run measures exactly this many kept pairs (speed.looks [pairs]): a floor's samples, not
     # the A/A's usual 2
     pairs: int = 0
+    # sparkinfer: False drops every run's witnesses (device time: the runs' own samples alone, their
+    # wall times and printed rates; an unwitnessed unchanged cell rests on its run's wall clock)
+    witnesses: bool = True
     depth_witnesses: bool = False  # llamacpp: issue 53's candidate (llama_witnesses.py)
     calibrate_from_aa: bool = False  # llamacpp: the witness floors from the run's witness A/A
     # "eval": evalbot eval in the sandbox; "sandbox-ab": scripts/sandbox_ab.py; "witness-aa":
@@ -63,6 +70,8 @@ class Evaluation:
         if self.alone not in ("", "long", "qwen36") or (self.alone == "long" and not self.long_run) \
                 or (self.alone == "qwen36" and not self.qwen36):
             raise ValueError(f"{self.name}: alone={self.alone!r} needs its run (long_run, qwen36)")
+        if (self.qwen36_full and not self.qwen36) or (not self.witnesses and self.engine != SPARKINFER):
+            raise ValueError(f"{self.name}: qwen36_full needs qwen36, witnesses=False sparkinfer")
         if self.pairs == 1 or self.pairs < 0:
             raise ValueError(f"{self.name}: pairs {self.pairs}: 0 (the profile's looks) or at least 2")
         if self.kind not in ("eval", "sandbox-ab", "witness-aa"):
@@ -127,6 +136,13 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
          why="the shipped 131072 run alone on an A/A, 8 pairs: each sample's wall time for its cost floor"),
     _spk("qwen36-aa-alone", "main", "aa", "eval:none", qwen36=True, alone="qwen36",
          why="an A/A of Qwen3.6's run and witnesses alone: their pair sd and per-process seconds"),
+    # the shipped Qwen3.6 run at its real shape, first time: the 40-layer file, its run alone, no
+    # witnesses, 3 pairs forced. `measured`: its unwitnessed cells rest on the run's wall clock,
+    # whose assumed 4-layer floor 3 pairs may not rule them in (eval:inconclusive then); the
+    # figures wanted are each sample's wall time and printed rates, whatever the verdict
+    _spk("qwen36-full-aa", "main", "aa", "measured", qwen36=True, qwen36_full=True, alone="qwen36",
+         pairs=3, witnesses=False,
+         why="an A/A of Qwen3.6's run alone on the 40-layer file, no witnesses, 3 pairs: its samples"),
     # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
     _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
     _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
@@ -164,6 +180,7 @@ ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "51": (("aa", "broken-prefill", "broken-long-prefill", "bf16-reduction", "honest-4k"), "stable", 1500),
     "53": (("aa-speed", "hide-decode", "decode-cut", "liar-cut"), "random", 1300),
     "53S": (("aa-131k-floor", "qwen36-aa-alone"), "random", 1400),
+    "53Q": (("qwen36-full-aa",), "random", 1500),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
     "53L": (("llama-witness-aa", "llama-aa-53", "llama-hide-prefill"), "", 1700),

@@ -57,7 +57,9 @@ def stage_env(cfg: Config) -> dict[str, str]:
     """Everything a bash stage may read (tests/test_gpu_scripts.py holds gpu_stages.sh to it)."""
     return {"ROOT": str(cfg.root), "W": str(cfg.work), "SHARED": str(cfg.shared), "PY": cfg.python,
             "ENGINE": cfg.engine, "SYNTH": cfg.synth, "SANDBOX": SANDBOX, "JOBS": str(cfg.jobs),
-            "QWEN36": "1" if any(e.qwen36 for e in cfg.evaluations) else "0",
+            # the 4-layer Qwen3.6 file, the 40-layer one (~21 GB): each only where an evaluation reads it
+            "QWEN36": "1" if any(e.qwen36 and not e.qwen36_full for e in cfg.evaluations) else "0",
+            "QWEN36_FULL": "1" if any(e.qwen36_full for e in cfg.evaluations) else "0",
             "REF_SHA": REF_SHA, "REF_KEY": f"src-{REF_SHA[:16]}",
             "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/local/cuda/bin",
             "PYTHONPATH": "/tmp/site", "PYTHONUNBUFFERED": "1",
@@ -82,6 +84,7 @@ def profile_argv(cfg: Config, e: Evaluation) -> list[str]:
                                  ("--calibrate-from-aa", e.calibrate_from_aa)) if on]
         return ["llamacpp", shipped, sums, build_flags(cfg), *flags, *env]
     flags = [f for f, on in (("--correctness", e.correctness), ("--qwen36", e.qwen36),
+                             ("--qwen36-full", e.qwen36_full), ("--no-witnesses", not e.witnesses),
                              ("--long-run", e.long_run), ("--speed-cut", e.speed_cut),
                              ("--stable", cfg.synth == "stable"),
                              ("--calibrate-from-aa", cfg.synth == "stable" and e.name != "aa"),

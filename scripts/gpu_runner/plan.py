@@ -12,6 +12,10 @@ from gpu_runner import llama_witnesses
 from gpu_runner.catalogue import LLAMACPP, SPARKINFER, Evaluation
 
 TREE_LIMIT = 64 * 2**20
+# gpu_synth_qwen35.py --qwen36 at q4_k_m: 0.50 GB a layer, 0.75 GB besides (its 1- and 4-layer
+# files); written under the run's work folder on the device, never carried or brought back
+QWEN36_FULL_SIZE = ("the 40-layer Qwen3.6 file, ~21 GB of the device's disk: some 2-4 min to "
+                    "write and hash")
 
 
 @dataclass(frozen=True)
@@ -23,12 +27,14 @@ class Stage:
 
 def stages(evaluations: list[Evaluation], warm: bool) -> list[Stage]:
     correctness = any(e.correctness for e in evaluations)
-    qwen36 = any(e.qwen36 for e in evaluations)
+    qwen36 = [f for f, on in (("the 4-layer Qwen3.6 file", any(e.qwen36 and not e.qwen36_full
+                                                                for e in evaluations)),
+                              (QWEN36_FULL_SIZE, any(e.qwen36_full for e in evaluations))) if on]
     out = [Stage("setup", 30, "the wheels into /tmp/site; the engine repository, every head a commit"),
            Stage("box", 30, "bubblewrap and sudo from shared/debs; `evalbot box init`; CUDA as the "
                             "sandbox user"),
            Stage("model", 60, "the synthetic model files"
-                 + (" (and the 4-layer Qwen3.6 file)" if qwen36 else ""))]
+                 + (f" (and {' and '.join(qwen36)})" if qwen36 else ""))]
     if correctness:
         out.append(Stage("reference", 60, "the carried CUDA reference unpacked and checked (else "
                                           "built); a probe"))
@@ -37,6 +43,7 @@ def stages(evaluations: list[Evaluation], warm: bool) -> list[Stage]:
     for e in evaluations:
         kind = "sandbox A/B" if e.kind == "sandbox-ab" else f"{e.base} -> {e.head}"
         extras = [x for x, on in (("correctness", e.correctness), ("qwen3.6", e.qwen36),
+                                  ("its 40 layers", e.qwen36_full), ("no witnesses", not e.witnesses),
                                   ("131072 run", e.long_run), (f"{e.alone} run alone", bool(e.alone)),
                                   (f"{e.pairs} pairs a run", e.pairs > 0)) if on]
         out.append(Stage(f"eval:{e.name}", 120, f"{kind}, want {e.expected}"

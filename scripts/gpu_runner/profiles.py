@@ -1,10 +1,12 @@
 """The e2e profiles: the shipped profile with only what the device needs changed.
 
 sparkinfer: the synthetic files and their pins (the Qwythos file; the 4-layer qwen35moe file in the
-  Qwen3.6 model's place with `qwen36`, else that model, its run and its guard are removed), the
+  Qwen3.6 model's place with `qwen36`, the 40-layer one, the real shape, with `qwen36-full` too,
+  else that model, its run and its guard are removed), the
   131072 run only with `long_run` (alone with `long-alone`: Qwythos's sweep and its witnesses out;
   `qwen36-alone`: Qwen3.6's run alone), `pairs=N`: speed.looks [N] (every run measures N kept pairs,
-  a floor's samples), the correctness section only with `correctness` (the reference
+  a floor's samples), `no-witnesses`: every run's witnesses removed (its samples alone), the
+  correctness section only with `correctness` (the reference
   built from the tarball, KEY), its floors the shipped ones on the stable file (the policy's) and
   calibrated from main on the random-weight file (phase 2's A/A, tests/data/sparkinfer/), and the
   box's environment (NAME=VALUE: LD_LIBRARY_PATH where libcuda is not on the loader's path).
@@ -17,8 +19,8 @@ llamacpp: the synthetic Qwen3-0.6B-shaped file and its pin, the build flags of t
   run-53L.tgz brought back and the lead put in shared/ (same name), else none.
 
     python3 -m gpu_runner.profiles sparkinfer SHIPPED MODELS.sha256 KEY [--correctness] [--qwen36]
-        [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa] [--long-alone|--qwen36-alone]
-        [--pairs=N] [NAME=VALUE ...] > P.yaml
+        [--qwen36-full] [--long-run] [--stable] [--speed-cut] [--calibrate-from-aa]
+        [--long-alone|--qwen36-alone] [--pairs=N] [--no-witnesses] [NAME=VALUE ...] > P.yaml
     python3 -m gpu_runner.profiles llamacpp SHIPPED MODELS.sha256 BUILD_FLAGS [--correctness]
         [--depth-witnesses] [--witness-aa] [--calibrate-from-aa] [NAME=VALUE ...] > P.yaml
 """
@@ -36,6 +38,7 @@ from gpu_runner import llama_witnesses
 ROOT = Path(__file__).resolve().parents[2]
 PHASE2_AA = ROOT / "tests/data/sparkinfer/phase2-aa-correctness-h200.json"
 SPK_FILES = {"qwythos-9b": "qwythos-synth.gguf", "qwen3.6-35b-a3b": "qwen36-synth-4l.gguf"}
+QWEN36_FULL = {"qwen3.6-35b-a3b": "qwen36-synth.gguf"}  # --qwen36-full: 40 layers (gpu_stages.sh)
 LLAMA_FILE = "qwen3-0p6b-synth-f16.gguf"
 
 
@@ -73,14 +76,18 @@ def sparkinfer(doc: dict, digests: dict[str, str], key: str, flags: list[str],
     doc["env"].update(dict(f.split("=", 1) for f in flags if "=" in f and not f.startswith("--")))
     doc["models"] = [m for m in doc["models"] if (qwen36 or m["name"] == "qwythos-9b") and not (
         "--qwen36-alone" in flags and m["name"] == "qwythos-9b")]
+    files = {**SPK_FILES, **(QWEN36_FULL if "--qwen36-full" in flags else {})}
     for m in doc["models"]:
-        m["file"], m["sha256"] = SPK_FILES[m["name"]], digests[SPK_FILES[m["name"]]]
+        m["file"], m["sha256"] = files[m["name"]], digests[files[m["name"]]]
     names = {m["name"] for m in doc["models"]}
     doc["speed"]["runs"] = [r for r in doc["speed"]["runs"] if r["model"] in names and (
         "--long-run" in flags or not is_long(r)) and ("--long-alone" not in flags or is_long(r))]
     for f in flags:
         if f.startswith("--pairs="):  # one look at N pairs: no run stops before N
             doc["speed"]["looks"] = [int(f.split("=", 1)[1])]
+    if "--no-witnesses" in flags:  # device time: the runs' samples alone
+        for r in doc["speed"]["runs"]:
+            r.pop("witnesses", None)
     if "--speed-cut" in flags:  # a correctness run: the sweep cut to its cells up to 4096
         for r in doc["speed"]["runs"]:
             r["cells"] = [c for c in r["cells"] if c["ctx"] <= 4096]
