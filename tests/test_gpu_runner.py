@@ -382,7 +382,7 @@ def test_an_evaluation_asking_for_what_its_profile_lacks_is_refused(engine: str,
 
 def test_run_53q_gives_the_harness_qwen36_s_run_alone_on_its_40_layer_file(tmp_path: Path) -> None:
     """The job 53Q's evaluation makes: the shipped Qwen3.6 run alone (its seven cells and cost
-    floor), its samples the only clock (no witness to run), 3 pairs forced, the 40-layer file pinned."""
+    floor), its samples the only clock (no witness to run), 2 pairs forced, the 40-layer file pinned."""
     from gpu_runner.chain import profile_argv
 
     from bench import _simbox
@@ -408,7 +408,7 @@ def test_run_53q_gives_the_harness_qwen36_s_run_alone_on_its_40_layer_file(tmp_p
     (run,) = job.runs
     assert [(c.metric, c.ctx) for c in run.cells] == [(c.metric, c.ctx) for c in shipped.cells]
     assert run.witnesses == [] and run.cost_floor_s == shipped.cost_floor_s
-    assert job.rule.looks == [3] and job.correctness is None
+    assert job.rule.looks == [2] and job.correctness is None
 
 
 def test_start_and_wait_run_the_chain_detached_and_bring_back_its_summary(tmp_path: Path) -> None:

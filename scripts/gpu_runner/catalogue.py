@@ -141,8 +141,8 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
     # whose assumed 4-layer floor 3 pairs may not rule them in (eval:inconclusive then); the
     # figures wanted are each sample's wall time and printed rates, whatever the verdict
     _spk("qwen36-full-aa", "main", "aa", "measured", qwen36=True, qwen36_full=True, alone="qwen36",
-         pairs=3, witnesses=False,
-         why="an A/A of Qwen3.6's run alone on the 40-layer file, no witnesses, 3 pairs: its samples"),
+         pairs=2, witnesses=False,
+         why="an A/A of Qwen3.6's run alone on the 40-layer file, no witnesses, 2 pairs: its samples"),
     # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
     _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
     _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
