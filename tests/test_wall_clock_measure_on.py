@@ -156,3 +156,17 @@ def test_a_printed_slowdown_counts_at_main_s_time_and_widens_the_floor() -> None
     assert floor == Floor(pytest.approx(float(np.hypot(0.05, 0.03))), 7)
     # without a calibrated floor the pairs' own sd judges: nothing to widen
     assert wall_clock.uncovered(witness, records, Floor(), {"a": 0.003})[1] == Floor()
+
+
+def test_a_calibration_job_measures_its_pairs_and_parses(tmp_path: Path) -> None:
+    """`evalbot calibrate` replaces the rule's looks by its one look: the runs' per-look wall
+    clock values go with them (the guide's calibration once failed on the box on exactly
+    this: `runs[0].cost_critical: one per look [6]`)."""
+    from evalbot.config.settings import BoxConfig  # noqa: PLC0415
+    from evalbot.service.calibrate import calibration_job  # noqa: PLC0415
+
+    box = BoxConfig(name="b", kind="local", workdir=str(tmp_path), repo=str(tmp_path))
+    for name in ("sparkinfer", "demo"):
+        job = calibration_job(_simbox.shipped(name), _simbox.POLICY, box, "a" * 40, 6)
+        parsed = parse_job(json.loads(job.to_json()))
+        assert parsed.rule.looks == [6] and all(not r.cost_critical for r in parsed.runs)

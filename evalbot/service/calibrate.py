@@ -54,7 +54,9 @@ def calibration_job(profile: Profile, policy: Policy, box: BoxConfig, sha: str,
     # Without `witnesses` none runs: a profile that witnesses every cell that did not regress
     # (the demo's witness_every_cell) would otherwise run them all in an A/A, whose cells never
     # regress, spending half the calibration's box time on floors nobody asked for.
-    runs = [dataclasses.replace(r, witnesses=[with_stops(dataclasses.replace(
+    # Its one look measures every pair: no run measures on for its wall clock (cost_critical
+    # is per look of the profile's rule, which this job replaces).
+    runs = [dataclasses.replace(r, cost_critical=[], witnesses=[with_stops(dataclasses.replace(
         w, pairs=pairs, looks=(pairs,), sd_floor_s=0.0, floor_df=0), policy.alpha)
         for w in r.witnesses if witnesses and (only is None or w.name in only)])
         for r in job.runs]
