@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import _rows, _simbox, spoof_quality, verdict_quality
+from bench import _paces, _rows, _simbox, spoof_quality, verdict_quality
 from evalbot.evaluation.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,12 +151,16 @@ def test_the_qwythos_sweep_is_the_h200_pace_not_an_assumed_one(tmp_path) -> None
     assert not pace.assumed and close(evaluator.world.sample_s(run), H200_SWEEP_S)
 
 
-def test_a_run_without_a_fixture_says_its_pace_is_assumed() -> None:
+def test_every_shipped_run_s_pace_is_measured_and_the_header_says_an_assumed_one() -> None:
+    """Qwen3.6's run was assumed from the 4-layer file until GPU run 53Q measured it at its real
+    shape (tests/test_sparkinfer_q53_h100.py); a pace without a fixture still says so."""
     variant = _rows.Variant("sparkinfer", load_profile("sparkinfer"), "sparkinfer")
     header = _rows.pace_header(variant, None)
-    qwen = next(part for part in header.split("; ") if part.startswith("qwen3.6-35b-a3b@"))
-    assert "pace assumed" in qwen
-    assert "pace assumed" not in next(p for p in header.split("; ") if p.startswith("qwythos"))
+    for model in ("qwen3.6-35b-a3b@", "qwythos"):
+        assert "pace assumed" not in next(p for p in header.split("; ") if p.startswith(model))
+    guess = _paces.RunPace(120.0, 0.04, {"decode": 440.0}, {"decode": 0.002},
+                           _paces.ASSUMED + ": x")
+    assert guess.assumed and guess.note() == "pace assumed"
 
 
 ROW = re.compile(r"^\| (?P<head>[^|]+) \| (?P<true>[^|]+) \| (?P<n>\d+) \| (?P<tier>[\d.]+)% \| "
