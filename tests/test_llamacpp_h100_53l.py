@@ -186,6 +186,12 @@ def test_the_second_host_s_a_a_regrades_to_what_the_run_published() -> None:
     assert results["profile_version"] == 7 and results["rule"]["witness_margin"] == 0.015
     published = json.loads((RUN / "aa-53.verdict.json").read_text())
     verdict = graded(results, POLICY)
+    # but for the samples' cost bound, whose flag level is split over the rule's looks since
+    # a run measures on (evalbot/grading/unexplained_cost.py): unflagged before and after
+    [regraded] = [w["cost"] for w in verdict["witnesses"] if "cost" in w]
+    [was] = [w["cost"] for w in published["witnesses"] if "cost" in w]
+    assert regraded["cost_lo_s"] < was["cost_lo_s"] < 0 and not regraded["flagged"]
+    regraded["cost_lo_s"] = was["cost_lo_s"]
     _same(verdict, published)
     assert verdict["headline"] == "eval:inconclusive"
     assert [(c["key"], c["decision"], c["believed"]) for c in verdict["cells"]] == [

@@ -126,17 +126,21 @@ def unexplained_costs(results: Mapping[str, Any]) -> list[dict[str, Any] | None]
     """Per witness of the results, in their order: a samples witness's cost judgement where its
     pairs judge one, else None. By position, not name: two runs of one model (sparkinfer's
     sweep and its 131072 run) both record `samples:<model>`. Where the rule times every covered
-    cell, printed slowdowns buy no cover."""
+    cell, printed slowdowns buy no cover, and the flag's level is split over the rule's looks as
+    well as the runs: a run measures on from a look where its wall clock did not rule its cells
+    in (engine/measure/speed.py `_on_to`), which is where its early pairs ran long, so the flag
+    is judged on a number of pairs its own data chose (a simulated A/A was flagged at 5 pairs
+    after 2 pairs that ran long: docs/statistics.md section 9e)."""
     samples = [w for w in results.get("witnesses") or [] if w.get("source") == "samples"]
     records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
     no_cover = bool(results["rule"].get("witness_every_cell"))
+    alpha = COST_ALPHA / max(len(samples), 1) / (len(results["rule"]["looks"]) if no_cover else 1)
     out: list[dict[str, Any] | None] = []
     for w in results.get("witnesses") or []:
         judged = None
         if w.get("source") == "samples":
             floor = cost_floor(w)
-            judged = judge_cost(wall_clock.pair_costs(w, records), floor,
-                                COST_ALPHA / len(samples),
+            judged = judge_cost(wall_clock.pair_costs(w, records), floor, alpha,
                                 wall_clock.uncovered(w, records, floor, cell_floors(results))
                                 if no_cover else None)
         out.append(None if judged is None else {**judged, "cells": sorted(w["cells"])})
