@@ -51,7 +51,8 @@ def _ratios(record: Mapping[str, Any]) -> Any:
     return stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
 
 
-def _floor(record: Mapping[str, Any], rule: Mapping[str, Any]) -> float:
+def cell_floor(record: Mapping[str, Any], rule: Mapping[str, Any]) -> float:
+    """The cell's calibrated per-pair sd of its log-ratio: its own floor, else the rule's."""
     return float((rule.get("sd_floors") or {}).get(cell_key(record), rule["sd_floor"]))
 
 
@@ -60,7 +61,7 @@ def replay(record: Mapping[str, Any], rule: Mapping[str, Any],
     """Recompute a cell's looks from its recorded samples; `refuted` per look comes from its
     run (replay_all), as the harness computed it."""
     edges = (rule.get("tier_edges") or {}).get(cell_key(record))
-    return stats.sequential(_ratios(record), bounds_of(rule), _floor(record, rule),
+    return stats.sequential(_ratios(record), bounds_of(rule), cell_floor(record, rule),
                             rule["significance"], rule["tolerance"], edges, refuted)
 
 
@@ -82,7 +83,7 @@ def replay_all(records: Sequence[Mapping[str, Any]],
                 out[i] = looks.looks.get(cell_key(records[i]), [])
             continue
         refuted = stats.refuted_per_look([_ratios(records[i]) for i in members],
-                                         [_floor(records[i], rule) for i in members], schedule)
+                                         [cell_floor(records[i], rule) for i in members], schedule)
         for i in members:
             out[i] = replay(records[i], rule, refuted)
     return out
@@ -96,7 +97,7 @@ def run_looks_of(cells: Sequence[RunCell], rule: Mapping[str, Any]) -> RunLooks:
 
 def run_cell(record: Mapping[str, Any], rule: Mapping[str, Any]) -> RunCell:
     edges = (rule.get("tier_edges") or {}).get(cell_key(record))
-    return RunCell(cell_key(record), bool(record["higher_is_better"]), _floor(record, rule),
+    return RunCell(cell_key(record), bool(record["higher_is_better"]), cell_floor(record, rule),
                    tuple(float(e) for e in edges) if edges else None)
 
 

@@ -171,12 +171,12 @@ class Measurement:
         if kept < on_to:
             return on_to
         target = min([n for n in self.job.rule.looks if n > kept], default=0) \
-            if self._unruled(run, kept) else 0
+            if self._unruled(run, looks) else 0
         if target:
             self.deadline = max(self.deadline, self.now() + (target - kept) * 2 * main_s)
         return target
 
-    def _unruled(self, run: SpeedRun, kept: int) -> list[str]:
+    def _unruled(self, run: SpeedRun, looks: RunLooks) -> list[str]:
         """The run's cells no witness times, decided unchanged, that its wall clock does not
         rule in on the pairs so far (evalbot/grading/unexplained_cost.py judges the same)."""
         rule = self.job.rule
@@ -190,11 +190,11 @@ class Measurement:
         if not judge or samples is None:
             return []
         t, t_pooled, guard = run.cost_critical[max(
-            i for i, n in enumerate(rule.looks) if n <= kept or i == 0)]
+            i for i, n in enumerate(rule.looks) if n <= len(looks.kept) or i == 0)]
         return wall_clock.unruled(
             samples, {c.key: self.records[c.key].to_dict() for c in run.cells}, judge,
             Critical(t, t, t_pooled, t_pooled, guard), Floor(run.cost_floor_s, run.cost_floor_df),
-            rule.margin, {c.key: rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells})
+            rule.margin, {c.key: c.floor for c in looks.cells})
 
     def _drops(self, run: SpeedRun, looks: RunLooks) -> None:
         """The run's records after a pair: each sample's drop (throttled, or faulted: the screen

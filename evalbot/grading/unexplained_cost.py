@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from evalbot.engine.measure import wall_clock
+from evalbot.engine.measure.replay import cell_floor, cell_key
 from evalbot.engine.measure.witness_interval import Critical, Floor
 from evalbot.grading import quantiles
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
@@ -132,7 +133,7 @@ def unexplained_costs(results: Mapping[str, Any]) -> list[dict[str, Any] | None]
     is judged on a number of pairs its own data chose (a simulated A/A was flagged at 5 pairs
     after 2 pairs that ran long: docs/statistics.md section 9e)."""
     samples = [w for w in results.get("witnesses") or [] if w.get("source") == "samples"]
-    records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
+    records = {cell_key(c): c for c in results["cells"]}
     no_cover = bool(results["rule"].get("witness_every_cell"))
     alpha = COST_ALPHA / max(len(samples), 1) / (len(results["rule"]["looks"]) if no_cover else 1)
     out: list[dict[str, Any] | None] = []
@@ -148,10 +149,8 @@ def unexplained_costs(results: Mapping[str, Any]) -> list[dict[str, Any] | None]
 
 
 def cell_floors(results: Mapping[str, Any]) -> dict[str, float]:
-    """Each cell's per-pair sd of its log-ratio, as its rule gave it (engine/measure/replay.py)."""
-    rule = results["rule"]
-    return {key: float((rule.get("sd_floors") or {}).get(key, rule["sd_floor"]))
-            for key in (f"{c['model']}/{c['metric']}@{c['ctx']}" for c in results["cells"])}
+    """Each cell's per-pair sd of its log-ratio, as its rule gave it."""
+    return {cell_key(c): cell_floor(c, results["rule"]) for c in results["cells"]}
 
 
 def cost_floor(witness: Mapping[str, Any]) -> Floor:
@@ -194,7 +193,7 @@ def _both_ways(results: Mapping[str, Any], cells: list[dict[str, Any]],
     """An unchanged cell no witness timed, where the rule times every covered cell: believed
     only where its run's wall clock rules out the witness margin of its work."""
     margin = witness_margin(results["rule"])
-    records = {f"{c['model']}/{c['metric']}@{c['ctx']}": c for c in results["cells"]}
+    records = {cell_key(c): c for c in results["cells"]}
     runs = [(w["cells"], cost) for w, cost in zip(results.get("witnesses") or [], costs,
                                                  strict=True) if w.get("source") == "samples"]
     for cell in cells:
