@@ -10,8 +10,9 @@ u, and its rule floor times main's seconds for it widens the run's floor. At eac
 the rule (2, 5, 8 pairs) the bound of
 `cost_interval` at the equivalence level (`cost_critical`, the run's `cost_floor` pooled, or the
 pairs' own sd where they refute it) must lie below the witness margin of each unwitnessed cell's
-work; the harness measures on to the next look while it does not (engine/measure/speed.py
-`_on_to`). A run not ruled in at the last look is a false flag. `--check N` judges N draws with
+work; the harness measures on to the next look while it does not, unless a cell's mean cost
+is already past its margin (engine/measure/speed.py `_on_to`, wall_clock.measure_on). A run
+not ruled in where it stops is a false flag. `--check N` judges N draws with
 the real `pair_costs` and `judge_cost` as well and counts disagreements.
 
 Usage: python bench/wall_clock_aa.py [--draws 1000000] [--noise h100] [--check 2000]
@@ -53,11 +54,14 @@ def draws(run, world, n: int, pairs: int, rng):  # type: ignore[no-untyped-def]
 
 
 def judged(run, u, work, unwitnessed, margin, looks, cell_floor):  # type: ignore[no-untyped-def]
-    """Per draw: the pairs the run measured, and whether its cells were ruled in at the end."""
+    """Per draw: the pairs the run measured, and whether its cells were ruled in at the end. A
+    draw stops at a look where they are ruled in, or where one is not and its mean cost is
+    already past its margin (wall_clock.measure_on: more pairs would not rule it in)."""
     floor = Floor(run.cost_floor_s, run.cost_floor_df)
     n_draws = u.shape[0]
     stopped = np.full(n_draws, looks[-1])
     ruled = np.zeros(n_draws, dtype=bool)
+    going = np.ones(n_draws, dtype=bool)
     for n in looks:
         crit = cost_critical(n, floor)
         uncovered, extra = u[:, :n].copy(), np.zeros(n_draws)
@@ -70,15 +74,20 @@ def judged(run, u, work, unwitnessed, margin, looks, cell_floor):  # type: ignor
         own = uncovered.std(axis=1, ddof=1)
         sd, is_own = pooled_sd(own, widened, n - 1, floor.df, crit.guard)
         t = np.where(is_own | (crit.lower_pooled <= 0), crit.lower, crit.lower_pooled)
-        hi = uncovered.mean(axis=1) + t * sd / math.sqrt(n)
-        now = np.all([hi < margin * main[k] for k in unwitnessed], axis=0) & ~ruled
-        stopped[now] = n
+        mean = uncovered.mean(axis=1)
+        hi = mean + t * sd / math.sqrt(n)
+        now = np.all([hi < margin * main[k] for k in unwitnessed], axis=0) & going
+        past = np.any([(hi >= margin * main[k]) & (mean >= margin * main[k])
+                       for k in unwitnessed], axis=0) & going & ~now
+        stopped[now | past] = n
         ruled |= now
+        going &= ~(now | past)
     return stopped, ruled
 
 
-def check(run, u, work, unwitnessed, margin, stopped, ruled, cell_floor):  # type: ignore[no-untyped-def]
-    """Disagreements with the real functions at each draw's last look."""
+def check(run, u, work, unwitnessed, margin, stopped, ruled, cell_floor, last):  # type: ignore[no-untyped-def]
+    """Disagreements with the real functions at each draw's last look: the grader's bound, and
+    the harness's choice to stop there before the rule's last look."""
     bad = 0
     for i in range(u.shape[0]):
         n = int(stopped[i])
@@ -95,7 +104,9 @@ def check(run, u, work, unwitnessed, margin, stopped, ruled, cell_floor):  # typ
                                                dict.fromkeys(work, cell_floor)))
         real = cost is not None and all(
             wall_clock.rules_in(cost["cost_hi_s"], records[k], 1, margin) for k in unwitnessed)
-        bad += real != bool(ruled[i])
+        on = wall_clock.measure_on(witness, records, unwitnessed, cost_critical(n, floor), floor,
+                                   margin, dict.fromkeys(work, cell_floor))
+        bad += real != bool(ruled[i]) or (on and n < last)
     return bad
 
 
@@ -124,7 +135,7 @@ def main() -> None:
         shares = " / ".join(f"{100 * np.mean(stopped == n):.3f}%" for n in looks)
         k = min(a.check, a.draws)
         bad = check(run, u[:k], {c: (b[:k], h[:k]) for c, (b, h) in work.items()}, unwitnessed,
-                    margin, stopped[:k], ruled[:k], cell_floor) if k else 0
+                    margin, stopped[:k], ruled[:k], cell_floor, looks[-1]) if k else 0
         print(f"| {run.model} ({len(run.cells)} cells) | {', '.join(c.split('/')[1] for c in unwitnessed)} "
               f"| {run.cost_floor_s} s, {run.cost_floor_df} df | {shares} "
               f"| {100 * np.mean(~ruled):.4f}% | {stopped.mean():.3f} "

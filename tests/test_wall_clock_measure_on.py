@@ -98,15 +98,35 @@ def test_an_a_a_stops_at_its_first_look_its_wall_clock_ruling_its_cells_in(
     assert {k: _cells(verdict)[k][0] for k in WALL_ONLY} == dict.fromkeys(WALL_ONLY, "neutral")
 
 
-def test_an_offset_makes_the_run_measure_on_and_is_not_believed(tmp_path: Path) -> None:
+def test_an_offset_past_the_margin_is_not_believed_at_its_first_look(tmp_path: Path) -> None:
     """The printed 1% no longer covers the hidden 2%: the run's wall clock cannot rule the cell
-    in at 2 pairs, so the run measures on, to the rule's last look here, where its unaccounted
-    time is flagged or still not ruled out."""
+    in, and its mean unaccounted time (2% of a 35 s fill) is already past the cell's 1.5%
+    margin, which more pairs would only confirm: the run stops, the cell not believed."""
     results, verdict = _evaluate(_offset(), 1, tmp_path)
-    assert _pairs(results) == 8
+    assert _pairs(results) == 2
     decision, confirmation = _cells(verdict)[HIDDEN]
     assert decision == "unconfirmed" and confirmation in CAPPED
     assert verdict["headline"] == "eval:inconclusive"
+
+
+def test_a_slowdown_inside_the_margin_makes_the_run_measure_on(tmp_path: Path) -> None:
+    """prefill@16384 really 1.3% slower, printed as main's: 2 pairs cannot rule the 1.5% margin
+    out, its mean is inside it, so the run measures on to a later look."""
+    head = Head("hidden 1.3%", real={HIDDEN: 0.987}, printed={HIDDEN: 1 / 0.987}, honest=False)
+    results, _ = _evaluate(head, 1, tmp_path)
+    assert _pairs(results) > 2
+
+
+def test_an_honest_head_printed_slower_stops_at_its_first_look(tmp_path: Path) -> None:
+    """Every cell 1% slower, printed so: its printed slowdowns buy no cover, so the wall clock
+    cannot tell its real 1% of 16384's and 32768's fills from a hidden slowdown of 16384's
+    alone, and the mean is past 16384's margin: more pairs would not rule it in (docs/
+    statistics.md 9e), so they are not measured."""
+    [run] = _simbox.one_model(_simbox.shipped("sparkinfer"), QWEN36).runs
+    head = Head("honest -1%", real={f"{QWEN36}/{c.metric}@{c.ctx}": 0.99 for c in run.cells})
+    results, verdict = _evaluate(head, 1, tmp_path)
+    assert _pairs(results) == 2
+    assert _cells(verdict)[HIDDEN][0] == "unconfirmed"
 
 
 def test_without_the_critical_values_the_harness_stops_as_decided(tmp_path: Path) -> None:

@@ -162,8 +162,8 @@ class Measurement:
 
     def _on_to(self, run: SpeedRun, looks: RunLooks, on_to: int, main_s: float) -> int:
         """The pairs a decided run measures on to: its next look while its wall clock cannot
-        rule its unwitnessed unchanged cells in (issue 53: more pairs, not a false flag and
-        not a hidden slowdown), at most the rule's last; 0: it stops. Those pairs get their
+        rule its unwitnessed unchanged cells in and more pairs could (issue 53: more pairs, not
+        a false flag and not a hidden slowdown), at most the rule's last; 0: it stops. Those pairs get their
         time at main's pace (`main_s` a process) whatever the budget's state, as a run's first
         verdict look does: a run cut before it could rule its cells in would leave an honest
         PR not believed. The PR cannot set main's pace."""
@@ -171,27 +171,28 @@ class Measurement:
         if kept < on_to:
             return on_to
         target = min([n for n in self.job.rule.looks if n > kept], default=0) \
-            if self._unruled(run, looks) else 0
+            if self._measures_on(run, looks) else 0
         if target:
             self.deadline = max(self.deadline, self.now() + (target - kept) * 2 * main_s)
         return target
 
-    def _unruled(self, run: SpeedRun, looks: RunLooks) -> list[str]:
-        """The run's cells no witness times, decided unchanged, that its wall clock does not
-        rule in on the pairs so far (evalbot/grading/unexplained_cost.py judges the same)."""
+    def _measures_on(self, run: SpeedRun, looks: RunLooks) -> bool:
+        """Does the run measure on for its cells no witness times, decided unchanged: its wall
+        clock does not rule them in on the pairs so far, and more pairs could
+        (wall_clock.measure_on; evalbot/grading/unexplained_cost.py judges the same pairs)."""
         rule = self.job.rule
         if not (rule.witness_every_cell and run.cost_critical) or \
                 witness_plan.regression_decides(self.records, rule):
-            return []
+            return False
         timed = {k for spec in run.witnesses for k in spec.cells}
         last = {c.key: self.records[c.key].looks[-1]["decision"] for c in run.cells}
         judge = [k for k, d in last.items() if k not in timed and d in ("neutral", "slower")]
         samples = self._samples_witness(run)
         if not judge or samples is None:
-            return []
+            return False
         t, t_pooled, guard = run.cost_critical[max(
             i for i, n in enumerate(rule.looks) if n <= len(looks.kept) or i == 0)]
-        return wall_clock.unruled(
+        return wall_clock.measure_on(
             samples, {c.key: self.records[c.key].to_dict() for c in run.cells}, judge,
             Critical(t, t, t_pooled, t_pooled, guard), Floor(run.cost_floor_s, run.cost_floor_df),
             rule.margin, {c.key: c.floor for c in looks.cells})

@@ -104,13 +104,19 @@ def rules_in(cost_hi_s: float, record: Mapping[str, Any], tokens: int, margin: f
     return main_s is not None and cost_hi_s < margin * main_s
 
 
-def unruled(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
-            judge: Sequence[str], crit: Critical, floor: Floor, margin: float,
-            cell_floors: Mapping[str, float]) -> list[str]:
-    """The cells of `judge` the run's wall clock does not rule in on its pairs so far (the
-    harness's question: measure on?)."""
+def measure_on(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]],
+               judge: Sequence[str], crit: Critical, floor: Floor, margin: float,
+               cell_floors: Mapping[str, float]) -> bool:
+    """The harness's question: measure on? Yes while the run's wall clock does not rule a cell
+    of `judge` in on its pairs so far, unless one of those cells is already past its margin on
+    the mean cost: more pairs narrow the bound toward the mean, so that cell would stay
+    unruled (its verdict the same) and the pairs would buy only box time. An honest head
+    printed slower within the tolerance is such a case (its printed slowdown, uncovered, is
+    real time), and so is an offset hiding more than the margin."""
     u, widened = uncovered(witness, records, floor, cell_floors)
     if not judges(len(u), widened):
-        return list(judge)
-    hi = cost_interval(u, crit, widened).hi
-    return [k for k in judge if not rules_in(hi, records[k], int(witness["cells"][k]), margin)]
+        return bool(judge)
+    hi, mean = cost_interval(u, crit, widened).hi, float(u.mean())
+    unruled = [k for k in judge if not rules_in(hi, records[k], int(witness["cells"][k]), margin)]
+    return bool(unruled) and all(
+        rules_in(mean, records[k], int(witness["cells"][k]), margin) for k in unruled)
