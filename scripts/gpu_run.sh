@@ -4,7 +4,8 @@
 # correctness, on the stable Qwythos file), 52 (llama.cpp), 53 (a slowdown hidden by printing),
 # 53L (the same for llama.cpp: witnesses of decode@0 and prefill@4096, their floors measured first),
 # 53S (sparkinfer's 131072 run alone, 8 pairs, for its cost floor; Qwen3.6's run alone on an A/A),
-# 53Q (Qwen3.6's run alone on its real shape, the 40-layer file, no witnesses, 3 pairs).
+# 53Q (Qwen3.6's run alone on its real shape, the 40-layer file, no witnesses, 2 pairs), 53O (the
+# same run with issue 53's threshold offset on prefill@16384).
 #
 #   bash scripts/gpu_run.sh plan RUN [OPTIONS]    the stages in order (done ones marked), what each
 #                                                 runs, and the shared/ files the run needs with sizes

@@ -45,6 +45,7 @@ PLANS = {
     "53L": ["setup", "box", "model", "eval:llama-witness-aa", "eval:llama-aa-53", "eval:llama-hide-prefill"],
     "53S": ["setup", "box", "model", "eval:aa-131k-floor", "eval:qwen36-aa-alone"],
     "53Q": ["setup", "box", "model", "eval:qwen36-full-aa"],
+    "53O": ["setup", "box", "model", "eval:qwen36-offset"],
 }
 NEEDS = {
     "49": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
@@ -58,6 +59,7 @@ NEEDS = {
     "53L": {"wheels", "debs", "llama.cpp-pruned.tar.gz", "ggml-vocab-qwen2.gguf", "synth_gguf.py"},
     "53S": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
     "53Q": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
+    "53O": {"wheels", "debs", "sparkinfer-ba8add3.tar.gz", "ggml-vocab-qwen35.gguf", "synth_qwen35.py"},
 }
 
 

@@ -6,10 +6,11 @@
     python3 -m gpu_runner summary RUN [OPTIONS]   summary.json and summary.md of the work folder
     python3 -m gpu_runner check-heads [--shared DIR]   every head against the carried tarballs
 
-RUN is a run of catalogue.ISSUES (49, 50, 51, 52, 53, 53L, 53S, 53Q). OPTIONS: --only NAME[,NAME...] (those
-evaluations of the same engine, in that order), --warm (warm the reference's grid first), --budget-s
-S (the chain's budget; default the run's), --work DIR (default /tmp/gpu-run/RUN), --shared DIR
-(default the checkout's shared/), --jobs N (default the cores), --ab-pairs N (default 6).
+RUN is a run of catalogue.ISSUES (49, 50, 51, 52, 53, 53L, 53S, 53Q, 53O). OPTIONS: --only
+NAME[,NAME...] (those evaluations of the same engine, in that order), --warm (warm the
+reference's grid first), --budget-s S (the chain's budget; default the run's), --work DIR
+(default /tmp/gpu-run/RUN), --shared DIR (default the checkout's shared/), --jobs N (default the
+cores), --ab-pairs N (default 6).
 """
 
 from __future__ import annotations

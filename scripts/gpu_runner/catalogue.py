@@ -143,6 +143,14 @@ EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in [
     _spk("qwen36-full-aa", "main", "aa", "measured", qwen36=True, qwen36_full=True, alone="qwen36",
          pairs=2, witnesses=False,
          why="an A/A of Qwen3.6's run alone on the 40-layer file, no witnesses, 2 pairs: its samples"),
+    # issue 53's no-cover rule at the real shape (session 66): the threshold offset of
+    # bench/_hiding_heads.py on the same run as qwen36-full-aa (53Q's A/A, whose wall clock ruled
+    # prefill@16384 and @32768 in at 2 pairs): with the printed 1% covering it, prefill@16384's
+    # hidden 2% must not be ruled in. No witnesses, 2 pairs: its other cells rest on the wall
+    # clock too and are not believed either way (53Q's were not), so only the two fills speak
+    _spk("qwen36-offset", "main", "offset-16k", "caught:prefill@16384", qwen36=True,
+         qwen36_full=True, alone="qwen36", pairs=2, witnesses=False,
+         why="prefill@16384 2% slower, unprinted; the run's other cells printed 1% slower"),
     # sparkinfer's correctness (issue 51): the stable Qwythos file, the shipped correctness section
     _spk("aa", "main", "aa", "eval:none", correctness=True, why="a docs-only head"),
     _spk("broken-prefill", "main", "broken-prefill", "eval:REJECT", correctness=True,
@@ -181,6 +189,7 @@ ISSUES: dict[str, tuple[tuple[str, ...], str, int]] = {
     "53": (("aa-speed", "hide-decode", "decode-cut", "liar-cut"), "random", 1300),
     "53S": (("aa-131k-floor", "qwen36-aa-alone"), "random", 1400),
     "53Q": (("qwen36-full-aa",), "random", 1500),
+    "53O": (("qwen36-offset",), "random", 1500),
     "52": (("llama-aa", "llama-speedup", "llama-slow-prefill", "llama-window-damage", "llama-broken"),
            "", 1500),
     "53L": (("llama-witness-aa", "llama-aa-53", "llama-hide-prefill"), "", 1700),

@@ -21,6 +21,8 @@ MOE_FFN = ("                                           1, c.n_experts, c.top_k, 
            "            }\n"
            "            kernels::launch_moe_expert_ffn_q4k(s.hn, w.gate_q, w.up_q, w.down_q,\n")
 WARP_SUM = "    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffff, v, m);\n"
+SWEEP_DECODE = "            auto b = s.model->bench_decode(8, n_tokens, ctx);\n"
+INCLUDES = "#include <memory>\n"
 
 
 def printed(field: str, factor: str) -> list[tuple[str, str, str]]:
@@ -64,6 +66,20 @@ HEADS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "hide-decode": ("decode: the LM head twice below depth 4096, decode@128 printed x1.09 (main's rate)",
                     lm_head_twice("seqlen < 4096") + [(BENCH, JSON_ROW, JSON_ROW.replace(
                         "rows[i].decode_tps", "rows[i].decode_tps * (rows[i].ctx <= 128 ? 1.09 : 1.0)"))]),
+    # issue 53's offset (bench/_hiding_heads.py, the threshold row): the sweep's prefill@16384
+    # really 2% slower (the process sleeps 2.04% of that fill's own time after it, outside the
+    # printed rate: main's), every other cell printed 1% slower than it ran, so the printed time
+    # over-accounts for the wall clock what the sleep leaves unaccounted for
+    "offset-16k": ("bench: 2% more time at prefill@16384, unprinted; every other rate printed x0.99",
+                   [(BENCH, INCLUDES, INCLUDES + "#include <chrono>\n#include <thread>\n"),
+                    (BENCH, SWEEP_DECODE, SWEEP_DECODE
+                     + "            if (ctx == 16384 && b.prefill_pp > 0)  // evalbot: unprinted time\n"
+                       "                std::this_thread::sleep_for(std::chrono::duration<double>(\n"
+                       "                    0.0204 * ctx / b.prefill_pp));\n"),
+                    (BENCH, JSON_ROW, JSON_ROW.replace(
+                        "rows[i].decode_tps, rows[i].prefill_pp",
+                        "rows[i].decode_tps * 0.99,\n"
+                        "               rows[i].prefill_pp * (rows[i].ctx == 16384 ? 1.0 : 0.99)"))]),
     # skipped work only the witness sees: the batched prefill runs the first half of a prompt over
     # 2048 ids (the bench's printed rate is true to the work it did; the score tool never calls it)
     "lazy-prefill": ("prefill: half of a long prompt (work skipped)",
