@@ -9,27 +9,18 @@ prefill@16384 in at 2 pairs; here it is not believed."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from evalbot.engine.contract.results import validate
+from evalbot.engine.measure import wall_clock
+from evalbot.grading.grade import grade
+from evalbot.grading.policy import load_labels
+from evalbot.grading.unexplained_cost import NOT_RULED_OUT, cell_floors, cost_critical, cost_floor
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from evalbot.engine.contract.results import validate  # noqa: E402
-from evalbot.engine.measure import wall_clock  # noqa: E402
-from evalbot.grading.grade import grade  # noqa: E402
-from evalbot.grading.policy import load_labels  # noqa: E402
-from evalbot.grading.unexplained_cost import (  # noqa: E402
-    NOT_RULED_OUT,
-    cell_floors,
-    cost_critical,
-    cost_floor,
-)
-
 RUN = ROOT / "tests" / "data" / "sparkinfer" / "o53-h100"
 POLICY = load_labels(ROOT / "labels.yaml").policy("default")
 QWEN36 = "qwen3.6-35b-a3b"
