@@ -13,7 +13,8 @@ pairs' own sd where they refute it) must lie below the witness margin of each un
 work; the harness measures on to the next look while it does not, unless a cell's mean cost
 is already past its margin (engine/measure/speed.py `_on_to`, wall_clock.measure_on). A run
 not ruled in where it stops is a false flag. `--check N` judges N draws with
-the real `pair_costs` and `judge_cost` as well and counts disagreements.
+the real functions as well and counts disagreements: the harness's `measure_on` at each look up
+to the draw's stop, the grader's `pair_costs`, `uncovered` and `judge_cost` at it.
 
 Usage: python bench/wall_clock_aa.py [--draws 1000000] [--noise h100] [--check 2000]
 """
@@ -85,29 +86,36 @@ def judged(run, u, work, unwitnessed, margin, looks, cell_floor):  # type: ignor
     return stopped, ruled
 
 
-def check(run, u, work, unwitnessed, margin, stopped, ruled, cell_floor, last):  # type: ignore[no-untyped-def]
-    """Disagreements with the real functions at each draw's last look: the grader's bound, and
-    the harness's choice to stop there before the rule's last look."""
+def check(run, u, work, unwitnessed, margin, stopped, ruled, cell_floor, looks):  # type: ignore[no-untyped-def]
+    """Disagreements with the real functions: at each draw's stop, the grader's bound; at each
+    look up to it (the rule's last aside), the harness's choice to measure on or stop."""
+    floor, floors = Floor(run.cost_floor_s, run.cost_floor_df), dict.fromkeys(work, cell_floor)
     bad = 0
     for i in range(u.shape[0]):
-        n = int(stopped[i])
-        records = {k: {"higher_is_better": True, "samples": [
-            {"pair": p, "side": side, "value": 1.0 / work[k][j][i, p], "dropped": False}
-            for p in range(n) for j, side in enumerate(("base", "head"))]} for k in work}
-        witness = {"cells": dict.fromkeys(work, 1), "samples": [
-            {"pair": p, "side": side, "seconds": 100.0 + sum(work[k][j][i, p] for k in work)
-             + (u[i, p] if side == "head" else 0.0), "dropped": False}
-            for p in range(n) for j, side in enumerate(("base", "head"))]}
-        floor = Floor(run.cost_floor_s, run.cost_floor_df)
+        stop = int(stopped[i])
+        for n in [n for n in looks if n <= stop]:
+            witness, records = _docs(u, work, i, n)
+            if n < looks[-1]:
+                bad += wall_clock.measure_on(witness, records, unwitnessed, cost_critical(n, floor),
+                                             floor, margin, floors) != (n < stop)
         cost = judge_cost(wall_clock.pair_costs(witness, records), floor, 0.001,
-                          wall_clock.uncovered(witness, records, floor,
-                                               dict.fromkeys(work, cell_floor)))
+                          wall_clock.uncovered(witness, records, floor, floors))
         real = cost is not None and all(
             wall_clock.rules_in(cost["cost_hi_s"], records[k], 1, margin) for k in unwitnessed)
-        on = wall_clock.measure_on(witness, records, unwitnessed, cost_critical(n, floor), floor,
-                                   margin, dict.fromkeys(work, cell_floor))
-        bad += real != bool(ruled[i]) or (on and n < last)
+        bad += real != bool(ruled[i])
     return bad
+
+
+def _docs(u, work, i, n):  # type: ignore[no-untyped-def]
+    """Draw i's first n pairs as a samples witness and its cells' records."""
+    records = {k: {"higher_is_better": True, "samples": [
+        {"pair": p, "side": side, "value": 1.0 / work[k][j][i, p], "dropped": False}
+        for p in range(n) for j, side in enumerate(("base", "head"))]} for k in work}
+    witness = {"cells": dict.fromkeys(work, 1), "samples": [
+        {"pair": p, "side": side, "seconds": 100.0 + sum(work[k][j][i, p] for k in work)
+         + (u[i, p] if side == "head" else 0.0), "dropped": False}
+        for p in range(n) for j, side in enumerate(("base", "head"))]}
+    return witness, records
 
 
 def main() -> None:
@@ -135,7 +143,7 @@ def main() -> None:
         shares = " / ".join(f"{100 * np.mean(stopped == n):.3f}%" for n in looks)
         k = min(a.check, a.draws)
         bad = check(run, u[:k], {c: (b[:k], h[:k]) for c, (b, h) in work.items()}, unwitnessed,
-                    margin, stopped[:k], ruled[:k], cell_floor, looks[-1]) if k else 0
+                    margin, stopped[:k], ruled[:k], cell_floor, looks) if k else 0
         print(f"| {run.model} ({len(run.cells)} cells) | {', '.join(c.split('/')[1] for c in unwitnessed)} "
               f"| {run.cost_floor_s} s, {run.cost_floor_df} df | {shares} "
               f"| {100 * np.mean(~ruled):.4f}% | {stopped.mean():.3f} "

@@ -109,14 +109,6 @@ def test_an_offset_past_the_margin_is_not_believed_at_its_first_look(tmp_path: P
     assert verdict["headline"] == "eval:inconclusive"
 
 
-def test_a_slowdown_inside_the_margin_makes_the_run_measure_on(tmp_path: Path) -> None:
-    """prefill@16384 really 1.3% slower, printed as main's: 2 pairs cannot rule the 1.5% margin
-    out, its mean is inside it, so the run measures on to a later look."""
-    head = Head("hidden 1.3%", real={HIDDEN: 0.987}, printed={HIDDEN: 1 / 0.987}, honest=False)
-    results, _ = _evaluate(head, 1, tmp_path)
-    assert _pairs(results) > 2
-
-
 def test_an_honest_head_printed_slower_stops_at_its_first_look(tmp_path: Path) -> None:
     """Every cell 1% slower, printed so: its printed slowdowns buy no cover, so the wall clock
     cannot tell its real 1% of 16384's and 32768's fills from a hidden slowdown of 16384's
@@ -159,6 +151,41 @@ def _run_doc(head_s: dict[str, list[float]], base_s: float = 10.0) -> tuple[dict
          "seconds": 5.0 + sum(hs[p] if side == "head" else base_s for hs in head_s.values())}
         for p in range(pairs) for side in ("base", "head")]}
     return witness, records
+
+
+def _hidden_doc(main_s: dict[str, float], hidden: list[float]) -> tuple[dict, dict]:
+    """A samples witness whose head prints main's rates (1000 tokens a cell, main's seconds as
+    given) while each of its processes takes `hidden[pair]` seconds longer."""
+    records = {k: {"higher_is_better": True, "samples": [
+        {"pair": p, "side": side, "dropped": False, "value": 1000 / s}
+        for p in range(len(hidden)) for side in ("base", "head")]} for k, s in main_s.items()}
+    witness = {"cells": dict.fromkeys(main_s, 1000), "samples": [
+        {"pair": p, "side": side, "dropped": False,
+         "seconds": 5.0 + sum(main_s.values()) + (h if side == "head" else 0.0)}
+        for p, h in enumerate(hidden) for side in ("base", "head")]}
+    return witness, records
+
+
+@pytest.mark.parametrize(("main_s", "hidden", "on"), [
+    # 1.5% of 10 s is 0.15 s; the bound at 2 pairs adds about 0.07 s to the mean (floor 0.05 s)
+    ({"small": 10.0}, [0.0, 0.0], False),      # ruled in: nothing to measure on for
+    ({"small": 10.0}, [0.12, 0.12], True),     # unruled, the mean inside its margin: more pairs
+    ({"small": 10.0}, [0.20, 0.20], False),    # the mean past its margin: more would not do
+    # one cell past its margin stops the run, though the other (1.5% of 20 s: 0.30 s) is unruled
+    # with its mean inside: the headline is inconclusive whatever the other's pairs say
+    ({"small": 10.0, "big": 20.0}, [0.25, 0.25], False),
+    ({"small": 10.0, "big": 20.0}, [0.12, 0.12], True),
+])
+def test_a_run_measures_on_only_while_more_pairs_could_rule_its_cells_in(
+        main_s: dict[str, float], hidden: list[float], on: bool) -> None:
+    from evalbot.engine.measure import wall_clock  # noqa: PLC0415
+    from evalbot.engine.measure.witness_interval import Floor  # noqa: PLC0415
+    from evalbot.grading.unexplained_cost import cost_critical  # noqa: PLC0415
+
+    witness, records = _hidden_doc(main_s, hidden)
+    floor = Floor(0.05, 7)
+    assert wall_clock.measure_on(witness, records, list(main_s), cost_critical(2, floor), floor,
+                                 0.015, dict.fromkeys(main_s, 0.003)) is on
 
 
 def test_a_printed_slowdown_counts_at_main_s_time_and_widens_the_floor() -> None:

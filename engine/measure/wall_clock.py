@@ -109,10 +109,11 @@ def measure_on(witness: Mapping[str, Any], records: Mapping[str, Mapping[str, An
                cell_floors: Mapping[str, float]) -> bool:
     """The harness's question: measure on? Yes while the run's wall clock does not rule a cell
     of `judge` in on its pairs so far, unless one of those cells is already past its margin on
-    the mean cost: more pairs narrow the bound toward the mean, so that cell would stay
-    unruled (its verdict the same) and the pairs would buy only box time. An honest head
-    printed slower within the tolerance is such a case (its printed slowdown, uncovered, is
-    real time), and so is an offset hiding more than the margin."""
+    the mean cost: more pairs narrow the bound toward the mean, so that cell would most likely
+    stay unruled, the headline eval:inconclusive whatever the other cells' pairs say, and the
+    pairs would buy box time. An honest head printed slower within the tolerance is such a case
+    (its printed slowdown, uncovered, is real time), and so is an offset hiding more than the
+    margin. Stopping leaves a cell not believed, never believes one."""
     u, widened = uncovered(witness, records, floor, cell_floors)
     if not judges(len(u), widened):
         return bool(judge)
