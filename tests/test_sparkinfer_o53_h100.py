@@ -16,6 +16,7 @@ import numpy as np
 
 from evalbot.engine.contract.results import validate
 from evalbot.engine.measure import wall_clock
+from evalbot.engine.measure.witness import claimed_saving
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.grading.unexplained_cost import NOT_RULED_OUT, cell_floors, cost_critical, cost_floor
@@ -39,7 +40,10 @@ def _wall_clock(results: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 
 def _main_s(record: dict[str, Any], tokens: int) -> float:
-    return float(np.mean([tokens / s["value"] for s in record["samples"] if s["side"] == "base"]))
+    """Main's seconds for the cell's work, as the wall clock's margin reads them."""
+    claimed = claimed_saving(record["samples"], tokens)
+    assert claimed is not None
+    return claimed[1]
 
 
 def test_the_offset_is_caught_and_regrades_to_what_it_published() -> None:

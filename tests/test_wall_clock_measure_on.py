@@ -138,31 +138,23 @@ def test_without_the_critical_values_the_harness_stops_as_decided(tmp_path: Path
     assert _cells(grade(results, _simbox.POLICY))[HIDDEN][0] == "unconfirmed"
 
 
-def _run_doc(head_s: dict[str, list[float]], base_s: float = 10.0) -> tuple[dict, dict]:
-    """A samples witness of two cells, 1000 tokens each, main printing `base_s` a cell; the
-    head's printed seconds per pair as given; every process 5 s outside the work."""
+def _run_doc(head_s: dict[str, list[float]], base_s: float | dict[str, float] = 10.0,
+             hidden: list[float] | None = None) -> tuple[dict, dict]:
+    """A samples witness of cells of 1000 tokens each, main printing `base_s` seconds a cell (one
+    for all, or per cell); the head's printed seconds per pair as given; every process 5 s
+    outside the work, the head's `hidden[pair]` seconds more."""
+    main = base_s if isinstance(base_s, dict) else dict.fromkeys(head_s, base_s)
+    pairs = len(next(iter(head_s.values())))
+    extra = hidden or [0.0] * pairs
     records = {k: {"higher_is_better": True, "samples": [
         {"pair": p, "side": side, "dropped": False, "value": 1000 / s}
-        for p, h in enumerate(hs) for side, s in (("base", base_s), ("head", h))]}
+        for p, h in enumerate(hs) for side, s in (("base", main[k]), ("head", h))]}
         for k, hs in head_s.items()}
-    pairs = len(next(iter(head_s.values())))
     witness = {"cells": dict.fromkeys(head_s, 1000), "samples": [
         {"pair": p, "side": side, "dropped": False,
-         "seconds": 5.0 + sum(hs[p] if side == "head" else base_s for hs in head_s.values())}
+         "seconds": 5.0 + sum(hs[p] if side == "head" else main[k] for k, hs in head_s.items())
+         + (extra[p] if side == "head" else 0.0)}
         for p in range(pairs) for side in ("base", "head")]}
-    return witness, records
-
-
-def _hidden_doc(main_s: dict[str, float], hidden: list[float]) -> tuple[dict, dict]:
-    """A samples witness whose head prints main's rates (1000 tokens a cell, main's seconds as
-    given) while each of its processes takes `hidden[pair]` seconds longer."""
-    records = {k: {"higher_is_better": True, "samples": [
-        {"pair": p, "side": side, "dropped": False, "value": 1000 / s}
-        for p in range(len(hidden)) for side in ("base", "head")]} for k, s in main_s.items()}
-    witness = {"cells": dict.fromkeys(main_s, 1000), "samples": [
-        {"pair": p, "side": side, "dropped": False,
-         "seconds": 5.0 + sum(main_s.values()) + (h if side == "head" else 0.0)}
-        for p, h in enumerate(hidden) for side in ("base", "head")]}
     return witness, records
 
 
@@ -182,7 +174,8 @@ def test_a_run_measures_on_only_while_more_pairs_could_rule_its_cells_in(
     from evalbot.engine.measure.witness_interval import Floor  # noqa: PLC0415
     from evalbot.grading.unexplained_cost import cost_critical  # noqa: PLC0415
 
-    witness, records = _hidden_doc(main_s, hidden)
+    # the head prints main's rates; its processes take `hidden` longer
+    witness, records = _run_doc({k: [s] * len(hidden) for k, s in main_s.items()}, main_s, hidden)
     floor = Floor(0.05, 7)
     assert wall_clock.measure_on(witness, records, list(main_s), cost_critical(2, floor), floor,
                                  0.015, dict.fromkeys(main_s, 0.003)) is on
