@@ -164,9 +164,9 @@ class Measurement:
         """The pairs a decided run measures on to: its next look while its wall clock cannot
         rule its unwitnessed unchanged cells in and more pairs could (issue 53: more pairs, not
         a false flag and not a hidden slowdown), at most the rule's last; 0: it stops. Those
-        pairs get their time at main's pace (`main_s` a process) whatever the budget's state, as a run's first
-        verdict look does: a run cut before it could rule its cells in would leave an honest
-        PR not believed. The PR cannot set main's pace."""
+        pairs get their time at main's pace (`main_s` a process) whatever the budget's state,
+        as a run's first verdict look does: a run cut before it could rule its cells in would
+        leave an honest PR not believed. The PR cannot set main's pace."""
         kept = len(looks.kept)
         if kept < on_to:
             return on_to
