@@ -9,6 +9,8 @@ eval:inconclusive. The same head printing its rates honestly is REJECTed for the
 
 from __future__ import annotations
 
+import json
+
 from tests import hostile_demo as hd
 from tests.demo_box import box_python, demo, ssh_evaluator
 
@@ -38,7 +40,8 @@ def test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged(sshd, bo
     _root, repo = demo
     hidden = hd.head(repo, "prefill-twice-scaled", TWICE + SCALED)
     with ssh_evaluator(sshd, box_python, demo, tmp_path, full_profile=True) as (run, _config):
-        lying = run(hidden, 53, "hidden").verdict
+        outcome = run(hidden, 53, "hidden")
+    lying = outcome.verdict
     cells = {c["key"]: c for c in lying["cells"]}
     assert lying["headline"] in NOT_UNCHANGED, lying["reasons"]
     assert lying["tier"] is None
@@ -46,6 +49,18 @@ def test_a_prefill_slowed_twofold_behind_printed_rates_is_not_unchanged(sshd, bo
     assert lying["correctness"]["decision"] != "reject"  # its model is main's: only speed lies
     if cells[CELL]["decision"] == "unconfirmed":
         assert any(CELL in r and "not believed" in r for r in lying["reasons"]), lying["reasons"]
+    # every cell printed unchanged: the least work first (engine/measure/witness_plan.py
+    # `order`), and once prefill-1024 settles its cell not believed, decode-1024 (512 unchanged
+    # decode steps beside the same prefill: its last look of 33 pairs before) is not run
+    results = json.loads((outcome.out / "private" / "results.json").read_text())
+    names = [w["name"] for w in results["witnesses"]]
+    assert names.index("prefill-1024") < names.index("decode-1024"), names
+    prefill, wide = (results["witnesses"][names.index(n)] for n in ("prefill-1024", "decode-1024"))
+    # settled as slower than printed, or its printed rates contradicted: either way not needed
+    if prefill.get("settled_by") in ("slower", "contradicted"):
+        assert wide["stopped"] == "not_needed" and not wide["samples"], wide
+    else:  # measured to its last look: the grader judges it there, and the wider one runs
+        assert wide["samples"], (prefill.get("settled_by"), wide)
 
 
 def test_the_same_prefill_printed_honestly_is_the_regression_it_is(sshd, box_python, demo,

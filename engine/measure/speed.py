@@ -294,20 +294,22 @@ class Measurement:
         rule = self.job.rule
         todo = [(run, spec, witness_plan.to_confirm(spec, self.records, rule))
                 for run in self.job.runs for spec in run.witnesses]
-        todo = sorted([t for t in todo if t[2]], reverse=True,
-                      key=lambda t: witness_plan.claimed_rank(t[2], self.records, rule))
+        todo = witness_plan.order([t for t in todo if t[2]], self.records, rule)
         # a regression the policy REJECTs settles the verdict before any witness could
         refuted = witness_plan.regression_decides(self.records, rule)
+        capped = False  # a cell settled not believed: eval:inconclusive at best
         for run, spec, improved in todo:
             # it could not change the verdict: kept, unrun, so the comment says why
-            if refuted or (not rule.witness_aa
-                           and witness_plan.narrower_cover(spec, improved, run.witnesses)):
+            if refuted or (capped and not witness_plan.claims_gain(improved, self.records)) or (
+                    not rule.witness_aa
+                    and witness_plan.narrower_cover(spec, improved, run.witnesses)):
                 self.witnesses.append(witness.WitnessRecord(spec, stopped="not_needed"))
                 continue
             # every improved cell's witness runs, also below a confirmed tier: a cell whose
             # gain the harness did not time is not believed (issue 53, one clock)
             settled_by = self._witness(run, spec, improved).settled_by
             refuted = settled_by == "contradicted"  # printed rates refuted: REJECT, whatever else
+            capped = capped or witness_plan.caps_headline(settled_by, improved, self.records, rule)
 
     def _witness(self, run: SpeedRun, spec: WitnessSpec,
                  improved: list[str]) -> witness.WitnessRecord:

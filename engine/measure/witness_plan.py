@@ -6,7 +6,9 @@ not time is not believed, issue 53), until one is contradicted: the PR's printed
 refuted (REJECT) and the rest are skipped, recorded as `stopped: not_needed` (docs/trust.md §2);
 none runs where a cell measured regressed already makes the verdict a REJECT (`regression_decides`).
 A witness whose every cell left to time is timed by narrower witnesses of its run is skipped
-the same way (`narrower_cover`).
+the same way (`narrower_cover`). Those timing unchanged cells only run after the others, the least
+work first, and once one of them settles a cell not believed (`slower`: the headline is then
+eval:inconclusive at best) the rest of them are skipped too (`order`, `caps_headline`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from . import witness
 class Record(Protocol):
     cell: Cell
     looks: list[dict[str, Any]]
+    samples: list[dict[str, Any]]
+
+
+Todo = tuple[Any, WitnessSpec, list[str]]  # (its run, the witness, the cells it is to time)
 
 
 def to_confirm(spec: WitnessSpec, records: Mapping[str, Record], rule: StoppingRule) -> list[str]:
@@ -60,6 +66,47 @@ def timed_by_narrower(key: str, spec: WitnessSpec, witnesses: Sequence[WitnessSp
     not the wider witness's other work's): Qwen3.6's decode@4096 has its own decode witness
     beside the prefill one whose 4096-id fill would drown a 2% slowdown of 512 steps."""
     return any(key in w.cells and set(w.cells) < set(spec.cells) for w in witnesses)
+
+
+def order(todo: Sequence[Todo], records: Mapping[str, Record],
+          rule: StoppingRule) -> list[Todo]:
+    """The witnesses to run, in order. First those with an improved cell to time, the highest
+    claim first: a contradiction REJECTs, whatever the others show. Then those timing unchanged
+    cells only, the least work first (main's printed seconds for it): they can neither REJECT
+    (only an improved cell is spoofed) nor earn a tier, so once one leaves a cell not believed,
+    the wider ones after it could change no more than their own cells' rows."""
+    gains = sorted([t for t in todo if claims_gain(t[2], records)], reverse=True,
+                   key=lambda t: claimed_rank(t[2], records, rule))
+    unchanged = sorted([t for t in todo if not claims_gain(t[2], records)],
+                       key=lambda t: main_work_s(t[1], records))
+    return gains + unchanged
+
+
+def claims_gain(cells: Sequence[str], records: Mapping[str, Record]) -> bool:
+    """Is any of the cells measured improved (or improving) at its last look?"""
+    return any(records[k].looks and records[k].looks[-1]["decision"] in ("improved", "improving")
+               for k in cells)
+
+
+def main_work_s(spec: WitnessSpec, records: Mapping[str, Record]) -> float:
+    """main's seconds for the witness's work, by its printed rates (0 for a cell without)."""
+    seconds = 0.0
+    for key, tokens in spec.cells.items():
+        rec = records.get(key)
+        claim = None if rec is None else witness.claimed_saving(
+            rec.samples, tokens, rec.cell.higher_is_better)
+        seconds += claim[1] if claim else 0.0
+    return seconds
+
+
+def caps_headline(settled_by: str, cells: Sequence[str], records: Mapping[str, Record],
+                  rule: StoppingRule) -> bool:
+    """Did a witness timing unchanged cells only settle one of them not believed (`slower`: the
+    upper bound of its saving below what would rule the slowdown out)? The headline is then
+    eval:inconclusive at best (evalbot/grading/grade.py), and the witnesses left that time
+    unchanged cells only are not needed: skipping them can only leave their cells not believed."""
+    return (settled_by == "slower" and rule.witness_every_cell and not rule.witness_aa
+            and not claims_gain(cells, records))
 
 
 def claimed_rank(cells: Sequence[str], records: Mapping[str, Record],
