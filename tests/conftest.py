@@ -12,7 +12,7 @@ __all__ = ["sshd"]
 # Seconds per pytest-xdist work unit (a module, a test class, or one test of OWN_SCOPE_MODULES),
 # from a per-test timeline of the whole suite (`--durations`, and each test's wall and CPU) on a
 # busy 2-core machine (load about 10: another process's four busy loops and its demo runs beside
-# the suite's three workers; the figures are inflated, only their order matters). The units are
+# the suite's workers, three then; the figures are inflated, only their order matters). The units are
 # handed out longest first (tests/conftest.py's collection order, kept by --no-loadscope-reorder
 # in pyproject.toml), so no long unit starts late and keeps one worker busy while the others
 # idle: when these were in alphabetical order, test_warm_reference.py (190 s) started at 775 s of
