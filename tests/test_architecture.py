@@ -57,7 +57,11 @@ HEAVY = ("github", "paramiko", "torch", "numpy", "scipy", "matplotlib", "jinja2"
 # The installed names of the top-level engine/ and remote/ (evalbot/engine -> ../engine): the
 # rules below speak of engine.* and remote.*, the bot imports them as evalbot.engine.*.
 INSTALLED_AS = ("evalbot.engine", "evalbot.remote")
-MAX_LINES = 400
+# A module holds one concept whatever its length (issue 54: a cap of 400 lines split concepts in
+# pieces); 800 lines is past any one concept here. The budget that keeps code readable is the
+# function's: none longer than a screen and a half.
+MAX_LINES = 800
+MAX_FUNCTION_LINES = 100
 
 
 @dataclass(frozen=True)
@@ -231,8 +235,15 @@ def test_every_module_is_in_a_package_with_a_rule() -> None:
     assert loose == []
 
 
-def test_modules_stay_small() -> None:
+def test_modules_stay_one_concept_long() -> None:
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_functions_stay_short() -> None:
+    long = {f"{m}.{f.name}": n for m, p in MODULES.items() for f in ast.walk(ast.parse(p.read_text()))
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and (n := (f.end_lineno or f.lineno) - f.lineno + 1) > MAX_FUNCTION_LINES}
     assert long == {}
 
 
