@@ -2,12 +2,12 @@
 
 What the harness does per run (engine/measure/speed.py), vectorised over PRs: warm-ups, then pairs
 in ABBA order until every cell is final, the last look, the attempts' cap or the budget shared by
-the runs (checked before each pair; counted in pairs where the profile says so, engine/measure/
-budget.py; each run keeps the time of its first verdict look at main's pace). After each pair the
-run's process faults are screened again (engine/measure/faults.py, rule version 3: a pair with a
-faulted sample is dropped whole and measured again); a look fires when the run's kept pairs reach
-its count and judges the first that many kept pairs with `engine.measure.stats.decide`, the run's
-cells testing their calibration together (`stats.calibration_refuted`).
+the runs (checked before each pair; counted in pairs where the profile says so,
+StoppingRule.total_budget_s; each run keeps the time of its first verdict look at main's pace).
+After each pair the run's process faults are screened again (engine/measure/faults.py, rule
+version 3: a pair with a faulted sample is dropped whole and measured again); a look fires when
+the run's kept pairs reach its count and judges the first that many kept pairs with
+`engine.measure.stats.decide`, the run's cells testing their calibration together (`stats.calibration_refuted`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from bench import _box_stages, _paces
 from bench._scenarios import Scenario, changed_cell
 from evalbot.engine.contract.job import Job, SpeedRun
-from evalbot.engine.measure import budget, faults, stats
+from evalbot.engine.measure import faults, stats
 
 
 @dataclass
@@ -54,7 +54,7 @@ def simulate(job: Job, sc: Scenario, effect: float, sims: int, rng: np.random.Ge
     rule, target = job.rule, changed_cell(job)
     bounds = bounds_of(job)
     cap = faults.attempts_cap(rule.looks[-1], rule.fault_sigmas)
-    total = budget.total_s(rule, pace_s(sc.profile, job.runs[0], given))  # main's pace scales it
+    total = rule.total_budget_s(pace_s(sc.profile, job.runs[0], given))  # main's pace scales it
     verdict = min((b.pairs for b in bounds if b.directional_floor >= 0), default=rule.looks[-1])
     elapsed = np.zeros(sims)  # what the budget is charged: warm-ups and kept pairs
     box = np.zeros(sims)  # what the box spent: every pair measured
@@ -91,7 +91,7 @@ def run_rule(base: np.ndarray, head: np.ndarray, bounds: list[stats.Bounds], job
     """Final code per (sim, cell), pairs the run measured (dropped ones included) and kept, each
     cell's mean at its last look. `base`, `head`: (sims, cells, attempts) log rates, higher is
     better; `pairs_max`: the kept pairs the budget lets the run begin (a dropped pair's time is
-    not charged to it: engine/measure/budget.py)."""
+    not charged to it: engine/contract/rule.py total_budget_s)."""
     rule = job.rule
     sims, cells, cap = base.shape
     floors = np.array([rule.sd_floors.get(c.key, rule.sd_floor) for c in run.cells])

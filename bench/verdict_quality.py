@@ -27,7 +27,7 @@ again, up to its attempts' cap), a look fires when the run's kept pairs reach it
 stops at its first final look, a run once all its cells are final, at its last look, or when
 the budget shared by all runs is spent (checked before each pair, charged for kept pairs, each
 run keeping the time of its first verdict look, as engine/measure/speed.py does; counted in
-pairs at the first run's pace: engine/measure/budget.py); at each look the run's cells test
+pairs at the first run's pace: StoppingRule.total_budget_s); at each look the run's cells test
 their calibration together (engine.measure.stats.calibration_refuted). Its pace per process is
 the fixtures' (bench/_paces.py) or `--paces`' first.
 
@@ -106,7 +106,7 @@ from bench._rule_sim import Sim, pace_s, simulate  # noqa: E402
 from bench._scenarios import STRESSES, Scenario, changed_cell, job_of, scenarios, stresses  # noqa: E402
 from bench._simbox import Head  # noqa: E402
 from evalbot.engine.contract.job import Job  # noqa: E402
-from evalbot.engine.measure import budget, stats  # noqa: E402
+from evalbot.engine.measure import stats  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading import sequential  # noqa: E402
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402
@@ -348,7 +348,7 @@ def rule_table(args: argparse.Namespace, policy: Policy, given: float | None) ->
         pace = ", ".join(f"{r.model} {pace_s(name, r, given):.1f} s" + (
             " (pace assumed)" if not given and _paces.run_pace(
                 name, r.model, {c.ctx for c in r.cells}).assumed else "") for r in job.runs)
-        scaled = budget.total_s(job.rule, pace_s(name, job.runs[0], given))
+        scaled = job.rule.total_budget_s(pace_s(name, job.runs[0], given))
         print(f"\n{name}: looks {list(s.looks)}, budget {s.budget_s:.0f} s ({scaled:.0f} s at "
               f"main's pace), floor df {s.sd_floor_df}, pace {pace} per process")
         print(head)

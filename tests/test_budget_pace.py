@@ -4,7 +4,7 @@
 the real grading. Before, the first runs spent the 1800 s budget and Qwen3.6's run, last, ended
 with no look ("budget"): the A/A inconclusive, an honest Qwen3.6 speedup without a tier.
 
-And the budget counted in pairs (engine/measure/budget.py, the profile's `budget_pace_s` and
+And the budget counted in pairs (StoppingRule.total_budget_s, the profile's `budget_pace_s` and
 `max_budget_s`): the shipped llamacpp profile at six times its H200 pace gets the pairs its
 budget_s buys at that pace, up to the cap, by main's pace alone; the keys' validation."""
 
@@ -24,7 +24,6 @@ from bench._scenarios import job_of
 from evalbot.config.errors import ConfigError
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import SpeedRun, StoppingRule, parse_job
-from evalbot.engine.measure import budget
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import PROFILES_DIR as PROFILES
 from evalbot.evaluation.profile import load_profile
@@ -79,7 +78,7 @@ def test_the_last_models_honest_speedup_keeps_its_tier_at_a_slow_pace(tmp_path: 
     assert outcome.tier in ("M", "L"), outcome
 
 
-# ---- the budget counted in pairs (engine/measure/budget.py) ------------------------------------
+# ---- the budget counted in pairs (StoppingRule.total_budget_s) ------------------------
 # llamacpp's budget_s buys its last look (48 pairs) at the H200's 9.25 s a llama-bench process;
 # its budget_pace_s and max_budget_s give a slower box the same pairs, up to a cap.
 SLOW_S = 6 * 9.25  # every sample process six times the H200's
@@ -141,7 +140,7 @@ def test_a_slow_head_does_not_lengthen_the_budget(tmp_path: Path) -> None:
 def test_the_budget_in_pairs(keys: dict[str, float], pace: float | None, total: float) -> None:
     rule = StoppingRule(looks=[4, 48], critical=[3.0, 2.0], sd_floor=0.03, significance=0.02,
                         tolerance=0.02, budget_s=930.0, **keys)
-    assert budget.total_s(rule, pace) == pytest.approx(total)
+    assert rule.total_budget_s(pace) == pytest.approx(total)
 
 
 def _llamacpp_copy(tmp: Path, **speed: Any) -> Path:

@@ -259,7 +259,7 @@ def test_calibrated_the_depth_witnesses_get_their_sized_looks_and_the_shipped_on
     assert specs["prefill-4k-decode-896"].work_s == 0
     assert job.rule.witness_share == 1.0 and _job(tmp_path, {}, 5).rule.witness_share == 0.5
     # the room: every witness to its last look, at this box's walls, within the share of the
-    # budget as main's pace scales it (budget.py: budget_s x main's seconds / budget_pace_s)
+    # budget as main's pace scales it (StoppingRule.total_budget_s: budget_s x main's seconds / budget_pace_s)
     pace = np.mean([s["wall_s"] for s in results["cells"][0]["samples"] if s["side"] == "base"])
     walls = {n: np.mean([s["wall_s"] for s in w["samples"]]) for n, w in _witnesses(results).items()}
     need = sum(2 * specs[n].looks[-1] * walls[n] for n in specs)

@@ -23,9 +23,8 @@ from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.measure.parsing import ParseError, read_score_lines
 from evalbot.engine.scoring.correctness import score
 from evalbot.engine.scoring.correctness_stats import chunk, kl_tokens
-from evalbot.engine.scoring.failure import ScoreFailure
 from evalbot.engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
-from evalbot.engine.scoring.tokens import speed_tokens
+from evalbot.engine.scoring.tokens import ScoreFailure, speed_tokens
 from evalbot.engine.sides.build import Built
 from evalbot.grading.correctness_policy import ALPHA, critical_values, decide, deep_critical
 from evalbot.grading.policy import CorrectnessPolicy

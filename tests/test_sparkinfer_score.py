@@ -26,9 +26,8 @@ from evalbot.config.settings import REPO_ROOT
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.sandbox import proc
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.scoring.failure import ScoreFailure
 from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
-from evalbot.engine.scoring.tokens import speed_tokens
+from evalbot.engine.scoring.tokens import ScoreFailure, speed_tokens
 from evalbot.engine.sides.build import Built
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.correctness_policy import critical_values, decide, deep_critical

@@ -24,9 +24,8 @@ from evalbot.engine.demo import DemoRepo, generate
 from evalbot.engine.harness.steps import run_job
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.scoring.correctness import plan, score
-from evalbot.engine.scoring.failure import ScoreFailure
 from evalbot.engine.scoring.long_corpus import long_text
-from evalbot.engine.scoring.tokens import corpus_bytes, speed_tokens, token_stream
+from evalbot.engine.scoring.tokens import ScoreFailure, corpus_bytes, speed_tokens, token_stream
 from evalbot.engine.sides.build import Built
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile

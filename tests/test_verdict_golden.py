@@ -30,7 +30,8 @@ LABELS = load_labels(ROOT / "labels.yaml")
 
 
 def _digest(verdict: dict[str, Any]) -> str:
-    return f"{verdict['kind']} {verdict['headline']} sha256:{hashlib.sha256(canonical_bytes(verdict)).hexdigest()}"
+    digest = hashlib.sha256(canonical_bytes(verdict)).hexdigest()
+    return f"{verdict['kind']} {verdict['headline']} sha256:{digest}"
 
 
 def _regraded(path: Path, policy: str) -> str:

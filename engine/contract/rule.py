@@ -20,7 +20,7 @@ class StoppingRule:
     tolerance: float  # t: largest slowdown that still counts as neutral
     warmup: int = 1
     budget_s: float = 1800.0
-    budget_pace_s: float | None = None  # main's sample pace budget_s buys its pairs at (budget.py)
+    budget_pace_s: float | None = None  # main's sample pace budget_s buys its pairs at (total_budget_s)
     max_budget_s: float | None = None  # the cap of budget_s scaled by main's pace; None: unscaled
     alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
     # The rest of the schedule (engine/measure/stats.py): one value per look; empty means `critical`
@@ -69,6 +69,18 @@ class StoppingRule:
     def margin(self) -> float:
         """The slowdown share the witnesses rule out (`witness_margin`, else the tolerance)."""
         return self.witness_margin or self.tolerance
+
+    def total_budget_s(self, main_pace_s: float | None) -> float:
+        """The measuring's box-time budget, counted in pairs (seconds from its start):
+        budget_s buys its pairs at main's sample pace `budget_pace_s`, and a slower box gets the
+        same pairs, budget_s x max(1, main pace / budget_pace_s), up to max_budget_s and never
+        below budget_s. Only main's pace counts: the PR cannot set it (a slower head only makes
+        its own pairs longer). A rule without the two keys, or no pace measured: budget_s.
+        engine/measure/speed.py applies it once, after the first run's warm-up."""
+        if self.budget_pace_s is None or self.max_budget_s is None or not main_pace_s:
+            return self.budget_s
+        scaled = self.budget_s * max(1.0, main_pace_s / self.budget_pace_s)
+        return max(self.budget_s, min(self.max_budget_s, scaled))
 
 
 def _share(d: Any) -> float:

@@ -21,8 +21,7 @@ from ..measure.speed import Measurement, SampleFailure
 from ..sandbox import safe_io
 from ..sandbox import session as sandbox
 from ..scoring.correctness import Stage, score, untimed
-from ..scoring.failure import ScoreFailure
-from ..scoring.tokens import speed_tokens
+from ..scoring.tokens import ScoreFailure, speed_tokens
 from ..sides.build import Built, build_side
 from .stopwatch import Stopwatch
 

@@ -26,9 +26,8 @@ from ..contract.integrity import IntegrityError, verify_files
 from ..contract.job import Correctness, Job, load_job
 from ..measure import gpu
 from ..sandbox import session as sandbox
-from ..scoring.failure import ScoreFailure
 from ..scoring.reference_cache import ReferenceCache
-from ..scoring.tokens import Stream, scored_model, token_stream
+from ..scoring.tokens import ScoreFailure, Stream, scored_model, token_stream
 from ..scoring.windows import Window, grid_windows
 from .steps import HARNESS_ROOT, Status, job_of
 

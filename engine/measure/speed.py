@@ -26,7 +26,7 @@ from ..contract.job import Cell, Job, SpeedRun
 from ..contract.witness_spec import WitnessSpec
 from ..sandbox import cpu_meter, proc
 from ..sides.build import Built, verify
-from . import budget, faults, gpu, spoof, stats, wall_clock, witness, witness_plan
+from . import faults, gpu, spoof, stats, wall_clock, witness, witness_plan
 from .parsing import ParseError, read_argmax, read_rates
 from .replay import bounds_of, cell_key, replay, replay_all, run_cell, run_looks_of
 from .run_looks import RunLooks
@@ -127,8 +127,8 @@ class Measurement:
         with self.stage("warmups"):
             warm = [self._sample(run, s, warmup=True)[0] for _ in range(self.job.rule.warmup) for s in SIDES]
         main = [s["wall_s"] for w in warm for s in w.values() if s["side"] == "base"]
-        if run is self.job.runs[0]:  # the budget counted in pairs, at main's pace (budget.py)
-            total = budget.total_s(self.job.rule, main[-1] if main else None)
+        if run is self.job.runs[0]:  # the budget counted in pairs, at main's pace (rule.total_budget_s)
+            total = self.job.rule.total_budget_s(main[-1] if main else None)
             self.deadline = max(self.deadline, self.start + total)  # never shrinks
         self._reserve_first_verdict(main)
         rule = asdict(self.job.rule)

@@ -127,7 +127,7 @@ def room(spec: WitnessSpec, rule: StoppingRule, budget_left_s: float, budget_s: 
          measured_s: float, witnessed_s: float) -> witness.Room | None:
     """Its box time. Up to its first look: what is left of the PR's whole budget, the
     measuring's `budget_left_s` plus the witnesses' part of it (witness_share × `budget_s`, the
-    budget as main's pace scaled it: budget.py), so a measuring that spent its budget never
+    budget as main's pace scaled it: StoppingRule.total_budget_s), so a measuring that spent its budget never
     starves the first look, on a slow box as on a fast one. Beyond it: what is left of
     the share of the measuring's box time; where the witnesses time every covered cell, of the
     measuring's budget: their pairs are then the measurement of every unchanged cell, and a

@@ -31,12 +31,11 @@ from ..sandbox import safe_io
 from ..sides.build import Built, verify
 from . import drift
 from .correctness_stats import TAIL, chunk, consistency_positions, look
-from .failure import ScoreFailure
 from .main_scores import MainScores
 from .reference_cache import ReferenceCache
 from .score_run import run_score
 from .segments import chunk_looks, long_pieces, long_scored, scored_from
-from .tokens import scored_model, token_stream
+from .tokens import ScoreFailure, scored_model, token_stream
 from .vocab import vocab_size
 from .windows import Window, grid, window_tokens
 

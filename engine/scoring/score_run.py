@@ -17,8 +17,7 @@ from ..contract.job import Correctness
 from ..contract.score_dump import DumpError, check_windows
 from ..sandbox import proc, safe_io
 from ..sandbox import session as sandbox
-from .failure import ScoreFailure
-from .tokens import OUTPUT_CAP
+from .tokens import OUTPUT_CAP, ScoreFailure
 from .vocab import out_of_vocabulary
 
 

@@ -1,6 +1,7 @@
 """The text the guard scores, as ids: the shipped corpus (and the long-context text) as the
 scored model's tokenizer reads it, tokenized once and cached on the box; the bytes when the
-profile has no tokenizer. The speed runs decode the same ids (`speed_tokens`).
+profile has no tokenizer. The speed runs decode the same ids (`speed_tokens`). Here too the
+scoring's one failure, `ScoreFailure`, which every step of it raises from this first one on.
 """
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ from pathlib import Path
 from ..contract.job import Correctness, Job, Model
 from ..sandbox import proc, safe_io
 from ..sandbox import session as sandbox
-from .failure import ScoreFailure
 from .long_corpus import long_text
 
 CORPUS_DIR = Path(__file__).parent.parent / "corpus"
 HARNESS = Path(__file__).resolve().parents[2]
 MAX_ID = 2**31  # token ids are int32 in every tool the harness drives
 OUTPUT_CAP = 256 << 20  # bytes of one score or tokenizer output file the harness will read
+
+
+class ScoreFailure(Exception):
+    """Which side failed (base, head or the reference), what kind of failure, and its log."""
+
+    def __init__(self, side: str, kind: str, message: str, log: Path | None = None) -> None:
+        super().__init__(message)
+        self.side, self.kind, self.message, self.log = side, kind, message, log
 
 
 def corpus_bytes() -> tuple[bytes, str]:

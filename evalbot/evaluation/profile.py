@@ -67,7 +67,7 @@ class SpeedSettings:
     witness_share: float = 0.25  # the witnesses' box time at most, as a share of the measuring's
     # the witnesses time every covered cell not regressed, not only the improved (issue 53)
     witness_every_cell: bool = False
-    # the budget counted in pairs (engine/measure/budget.py): main's sample pace budget_s was
+    # the budget counted in pairs (StoppingRule.total_budget_s): main's sample pace budget_s was
     # sized at, and the cap of the scaled budget; both None: budget_s whatever the pace
     budget_pace_s: float | None = None
     max_budget_s: float | None = None

@@ -96,7 +96,7 @@ def room_share(share: float, lasts: list[tuple[int, int]], budget_s: float,
     profile's `share` bought each witness's pairs up to BOTH_WAYS_LAST_LOOK x its profile's last
     look; `lasts` holds (that look, the sized one) per sized witness, and the share grows as the
     most any witness's last look grew, so every witness can reach its sized look where the
-    profile's could reach theirs (the budget is counted in pairs as well: budget.py). At the
+    profile's could reach theirs (the budget is counted in pairs as well: StoppingRule.total_budget_s). At the
     profile's floors nothing grows: the share is the profile's. A hard cap: the room at the
     profile's pace never above the profile's `max_budget_s` (else MAX_ROOM_SCALE x the share),
     nor the contract's MAX_SHARE; a witness it cuts leaves its cell not believed, never
