@@ -7,7 +7,8 @@ StoppingRule.total_budget_s; each run keeps the time of its first verdict look a
 After each pair the run's process faults are screened again (engine/measure/faults.py, rule
 version 3: a pair with a faulted sample is dropped whole and measured again); a look fires when
 the run's kept pairs reach its count and judges the first that many kept pairs with
-`engine.measure.stats.decide`, the run's cells testing their calibration together (`stats.calibration_refuted`).
+`engine.measure.stats.decide`, the run's cells testing their calibration together
+(`stats.calibration_refuted`).
 """
 
 from __future__ import annotations
