@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from evalbot.engine.contract import witness_spec
-from evalbot.engine.measure import witness
+from evalbot.engine.measure import witness, witness_interval
 from evalbot.grading import confirmation, unexplained_cost
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
@@ -143,7 +143,7 @@ CLAIMS = {KEY: (0.0, 10.0)}  # printed as main's: no saving claimed, main's 10 s
 def _stop() -> witness.Stop:
     """As the harness builds it for an unchanged-only witness (engine/measure/speed.py)."""
     return replace(witness.stop_for(CLAIMS, [KEY]), unchanged_only=True,
-                   believe_above_s=witness.believed_above(CLAIMS, [KEY], DEFAULT.tolerance))
+                   believe_above_s=witness_interval.believed_above(CLAIMS, [KEY], DEFAULT.tolerance))
 
 
 def _record(spec: witness_spec.WitnessSpec, savings: np.ndarray) -> witness.WitnessRecord:

@@ -27,8 +27,7 @@ import yaml
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.results import validate
 from evalbot.engine.measure import speed
-from evalbot.engine.measure.witness import pair_savings
-from evalbot.engine.measure.witness_interval import Floor
+from evalbot.engine.measure.witness_interval import Floor, pair_savings
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import witness_floor, witness_sizing

@@ -21,7 +21,7 @@ from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import validate
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import witness, witness_output, witness_steps
+from evalbot.engine.measure import witness, witness_interval, witness_output, witness_steps
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from tests.stub_engine import _git, decode_witness, job_doc, make_repo
@@ -204,7 +204,7 @@ def test_an_honest_head_that_flips_mains_near_ties_keeps_its_tier(evaluations) -
     assert e["witness"]["tie_margin"] == witness_spec.TIE_MARGIN
     for head, base in zip(e["heads"], e["bases"], strict=True):
         assert head["agreement"] == 1.0 and 0 < head["tie_credited"] <= base["near_ties"]
-    assert witness.unverified_work_s(e["witness"]["samples"]) == 0.0
+    assert witness_interval.unverified_work_s(e["witness"]["samples"]) == 0.0
 
 
 def test_a_head_whose_ids_differ_where_main_was_sure_is_charged(evaluations) -> None:
@@ -213,7 +213,7 @@ def test_a_head_whose_ids_differ_where_main_was_sure_is_charged(evaluations) -> 
     # the differing share is charged as skipped work: that share of main's measured time
     share = sum(1 - s["agreement"] for s in e["heads"]) / len(e["heads"])
     main_s = sum(s["seconds"] for s in e["bases"]) / len(e["bases"])
-    assert witness.unverified_work_s(e["witness"]["samples"]) == pytest.approx(share * main_s)
+    assert witness_interval.unverified_work_s(e["witness"]["samples"]) == pytest.approx(share * main_s)
 
 
 def test_a_head_that_skips_steps_gets_nothing_from_fake_tie_fields(evaluations) -> None:

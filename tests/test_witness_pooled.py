@@ -26,7 +26,7 @@ from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
-from evalbot.engine.measure import witness
+from evalbot.engine.measure import witness, witness_interval
 from evalbot.engine.measure.witness_interval import Critical, Floor, saving_interval
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
@@ -176,7 +176,7 @@ def test_a_head_noisier_than_the_floor_is_judged_on_its_own_sd(tmp_path: Path,
                              warmup=0, stop=witness.stop_for(claims, [DECODE]))
     judged = _judged(record, claims)
     assert judged["sd"] == "own" and judged["cells"][DECODE]["status"] != "confirmed"
-    d = witness.pair_savings(record.samples, need_verified=True)
+    d = witness_interval.pair_savings(record.samples, need_verified=True)
     alpha = confirmation.alpha_at(spec.looks, len(d), 0.005, spec.rule_version)
     own = saving_interval(d, 10.0, confirmation.critical(len(d), alpha, 0.0005), Floor())
     assert judged["lo_s"] == pytest.approx(own.lo)  # the bound of a witness without a floor

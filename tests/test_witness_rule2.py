@@ -22,7 +22,7 @@ from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
-from evalbot.engine.measure import witness
+from evalbot.engine.measure import witness, witness_interval
 from evalbot.engine.measure.witness_interval import Floor
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
@@ -151,5 +151,5 @@ def test_results_without_a_rule_version_regrade_under_rule_1(tmp_path: Path) -> 
     judged = confirmation.judge(doc, {DECODE: (0.05, 8.0)}, 0.005)
     assert judged["cells"][DECODE]["status"] == "confirmed"  # as it was graded then
     assert judged["lo_s"] == pytest.approx(confirmation.interval(
-        witness.pair_savings(doc["samples"], True), 10.0, 0.005 / 3,
+        witness_interval.pair_savings(doc["samples"], True), 10.0, 0.005 / 3,
         Floor(0.01, 46)).lo, rel=1e-9)

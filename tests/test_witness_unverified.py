@@ -1,5 +1,5 @@
 """A witness credits only verified work: the output ids a head process invented are work it may
-have skipped (engine/measure/witness.py `unverified_work_s`), so the saving that skipping could
+have skipped (engine/measure/witness_interval.py `unverified_work_s`), so the saving that skipping could
 explain is added to what the lower bound must clear, in the bot's confirmation and in the
 harness's stop alike. Table tests of the pure functions, then the junk-tail head through the
 real harness and grading on the stub engine.
@@ -18,7 +18,7 @@ from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import validate
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import witness
+from evalbot.engine.measure import witness, witness_interval
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
@@ -52,18 +52,18 @@ def _samples(agreements: list[float], base_s: float = 12.0, head_s: float = 7.0,
 ])
 def test_unverified_work_is_the_mean_unproven_share(agreements, dropped, expected):
     samples = _samples(agreements, jitter=0.0, dropped=dropped)
-    assert witness.unverified_work_s(samples) == pytest.approx(expected)
+    assert witness_interval.unverified_work_s(samples) == pytest.approx(expected)
 
 
 def test_the_scale_is_mains_measured_time_not_its_printed_rate() -> None:
     # main's witness took 12 s; what its printed rates say of its work plays no part
-    assert witness.unverified_work_s(_samples([0.75] * 4, base_s=12.0, jitter=0.0)) == 3.0
-    assert witness.unverified_work_s(_samples([0.75] * 4, base_s=20.0, jitter=0.0)) == 5.0
+    assert witness_interval.unverified_work_s(_samples([0.75] * 4, base_s=12.0, jitter=0.0)) == 3.0
+    assert witness_interval.unverified_work_s(_samples([0.75] * 4, base_s=20.0, jitter=0.0)) == 5.0
 
 
 def test_samples_without_agreement_are_graded_as_before() -> None:
     samples = [{k: v for k, v in s.items() if k != "agreement"} for s in _samples([0.5] * 4)]
-    assert witness.unverified_work_s(samples) == 0.0
+    assert witness_interval.unverified_work_s(samples) == 0.0
 
 
 # main decodes 1000 output ids at 100 tok/s: 10 s of a 12 s witness; a share 1 - a invented

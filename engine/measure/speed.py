@@ -26,7 +26,7 @@ from ..contract.job import Cell, Job, SpeedRun
 from ..contract.witness_spec import WitnessSpec
 from ..sandbox import cpu_meter, proc
 from ..sides.build import Built, verify
-from . import faults, gpu, spoof, stats, wall_clock, witness, witness_plan
+from . import faults, gpu, spoof, stats, wall_clock, witness, witness_interval, witness_plan
 from .parsing import ParseError, read_argmax, read_rates
 from .replay import bounds_of, cell_key, replay, replay_all, run_cell, run_looks_of
 from .run_looks import RunLooks
@@ -320,7 +320,7 @@ class Measurement:
         if spec.clock == "cpu" and not cpu_meter.available():
             spec = replace(spec, clock="handoff")  # no cgroup here: the handoff clock alone
         claims = {key: c for key, tokens in spec.cells.items()
-                  for c in [witness.claimed_saving(self.records[key].samples, tokens,
+                  for c in [witness_interval.claimed_saving(self.records[key].samples, tokens,
                                                    self.records[key].cell.higher_is_better)]
                   if c is not None}
         room = witness_plan.room(spec, self.job.rule, self.deadline - self.now(),
@@ -334,7 +334,7 @@ class Measurement:
         own = [k for k in unchanged if not witness_plan.timed_by_narrower(k, spec, run.witnesses)]
         stop = replace(witness.stop_for(claims, improved),
                        unchanged_only=both_ways and len(unchanged) == len(improved),
-                       believe_above_s=witness.believed_above(claims, own, self.job.rule.margin))
+                       believe_above_s=witness_interval.believed_above(claims, own, self.job.rule.margin))
         record = witness.measure(spec, fill, functools.partial(self._timed, spec=spec),
                                  self.jobdir / "witness-prompts", warmup=0, stop=stop, room=room)
         self.witnessed_s += witness.box_s(record.samples)

@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .witness import claimed_saving
-from .witness_interval import Critical, Floor, Interval, saving_interval
+from .witness_interval import Critical, Floor, Interval, claimed_saving, saving_interval
 
 MIN_OWN_PAIRS = 3  # without a floor, fewer pairs than this judge nothing
 

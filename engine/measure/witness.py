@@ -24,13 +24,21 @@ import numpy as np
 
 from ..contract.witness_spec import READY, STEP, WitnessSpec
 from ..sandbox import proc
-from .witness_interval import Critical, Floor, rules_out, saving_interval
+from .witness_interval import (
+    FLOOR_STALE,
+    MIN_PAIRS,
+    SHOWN_FRACTION,
+    Critical,
+    Floor,
+    others_claims,
+    pair_savings,
+    rules_out,
+    saving_interval,
+    unverified_work_s,
+)
 from .witness_output import read, tie_counts
 from .witness_steps import _agreement
 
-MIN_PAIRS = 3  # the bot judges no witness on fewer verified pairs
-FLOOR_STALE = "floor_stale"  # `stopped` of a witness not run: its floor on the box is refuted
-SHOWN_FRACTION = 0.5  # a witness that cannot show half of the claimed savings contradicts them
 HANDOFF_PROMPT_CAP = 1 << 20  # bytes: Linux's unprivileged pipe maximum (proc._hold grows it)
 
 
@@ -179,18 +187,6 @@ def stop_for(claims: Mapping[str, tuple[float, float]], improved: Iterable[str])
                 sum(min(c[0], 0.0) for c in claims.values()))
 
 
-def believed_above(claims: Mapping[str, tuple[float, float]], unchanged: Iterable[str],
-                   margin: float) -> float | None:
-    """The mean saving's equivalence bound above which each of the `unchanged` cells is
-    believed unchanged (issue 53), less the work the head's invented ids may have skipped,
-    which the caller adds: the witness margin's (StoppingRule.margin) seconds of the work in one witness
-    process (main's time for it, by its printed rates) below the saving the other covered cells
-    claim (their positive claims, taken as true, could hide it). Both the harness's stop and the
-    bot's belief; None: none to rule out."""
-    bounds = [others_claims(claims, k) - margin * claims[k][1] for k in unchanged if k in claims]
-    return max(bounds) if bounds else None
-
-
 def settled(spec: WitnessSpec, record: WitnessRecord, pairs: int, stop: Stop) -> str:
     """At a look before the last, what the bot would decide on these pairs is decided, and
     why: the claim `confirmed` at the look's stop_t, `contradicted` at its spoof_t, a head
@@ -262,70 +258,11 @@ def look_critical(spec: WitnessSpec, k: int) -> Critical:
                     spec.pooled_df[k] if spec.pooled_df else 0)
 
 
-def pair_savings(samples: Sequence[Mapping[str, Any]], need_verified: bool) -> np.ndarray:
-    """main's time minus the head's, per kept pair with both sides (verified, when asked)."""
-    return np.array([p["base"]["seconds"] - p["head"]["seconds"]
-                     for p in full_pairs(samples, need_verified)])
-
-
-def full_pairs(samples: Sequence[Mapping[str, Any]],
-               need_verified: bool) -> list[dict[str, Mapping[str, Any]]]:
-    """The kept pairs with both sides (verified ones, when asked), each as side -> sample."""
-    by_pair: dict[int, dict[str, Mapping[str, Any]]] = {}
-    for s in samples:
-        if not s["dropped"] and (s.get("verified") or not need_verified):
-            by_pair.setdefault(int(s["pair"]), {})[s["side"]] = s
-    return [p for p in by_pair.values() if set(p) == {"base", "head"}]
-
-
-def claimed_saving(samples: Sequence[Mapping[str, Any]], tokens: int,
-                   higher_is_better: bool = True) -> tuple[float, float] | None:
-    """(seconds one witness process saves if the cell's printed rates are true, main's seconds
-    for that work); None: no rates.
-
-    The samples' geometric means (over paired samples) are the graded numbers; a rate that
-    falls with the work (higher_is_better false) is a time per token."""
-    kept = [s for s in samples if not s["dropped"]]
-    base = [s["value"] for s in kept if s["side"] == "base"]
-    head = [s["value"] for s in kept if s["side"] == "head"]
-    n = min(len(base), len(head))
-    if n == 0 or min(base[:n] + head[:n]) <= 0:
-        return None
-    b, h = (math.exp(float(np.mean(np.log(v[:n])))) for v in (base, head))
-    if higher_is_better:
-        return tokens * (1.0 / b - 1.0 / h), tokens / b
-    return tokens * (b - h), tokens * b
-
-
-def unverified_work_s(samples: Sequence[Mapping[str, Any]]) -> float:
-    """The part of the mean per-pair saving that skipped work may explain. A head process whose
-    ids agree with main's on a share a of the positions proves only that share of the work its
-    ids stand for (invented ids cost nothing), so it may have saved up to 1 - a of main's time
-    for that work without being faster. main's time for it is bounded by what the harness
-    measured of main's whole witness process (by the witness's clock; a load or a prompt every
-    id depends on is counted too, on the head's side of the bound), not by main's printed
-    rates, whose own noise would leave a precise witness a few milliseconds to forge.
-    Averaged over the pairs `pair_savings` keeps. A sample without `agreement` (a harness
-    before it) counts as agreeing everywhere."""
-    full = full_pairs(samples, need_verified=True)
-    if not full:
-        return 0.0
-    share = float(np.mean([1.0 - min(max(float(p["head"].get("agreement", 1.0)), 0.0), 1.0)
-                           for p in full]))
-    return share * float(np.mean([p["base"]["seconds"] for p in full]))
-
-
 def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:
     """The covered cells the witness must confirm: improved at the run's end, `improving`
     included (a cell still settling its tier at its last look is graded improved,
     engine.measure.stats.final_decision). None: the witness need not run."""
     return [key for key in spec.cells if last_decisions.get(key) in ("improved", "improving")]
-
-
-def others_claims(claims: Mapping[str, tuple[float, float]], key: str) -> float:
-    """The saving the other covered cells claim (positive claims only): a cell is confirmed only
-    by what is left after taking them as true."""
-    return sum(max(v[0], 0.0) for k, v in claims.items() if k != key)
 
 
 def stop_margin(claims: Mapping[str, tuple[float, float]], improved: Iterable[str]) -> float:

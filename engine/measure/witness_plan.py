@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ..contract.job import Cell, StoppingRule
 from ..contract.witness_spec import WitnessSpec
-from . import witness
+from . import witness, witness_interval
 
 
 class Record(Protocol):
@@ -93,7 +93,7 @@ def main_work_s(spec: WitnessSpec, records: Mapping[str, Record]) -> float:
     seconds = 0.0
     for key, tokens in spec.cells.items():
         rec = records.get(key)
-        claim = None if rec is None else witness.claimed_saving(
+        claim = None if rec is None else witness_interval.claimed_saving(
             rec.samples, tokens, rec.cell.higher_is_better)
         seconds += claim[1] if claim else 0.0
     return seconds

@@ -28,7 +28,7 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
                 lower bound at EQUIVALENCE_ALPHA (the printed-rate rule's TOST level, split over
                 the looks as confirmation's alpha is) rules out a slowdown of the witness margin
                 (rule.margin) of the cell's work, beyond the other covered cells' positive claims
-                and the unverified work (engine/measure/witness.py `believed_above`,
+                and the unverified work (engine/measure/witness_interval.py `believed_above`,
                 witness_interval.py `rules_out`: the harness's own stop). A covered cell printed
                 unchanged is believed only where some witness rules it in: the one rule both ways
 
@@ -68,23 +68,21 @@ from typing import Any
 import numpy as np
 
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure.witness import (
+from evalbot.engine.measure.witness_interval import (
     FLOOR_STALE,
     MIN_PAIRS,
+    NO_FLOOR,
     SHOWN_FRACTION,
+    Critical,
+    Floor,
+    Interval,
     believed_above,
     claimed_saving,
     others_claims,
     pair_savings,
-    unverified_work_s,
-)
-from evalbot.engine.measure.witness_interval import (
-    NO_FLOOR,
-    Critical,
-    Floor,
-    Interval,
     rules_out,
     saving_interval,
+    unverified_work_s,
 )
 from evalbot.grading import faulty_box, quantiles, unexplained_cost
 from evalbot.grading.sequential import DIGITS, EQUIVALENCE_ALPHA, GUARD_ALPHA, guard

@@ -23,7 +23,7 @@ from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import Job
 from evalbot.engine.measure import speed, stats
-from evalbot.engine.measure.witness import pair_savings
+from evalbot.engine.measure.witness_interval import pair_savings
 from evalbot.evaluation.jobspec import WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops

@@ -33,8 +33,7 @@ from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import Job
 from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.engine.measure import speed
-from evalbot.engine.measure.witness import claimed_saving
-from evalbot.engine.measure.witness_interval import Floor
+from evalbot.engine.measure.witness_interval import Floor, claimed_saving
 from evalbot.evaluation.jobspec import CALIBRATION_DF, WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading import witness_sizing
