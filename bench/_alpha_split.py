@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evalbot.engine.measure.stats import pooled_sd
-from evalbot.engine.measure.witness_interval import Critical, Floor
+from evalbot.engine.contract.shared.stats import pooled_sd
+from evalbot.engine.contract.shared.witness_interval import Critical, Floor
 from evalbot.grading.confirmation import (
     BOTH_WAYS_LAST_LOOK,
     BOTH_WAYS_RULE,

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from bench import _paces
+from evalbot.engine.contract.shared.witness_interval import pair_savings
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure.witness_interval import pair_savings
 from evalbot.store.noise import WITNESS_FLOOR
 
 RUNS = ("sparkinfer/hidden-h100/aa-speed", "sparkinfer/hidden-h100-v6/aa-speed")  # GPU run 53's A/As

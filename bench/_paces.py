@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from evalbot.engine.contract.shared.witness_interval import pair_savings
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure.witness_interval import pair_savings
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 ASSUMED = "assumed"

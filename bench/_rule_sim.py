@@ -4,10 +4,10 @@ What the harness does per run (engine/measure/speed.py), vectorised over PRs: wa
 in ABBA order until every cell is final, the last look, the attempts' cap or the budget shared by
 the runs (checked before each pair; counted in pairs where the profile says so,
 StoppingRule.total_budget_s; each run keeps the time of its first verdict look at main's pace).
-After each pair the run's process faults are screened again (engine/measure/faults.py, rule
+After each pair the run's process faults are screened again (engine/contract/shared/faults.py, rule
 version 3: a pair with a faulted sample is dropped whole and measured again); a look fires when
 the run's kept pairs reach its count and judges the first that many kept pairs with
-`engine.measure.stats.decide`, the run's cells testing their calibration together
+`engine.contract.shared.stats.decide`, the run's cells testing their calibration together
 (`stats.calibration_refuted`).
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 from bench import _box_stages, _paces
 from bench._scenarios import Scenario, changed_cell
 from evalbot.engine.contract.job import Job, SpeedRun
-from evalbot.engine.measure import faults, stats
+from evalbot.engine.contract.shared import faults, stats
 
 
 @dataclass

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 from bench import _gpu_fixtures, _paces
 from bench._simbox import POLICY, shipped
 from evalbot.engine.contract.job import Correctness
+from evalbot.engine.contract.shared.segments import scored_from
 from evalbot.engine.measure.speed import SIDES
-from evalbot.engine.scoring.segments import scored_from
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.correctness_policy import job_correctness
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evalbot.engine.measure.wall_clock import pair_costs  # noqa: E402
+from evalbot.engine.contract.shared.wall_clock import pair_costs  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 

@@ -8,7 +8,7 @@ values), a Monte Carlo of pairs drawn at a pair sd: an A/A stops at the first lo
 equivalence bound rules out a slowdown of 30% of the witness's work (`work_s`), `faster` at the
 first whose confirmation bound puts its saving (0.5 s a pair) above the prefill's claim (0.1 s),
 the sd the bound uses pooled with the floor where the F guard lets it, as
-engine/measure/witness_interval.py does. Rows: the mean pairs at the stop and the share that
+engine/contract/shared/witness_interval.py does. Rows: the mean pairs at the stop and the share that
 never stopped. The other covered cells' claims and unverified work are left out.
 """
 

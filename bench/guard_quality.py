@@ -4,10 +4,10 @@
 
 Schedule: the job the bot sends for the profile (evalbot.grading.correctness_policy.job_correctness:
 windows, window length, long windows, looks, critical values, the deep test's critical value),
-cut into chunks by the harness's own engine.scoring.segments (a long window in deep pieces of its
+cut into chunks by the harness's own engine.contract.shared.segments (a long window in deep pieces of its
 last long_score_tokens positions, and, unless the profile says `long_scored: deep`, its shallow
 positions in pieces of window_tokens).
-Each evaluation scores in growing looks with engine.scoring.correctness_stats.look, stopping when
+Each evaluation scores in growing looks with engine.contract.shared.correctness_stats.look, stopping when
 decided or bit-identical, as the harness does; the verdict is correctness_policy.decide on the
 recorded section (policy `default`), and the guard rows go through the real grade().
 
@@ -46,9 +46,9 @@ from scipy.stats import beta as beta_dist
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalbot.engine.scoring import drift  # noqa: E402
-from evalbot.engine.scoring.correctness_stats import look  # noqa: E402
-from evalbot.engine.scoring.segments import chunk_looks, long_pieces  # noqa: E402
+from evalbot.engine.contract.shared import drift  # noqa: E402
+from evalbot.engine.contract.shared.correctness_stats import look  # noqa: E402
+from evalbot.engine.contract.shared.segments import chunk_looks, long_pieces  # noqa: E402
 from evalbot.evaluation.profile import load_profile  # noqa: E402
 from evalbot.grading import correctness_drift  # noqa: E402
 from evalbot.grading.correctness_policy import ALPHA, calibrate_floors, decide, job_correctness  # noqa: E402

@@ -78,8 +78,8 @@ if str(ROOT) not in sys.path:
 from bench import _alpha_split, _h100_noise, _simbox  # noqa: E402
 from bench._hiding_heads import heads, load, world  # noqa: E402
 from bench._simbox import Head  # noqa: E402
+from evalbot.engine.contract.shared.witness_interval import Floor  # noqa: E402
 from evalbot.engine.measure import witness_plan  # noqa: E402
-from evalbot.engine.measure.witness_interval import Floor  # noqa: E402
 from evalbot.evaluation import jobspec  # noqa: E402
 from evalbot.evaluation.profile import Profile  # noqa: E402
 from evalbot.grading import witness_sizing  # noqa: E402

@@ -21,14 +21,14 @@ Second table (`--rule`): the stopping rule alone, vectorised (bench/_rule_sim.py
 what `make_job` builds for the profile under the `default` policy: its cells and runs, looks,
 floors (and their degrees of freedom), critical values, tier edges, warm-ups, box-time budget
 and fault screen. Paired samples are drawn for many simulated PRs at once and pushed through
-the decision code the harness and the grader run (`engine.measure.stats.decide`,
-`engine.measure.faults.screened_pairs`), pair by pair: the screen drops faulted pairs (measured
+the decision code the harness and the grader run (`engine.contract.shared.stats.decide`,
+`engine.contract.shared.faults.screened_pairs`), pair by pair: the screen drops faulted pairs (measured
 again, up to its attempts' cap), a look fires when the run's kept pairs reach its count, a cell
 stops at its first final look, a run once all its cells are final, at its last look, or when
 the budget shared by all runs is spent (checked before each pair, charged for kept pairs, each
 run keeping the time of its first verdict look, as engine/measure/speed.py does; counted in
 pairs at the first run's pace: StoppingRule.total_budget_s); at each look the run's cells test
-their calibration together (engine.measure.stats.calibration_refuted). Its pace per process is
+their calibration together (engine.contract.shared.stats.calibration_refuted). Its pace per process is
 the fixtures' (bench/_paces.py) or `--paces`' first.
 
 Noise per profile (what it is measured to be):
@@ -106,7 +106,7 @@ from bench._rule_sim import Sim, pace_s, simulate  # noqa: E402
 from bench._scenarios import STRESSES, Scenario, changed_cell, job_of, scenarios, stresses  # noqa: E402
 from bench._simbox import Head  # noqa: E402
 from evalbot.engine.contract.job import Job  # noqa: E402
-from evalbot.engine.measure import stats  # noqa: E402
+from evalbot.engine.contract.shared import stats  # noqa: E402
 from evalbot.evaluation.profile import Profile, load_profile  # noqa: E402
 from evalbot.grading import sequential  # noqa: E402
 from evalbot.grading.policy import TIER_ORDER, Policy, load_labels  # noqa: E402

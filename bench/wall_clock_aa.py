@@ -5,7 +5,7 @@ many drawn A/As: too rare for whole simulated evaluations (bench/hidden_cost.py)
 An A/A's printed rates are its processes' true rates (bench/_simbox.py), so a pair's unaccounted
 time u is the two processes' difference outside the work (the run's jitter, sd sqrt(2) x jitter);
 a cell printed slower on the mean of the pairs (each process's work drawn with the cell's
-per-process noise) buys no cover (engine/measure/wall_clock.py): its per-pair difference joins
+per-process noise) buys no cover (engine/contract/shared/wall_clock.py): its per-pair difference joins
 u, and its rule floor times main's seconds for it widens the run's floor. At each look of
 the rule (2, 5, 8 pairs) the bound of
 `cost_interval` at the equivalence level (`cost_critical`, the run's `cost_floor` pooled, or the
@@ -33,9 +33,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import _simbox  # noqa: E402
-from evalbot.engine.measure import wall_clock  # noqa: E402
-from evalbot.engine.measure.stats import pooled_sd  # noqa: E402
-from evalbot.engine.measure.witness_interval import Floor  # noqa: E402
+from evalbot.engine.contract.shared import wall_clock  # noqa: E402
+from evalbot.engine.contract.shared.stats import pooled_sd  # noqa: E402
+from evalbot.engine.contract.shared.witness_interval import Floor  # noqa: E402
 from evalbot.grading.unexplained_cost import cost_critical, judge_cost  # noqa: E402
 
 

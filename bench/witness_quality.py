@@ -3,8 +3,8 @@ still confirm an honest gain? Every shipped witness, under the witnesses' rule o
 the rule before it (issue 46).
 
 Each evaluation is the real witness measurement (engine.measure.witness.measure: ABBA pairs, its
-looks, the harness's stop at the bot's per-look values, engine/measure/witness_interval.py
-`saving_interval` with engine/measure/stats.py `pooled_sd`) on simulated processes, then the
+looks, the harness's stop at the bot's per-look values, engine/contract/shared/witness_interval.py
+`saving_interval` with engine/contract/shared/stats.py `pooled_sd`) on simulated processes, then the
 bot's judgement of the record (evalbot.grading.confirmation.judge, with its `critical` and
 evalbot/grading/sequential.py `guard`). The witnesses are the shipped profiles' as
 evalbot.evaluation.jobspec.make_job builds them under the `default` policy: floors and their

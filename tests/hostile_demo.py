@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from evalbot.engine.contract.shared.witness_interval import claimed_saving, full_pairs
 from evalbot.engine.demo import DemoRepo
-from evalbot.engine.measure.witness_interval import claimed_saving, full_pairs
 from evalbot.evaluation.evaluate import Outcome
 from evalbot.store.jobs import Store
 from tests.demo_box import evaluate_over_ssh

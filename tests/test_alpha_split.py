@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench._alpha_split import _lower
-from evalbot.engine.measure.witness_interval import Floor, saving_interval
+from evalbot.engine.contract.shared.witness_interval import Floor, saving_interval
 from evalbot.grading.confirmation import critical
 
 

@@ -27,8 +27,10 @@ OURS = ("evalbot", "engine", "remote")
 MAY_IMPORT: dict[str, set[str]] = {
     "evalbot.config": set(),
     "evalbot.store": set(),
-    "evalbot.grading": {"evalbot.config", "engine"},
-    "evalbot.audit": {"evalbot.config", "evalbot.grading", "engine"},
+    # the pure grader's door into the harness: its contract and the rule both sides compute
+    # (engine/contract/shared/), never the measuring, the sandbox or a box's I/O
+    "evalbot.grading": {"evalbot.config", "engine.contract"},
+    "evalbot.audit": {"evalbot.config", "evalbot.grading", "engine.contract"},
     "evalbot.report": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.audit"},
     "evalbot.evaluation": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.audit",
                            "evalbot.report", "engine", "remote"},
@@ -265,3 +267,18 @@ def test_the_cli_loads_no_command_before_it_runs(argv: list[str]) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("[] ['evalbot.cli', 'evalbot.config', 'evalbot.config.errors', "
                                    "'evalbot.lazy_group']")
+
+
+def test_the_graders_import_closure_holds_no_measuring_code() -> None:
+    """Grading, the audit and the report load, of the engine, its contract and the pure rule both
+    sides compute (engine/contract/shared/): never the measuring loop, the sandbox or its launcher.
+    Imported for real, so a re-export or a package __init__ cannot slip one in."""
+    probe = ("import sys\n"
+             "import evalbot.grading.grade, evalbot.audit.reproduce, evalbot.report.render\n"
+             "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('evalbot.engine.'))))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    assert "evalbot.engine.contract.shared.replay" in loaded  # the probe sees what it must
+    assert [m for m in loaded if not m.startswith("evalbot.engine.contract")] == []

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalbot.config.settings import BoxConfig
-from evalbot.engine.measure.witness_interval import Floor
+from evalbot.engine.contract.shared.witness_interval import Floor
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import witness_sizing

@@ -2,7 +2,7 @@
 (`witness_every_cell`), a cell printed unchanged is believed only once its witness rules out, at
 the printed-rate rule's equivalence level split over its looks, a slowdown of the regression
 threshold's seconds of that cell's work (evalbot/grading/confirmation.py `both_ways`,
-engine/measure/witness_interval.py `rules_out`). Table tests of the bot's judgement, then the
+engine/contract/shared/witness_interval.py `rules_out`). Table tests of the bot's judgement, then the
 harness's stop (engine/measure/witness.py `settled`) against the bot's judgement on the same
 pairs: the bot replays the harness's decision.
 """
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from evalbot.engine.contract import witness_spec
-from evalbot.engine.measure import witness, witness_interval
+from evalbot.engine.contract.shared import witness_interval
+from evalbot.engine.measure import witness
 from evalbot.grading import confirmation, unexplained_cost
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.contract.shared.segments import chunk_looks, deep_chunks
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
 from evalbot.engine.scoring.tokens import ScoreFailure, speed_tokens
 from evalbot.engine.scoring.vocab import vocab_size
 from evalbot.engine.sides.build import Built

@@ -11,8 +11,8 @@ import pytest
 from evalbot.config.errors import ResultsError
 from evalbot.config.settings import REPO_ROOT, BoxConfig
 from evalbot.engine.contract.job import parse_job
-from evalbot.engine.scoring.correctness_stats import mcnemar_worse, sequential
-from evalbot.engine.scoring.segments import chunk_looks
+from evalbot.engine.contract.shared.correctness_stats import mcnemar_worse, sequential
+from evalbot.engine.contract.shared.segments import chunk_looks
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.correctness_policy import ALPHA, calibrate_floors, critical_values, decide

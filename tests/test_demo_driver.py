@@ -24,7 +24,7 @@ import pytest
 from evalbot.engine.demo import DemoRepo, generate
 from evalbot.engine.harness.steps import HARNESS_ROOT
 from evalbot.engine.measure import witness
-from evalbot.engine.measure.witness_steps import read_steps
+from evalbot.engine.measure.witness_output import read_steps
 from evalbot.engine.sandbox import proc
 from evalbot.evaluation.profile import load_profile
 

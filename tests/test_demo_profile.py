@@ -1,7 +1,7 @@
 """The cut demo profile (tests/demo_profile.py) the flow tests run: the shipped profile's settings
 with its witnessed cell only, deciding the demo's PRs at least as surely as the shipped one.
 
-The decision code is the harness's (engine.measure.stats.sequential over the job's schedule);
+The decision code is the harness's (engine.contract.shared.stats.sequential over the job's schedule);
 the per-pair noise of decode@64 is drawn at 2-4x what a busy box showed (sd 0.1-0.2 at a load of
 4 on 2 cores; a CI run's `faster` saw 0.36-0.54), seeded. At 4x the shipped profile itself
 leaves a fifth of the runs undecided: the cut one fewer."""
@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from evalbot.config.settings import REPO_ROOT, BoxConfig
-from evalbot.engine.measure import stats
-from evalbot.engine.measure.speed import bounds_of
+from evalbot.engine.contract.shared import stats
+from evalbot.engine.contract.shared.replay import bounds_of
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import PROFILES_DIR, Profile, load_profile
 from evalbot.grading.policy import load_labels

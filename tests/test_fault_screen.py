@@ -1,5 +1,5 @@
-"""Issue 46: the fault screen of rule version 3 (engine/measure/faults.py) and the run it shapes
-(engine/measure/run_looks.py), through the real harness on the simulated box and the real grading.
+"""Issue 46: the fault screen of rule version 3 (engine/contract/shared/faults.py) and the run it shapes
+(engine/contract/shared/run_looks.py), through the real harness on the simulated box and the real grading.
 
 A slow first test in a third of the processes and a silent throttle left a sparkinfer A/A
 inconclusive in 97% and 38% of PRs (a +3% head tiered in 5% and 59%): every faulted pair
@@ -21,8 +21,8 @@ import pytest
 from bench import _simbox
 from bench._simbox import Head
 from evalbot.config.errors import ResultsError
-from evalbot.engine.measure import faults, stats
-from evalbot.engine.measure.run_looks import RunCell, RunLooks
+from evalbot.engine.contract.shared import faults, stats
+from evalbot.engine.contract.shared.run_looks import RunCell, RunLooks
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.faulty_box import FAULTY_BOX_REASON
 from evalbot.grading.grade import grade

@@ -15,7 +15,7 @@ import pytest
 
 from evalbot.config.errors import ResultsError
 from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
-from evalbot.engine.measure import speed
+from evalbot.engine.contract.shared import replay
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.grading.sequential import schedule
@@ -86,7 +86,7 @@ def _record(c: C, rule: dict[str, Any]) -> dict[str, Any]:
             samples.append({"side": side, "value": rates[side], "pair": i, "dropped": False})
     rec = {"model": c.model, "metric": c.metric, "ctx": c.ctx, "unit": "tok/s",
            "higher_is_better": True, "anchor": c.anchor, "samples": samples, "looks": []}
-    rec["looks"] = [lk.to_dict() for lk in speed.replay(rec, rule)]
+    rec["looks"] = [lk.to_dict() for lk in replay.replay(rec, rule)]
     return rec
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from evalbot.config.errors import ConfigError, ResultsError
 from evalbot.config.settings import BoxConfig
-from evalbot.engine.measure import speed
+from evalbot.engine.contract.shared import replay
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
@@ -116,7 +116,7 @@ def test_noise_section_names_each_cells_floor_and_its_source() -> None:
     doc["rule"]["sd_floors"] = {"q35/decode@128": 0.002}
     doc["rule"]["calibrated"] = ["q35/decode@128"]
     for cell in doc["cells"]:
-        cell["looks"] = [lk.to_dict() for lk in speed.replay(cell, doc["rule"])]
+        cell["looks"] = [lk.to_dict() for lk in replay.replay(cell, doc["rule"])]
     text = details(grade(copy.deepcopy(doc), DEFAULT), doc)["noise"]
     assert "q35/decode@128: 0.20% (calibrated on this box)" in text
     assert f"q35/decode@4096: {100 * doc['rule']['sd_floor']:.2f}% (the profile's)" in text

@@ -26,8 +26,8 @@ import yaml
 
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.results import validate
-from evalbot.engine.measure import speed
-from evalbot.engine.measure.witness_interval import Floor, pair_savings
+from evalbot.engine.contract.shared import replay
+from evalbot.engine.contract.shared.witness_interval import Floor, pair_savings
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import witness_floor, witness_sizing
@@ -94,7 +94,7 @@ def _printing_main_s_prefill_rate(results: dict[str, Any]) -> dict[str, Any]:
             base = {s["pair"]: s["value"] for s in c["samples"] if s["side"] == "base"}
             for s in c["samples"]:
                 s["value"] = base[s["pair"]]
-    for c, looks in zip(doc["cells"], speed.replay_all(doc["cells"], doc["rule"]), strict=True):
+    for c, looks in zip(doc["cells"], replay.replay_all(doc["cells"], doc["rule"]), strict=True):
         c["looks"] = [{"decision": lk.decision, "pairs": lk.pairs} for lk in looks]
     return doc
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from bench import _simbox
 from evalbot.config.settings import BoxConfig
-from evalbot.engine.measure import stats
-from evalbot.engine.measure.speed import bounds_of
+from evalbot.engine.contract.shared import stats
+from evalbot.engine.contract.shared.replay import bounds_of
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 

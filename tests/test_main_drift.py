@@ -3,7 +3,7 @@
 One look of 28 windows told a main 3 points under its calibrated floor in fewer than half the
 PRs (the independent check: 6 of 8 on llamacpp, 78% on sparkinfer 6 points under), and an inert
 head stops scoring there. The harness now scores on while main is neither drifted nor cleared
-(engine/scoring/drift.py); the grader replays it. The bench's figures: bench/guard_quality.py.
+(engine/contract/shared/drift.py); the grader replays it. The bench's figures: bench/guard_quality.py.
 Here the real harness scores with a stub score tool whose main disagrees with the reference on a
 share of positions that varies by window, the head bit-identical to main.
 """
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.contract.shared import drift
+from evalbot.engine.contract.shared.segments import chunk_looks, deep_chunks
 from evalbot.engine.measure.gpu import device_identity
-from evalbot.engine.scoring import drift
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
 from evalbot.engine.scoring.tokens import speed_tokens
 from evalbot.engine.sides.build import Built
 from evalbot.grading import correctness_drift

@@ -16,9 +16,9 @@ import pytest
 
 from evalbot.config.settings import REPO_ROOT
 from evalbot.engine.contract.integrity import file_sha256
+from evalbot.engine.contract.shared.segments import chunk_looks, deep_chunks
 from evalbot.engine.scoring.correctness import score
 from evalbot.engine.scoring.main_scores import FOLDER
-from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
 from evalbot.engine.scoring.tokens import speed_tokens
 from evalbot.engine.sides.build import Built
 from evalbot.grading.correctness_policy import critical_values, decide, deep_critical

@@ -16,8 +16,8 @@ from evalbot.config.errors import ResultsError
 from evalbot.config.redact import Redactor
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import validate
+from evalbot.engine.contract.shared import replay, stats
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import speed, stats
 from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.service import publish_finished
@@ -204,7 +204,7 @@ def test_scale_job_multiplies_looks_and_recomputes_the_schedule(stub):
     scaled = scale_job(job, 2.0)
     assert scaled.rule.looks == [6, 10] and scaled.rule.budget_s == 2 * job.rule.budget_s
     assert len(scaled.rule.critical) == len(scaled.rule.equivalence) == 2
-    assert speed.bounds_of(scaled.rule.__dict__)[1].pairs == 10
+    assert replay.bounds_of(scaled.rule.__dict__)[1].pairs == 10
     assert scaled.rule.max_budget_s is None  # a rule without the budget in pairs stays without
     capped = dataclasses.replace(job, rule=dataclasses.replace(
         job.rule, budget_pace_s=9.25, max_budget_s=4 * job.rule.budget_s))

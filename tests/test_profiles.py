@@ -164,7 +164,7 @@ def test_correctness_scores_28_windows_first_and_long_windows_deep_only(name: st
     REJECTed only when it hit a long window, and 10 windows in round one all missed it in 11% of
     PRs. Both profiles now score the long windows' 512 deep positions only and 26 short windows
     first (bench/guard_quality.py, docs/correctness.md "Why these numbers")."""
-    from evalbot.engine.scoring.segments import chunk_looks, deep_chunks, long_pieces
+    from evalbot.engine.contract.shared.segments import chunk_looks, deep_chunks, long_pieces
     from evalbot.grading.correctness_policy import critical_values, job_correctness
     from evalbot.grading.policy import load_labels
 

@@ -18,12 +18,12 @@ import pytest
 
 from evalbot.config.settings import REPO_ROOT
 from evalbot.engine.contract.score_dump import DumpError, check_windows
+from evalbot.engine.contract.shared.correctness_stats import chunk, kl_tokens
+from evalbot.engine.contract.shared.segments import DEEP_PIECES, chunk_looks, deep_chunks
 from evalbot.engine.harness.steps import _failure
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.measure.parsing import ParseError, read_score_lines
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.scoring.correctness_stats import chunk, kl_tokens
-from evalbot.engine.scoring.segments import DEEP_PIECES, chunk_looks, deep_chunks
 from evalbot.engine.scoring.tokens import ScoreFailure, speed_tokens
 from evalbot.engine.sides.build import Built
 from evalbot.grading.correctness_policy import ALPHA, critical_values, decide, deep_critical

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from evalbot.engine.contract.results import validate
-from evalbot.engine.measure.witness_interval import pair_savings
+from evalbot.engine.contract.shared.witness_interval import pair_savings
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.report.render import render_comment

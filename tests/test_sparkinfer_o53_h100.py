@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from evalbot.engine.contract.results import validate
-from evalbot.engine.measure import wall_clock
-from evalbot.engine.measure.witness_interval import claimed_saving
+from evalbot.engine.contract.shared import wall_clock
+from evalbot.engine.contract.shared.witness_interval import claimed_saving
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from evalbot.grading.unexplained_cost import NOT_RULED_OUT, cell_floors, cost_critical, cost_floor

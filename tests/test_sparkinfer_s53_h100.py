@@ -17,7 +17,7 @@ import pytest
 
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.results import validate
-from evalbot.engine.measure.wall_clock import pair_costs
+from evalbot.engine.contract.shared.wall_clock import pair_costs
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
@@ -40,7 +40,7 @@ def _results(name: str) -> dict[str, Any]:
 
 
 # The cells whose regrade differs from what the run published, and why: under the no-cover
-# rule (engine/measure/wall_clock.py) the A/A's prefill@32768, printed 0.8-1.0% slower in both of
+# rule (engine/contract/shared/wall_clock.py) the A/A's prefill@32768, printed 0.8-1.0% slower in both of
 # its 2 pairs, no longer covers the wall time of its run's other cells, and 2 pairs' bound no
 # longer rules either unwitnessed prefill in; the harness now measures such a run on to 5 pairs.
 REGRADED = {"qwen36-aa-alone": {

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.contract.shared.segments import chunk_looks, deep_chunks
 from evalbot.engine.measure.gpu import device_identity
 from evalbot.engine.sandbox import proc
 from evalbot.engine.scoring.correctness import score
-from evalbot.engine.scoring.segments import chunk_looks, deep_chunks
 from evalbot.engine.scoring.tokens import ScoreFailure, speed_tokens
 from evalbot.engine.sides.build import Built
 from evalbot.evaluation.profile import load_profile

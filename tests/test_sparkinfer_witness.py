@@ -26,7 +26,7 @@ import pytest
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.witness_spec import READY, WitnessSpec, parse_witness
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import witness, witness_output, witness_steps
+from evalbot.engine.measure import witness, witness_output
 from evalbot.engine.measure.speed import Measurement
 from evalbot.engine.sandbox import proc
 from evalbot.engine.sides.build import build_side
@@ -341,10 +341,10 @@ def test_each_step_line_carries_mains_runner_up_and_margin(tool: Path, tmp_path:
                     witness.handoff_of(spec, ids))
     assert done.ok, done.output
     expected = near_ties(ids)[15:]
-    steps = witness_steps.read_steps(done.output)
+    steps = witness_output.read_steps(done.output)
     assert [(s.id, s.runner_up) for s in steps] == [(t, r) for t, r, _ in expected]
     assert [s.margin for s in steps] == pytest.approx([m for _, _, m in expected], abs=1e-6)
-    ties = witness_steps.main_ties(steps, spec.tie_margin)
+    ties = witness_output.main_ties(steps, spec.tie_margin)
     assert ties == [r if m < 0.05 else None for _, r, m in expected]
     assert 0 < sum(t is not None for t in ties) < len(ties)  # the stub has both kinds of steps
 
@@ -360,7 +360,7 @@ def test_a_head_with_other_numerics_agrees_through_mains_near_ties(tool: Path,
                                  witness.handoff_of(spec, fresh), env)
                         for env in ({}, {"STUB_FLIP_BELOW": "0.03"}, {"STUB_FLIP_BELOW": "0.09"}))
     assert main.ok and bf16.ok and wide.ok, (main.output, bf16.output, wide.output)
-    ties = witness_steps.main_ties(witness_steps.read_steps(main.output), spec.tie_margin)
+    ties = witness_output.main_ties(witness_output.read_steps(main.output), spec.tie_margin)
     got = {name: witness_output.read_output_ids(d.output, spec.output)
            for name, d in (("main", main), ("bf16", bf16), ("wide", wide))}
     flips = sum(a != b for a, b in zip(got["bf16"], got["main"], strict=True))

@@ -24,8 +24,8 @@ from evalbot.config.errors import ConfigError, ResultsError
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import Job, parse_job
 from evalbot.engine.contract.results import validate
+from evalbot.engine.contract.shared import replay
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import speed
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import grade
@@ -181,8 +181,8 @@ def test_harness_decisions_agree_with_grade(evaluated: Callable[[str], dict[str,
     results = evaluated(variant)
     assert results["failures"] == []
     for record in results["cells"]:  # the replay reproduces every recorded look exactly
-        replayed = [lk.to_dict() for lk in speed.replay(record, results["rule"])]
-        assert replayed == record["looks"], speed.cell_key(record)
+        replayed = [lk.to_dict() for lk in replay.replay(record, results["rule"])]
+        assert replayed == record["looks"], replay.cell_key(record)
         orders = [[s["side"] for s in record["samples"] if s["pair"] == p] for p in range(2)]
         assert orders == [["base", "head"], ["head", "base"]]  # ABBA
     verdict = grade(results, POLICY)

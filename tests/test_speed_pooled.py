@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalbot.config.errors import EvalbotError
-from evalbot.engine.measure import speed
+from evalbot.engine.contract.shared import replay
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.grade import grade
@@ -43,15 +43,15 @@ def test_pooled_harness_looks_are_what_grade_replays(repo: tuple[Path, dict[str,
     assert job.rule.pool_df == 11 and job.rule.guard and job.rule.tier_edges
     results = _run(job, tmp_path)
     assert results["failures"] == []
-    replayed = speed.replay_all(results["cells"], results["rule"])
+    replayed = replay.replay_all(results["cells"], results["rule"])
     for record, looks in zip(results["cells"], replayed, strict=True):
-        assert [lk.to_dict() for lk in looks] == record["looks"], speed.cell_key(record)
+        assert [lk.to_dict() for lk in looks] == record["looks"], replay.cell_key(record)
     verdict = grade(results, POLICY)  # raises if any recorded look disagrees
     assert verdict["kind"] == kind
     if kind == "improved":  # +40%: XL, settled in the wide top tier
         assert verdict["best_cell"] == "m/decode@4096" and verdict["tier"] == "XL"
     if kind == "inconclusive":  # 15% noise: the run's cells refute the 1.4% calibration
-        noisy = next(c for c in results["cells"] if speed.cell_key(c) == "m/decode@128")
+        noisy = next(c for c in results["cells"] if replay.cell_key(c) == "m/decode@128")
         assert noisy["looks"][0]["sd"] > 0.05
 
 

@@ -1,4 +1,5 @@
-"""The per-cell rule (engine/measure/stats.py) and its critical values (evalbot/grading/sequential.py)."""
+"""The per-cell rule (engine/contract/shared/stats.py) and its critical values
+(evalbot/grading/sequential.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalbot.engine.measure import speed, stats
+from evalbot.engine.contract.shared import replay, stats
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, critical_values, schedule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,7 @@ def test_schedule_refuses_bad_input(looks: list[int], family: int, alpha: float)
 
 def test_first_rule_version_replays_with_one_critical_value() -> None:
     """Results written before the floor/equivalence lists: every test used `critical`."""
-    legacy = speed.bounds_of({"looks": [3, 5], "critical": [12.0, 6.0]})
+    legacy = replay.bounds_of({"looks": [3, 5], "critical": [12.0, 6.0]})
     assert legacy == [stats.Bounds(3, 12.0, 12.0, 12.0, 12.0), stats.Bounds(5, 6.0, 6.0, 6.0, 6.0)]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
-from evalbot.engine.measure import stats
+from evalbot.engine.contract.shared import stats
 from evalbot.grading import confirmation
 from evalbot.grading.grade import _tier_cell, grade
 from evalbot.grading.policy import load_labels

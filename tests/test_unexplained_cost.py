@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from evalbot.engine.contract.results import validate
-from evalbot.engine.measure.witness_interval import Floor
+from evalbot.engine.contract.shared.witness_interval import Floor
 from evalbot.grading import unexplained_cost
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels

@@ -2,7 +2,7 @@
 harness (engine/measure/speed.py) on the simulated box of bench/_simbox.py at the shipped
 sparkinfer profile's Qwen3.6 run, graded by the real grading. Its prefill@16384 and @32768 have
 no witness: their run's wall clock alone holds them, and a printed slowdown buys no cover there
-(engine/measure/wall_clock.py)."""
+(engine/contract/shared/wall_clock.py)."""
 
 from __future__ import annotations
 
@@ -170,8 +170,8 @@ def _run_doc(head_s: dict[str, list[float]], base_s: float | dict[str, float] = 
 ])
 def test_a_run_measures_on_only_while_more_pairs_could_rule_its_cells_in(
         main_s: dict[str, float], hidden: list[float], on: bool) -> None:
-    from evalbot.engine.measure import wall_clock  # noqa: PLC0415
-    from evalbot.engine.measure.witness_interval import Floor  # noqa: PLC0415
+    from evalbot.engine.contract.shared import wall_clock  # noqa: PLC0415
+    from evalbot.engine.contract.shared.witness_interval import Floor  # noqa: PLC0415
     from evalbot.grading.unexplained_cost import cost_critical  # noqa: PLC0415
 
     # the head prints main's rates; its processes take `hidden` longer
@@ -185,8 +185,8 @@ def test_a_printed_slowdown_counts_at_main_s_time_and_widens_the_floor() -> None
     """The head printed cell a 1% slower and cell b a little faster, its wall time exactly
     its printed work: u is 0; uncovered, a's printed 0.1 s joins u and a's noise (its rule
     floor x main's 10 s) widens the run's floor; b's printed saving still counts."""
-    from evalbot.engine.measure import wall_clock  # noqa: PLC0415
-    from evalbot.engine.measure.witness_interval import Floor  # noqa: PLC0415
+    from evalbot.engine.contract.shared import wall_clock  # noqa: PLC0415
+    from evalbot.engine.contract.shared.witness_interval import Floor  # noqa: PLC0415
 
     witness, records = _run_doc({"a": [10.1, 10.1], "b": [9.95, 9.97]})
     assert wall_clock.printed_slower(witness, records) == ["a"]

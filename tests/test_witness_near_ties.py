@@ -1,6 +1,6 @@
 """Near ties: a stepped witness's STEP lines may carry each step's runner-up id and top-1 minus
 top-2 logit margin, and a head's id agrees where it is main's, or main's runner-up at a step where
-main's own margin is under the spec's `tie_margin` (engine/measure/witness_steps.py `main_ties`,
+main's own margin is under the spec's `tie_margin` (engine/measure/witness_output.py `main_ties`,
 docs/trust.md "Near ties"). Only main's fields are ever read. Table tests of the reader and the
 agreement, then heads through the real harness (`run_job`, the stub engine's stepped witness on
 the CPU clock) and the real grading: an honest head whose numerics flip main's near ties keeps
@@ -20,8 +20,9 @@ from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import validate
+from evalbot.engine.contract.shared import witness_interval
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import witness, witness_interval, witness_output, witness_steps
+from evalbot.engine.measure import witness, witness_output
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 from tests.stub_engine import _git, decode_witness, job_doc, make_repo
@@ -37,16 +38,16 @@ STEP = witness_spec.STEP
 
 def test_a_step_line_is_an_id_or_an_id_runner_up_and_margin() -> None:
     out = f"{STEP}5\n{STEP}7 9 0.01\nnoise\n{STEP}8 3 2.5\n"
-    assert witness_steps.read_steps(out) == [witness_steps.Step(5), witness_steps.Step(7, 9, 0.01),
-                                       witness_steps.Step(8, 3, 2.5)]
+    assert witness_output.read_steps(out) == [witness_output.Step(5), witness_output.Step(7, 9, 0.01),
+                                       witness_output.Step(8, 3, 2.5)]
     assert witness_output.read_output_ids(out, {"kind": "step_lines"}) == [5, 7, 8]
-    assert witness_steps.main_ties(witness_steps.read_steps(out), 0.05) == [None, 9, None]
+    assert witness_output.main_ties(witness_output.read_steps(out), 0.05) == [None, 9, None]
 
 
 @pytest.mark.parametrize("line", ["7 9", "7 9 0.1 4", "7 x 0.1", "7 9 -0.1", "7 9 nan", "7 9 inf"])
 def test_a_malformed_step_line_is_unreadable(line: str) -> None:
     with pytest.raises(ValueError):
-        witness_steps.read_steps(f"{STEP}{line}\n")
+        witness_output.read_steps(f"{STEP}{line}\n")
 
 
 def _spec(**extra: Any) -> witness_spec.WitnessSpec:

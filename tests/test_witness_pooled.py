@@ -1,6 +1,6 @@
 """A witness's per-pair sd pooled with its calibrated floor, as the speed cells pool theirs.
 
-engine/measure/witness_interval.py computes the bounds for the harness's stop (witness.settled)
+engine/contract/shared/witness_interval.py computes the bounds for the harness's stop (witness.settled)
 and the bot's judgement (confirmation.judge) alike: S pooled with the profile's `sd_floor_s`
 (`floor_df` df) at floor_df + n - 1 df, the own S at n - 1 df when the F guard says S refutes
 the floor, and exactly today's own-sd interval without a floor.
@@ -26,8 +26,9 @@ from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import RESULTS_SCHEMA, validate
-from evalbot.engine.measure import witness, witness_interval
-from evalbot.engine.measure.witness_interval import Critical, Floor, saving_interval
+from evalbot.engine.contract.shared import witness_interval
+from evalbot.engine.contract.shared.witness_interval import Critical, Floor, saving_interval
+from evalbot.engine.measure import witness
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import confirmation

@@ -22,8 +22,9 @@ from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.job import parse_job
-from evalbot.engine.measure import witness, witness_interval
-from evalbot.engine.measure.witness_interval import Floor
+from evalbot.engine.contract.shared import witness_interval
+from evalbot.engine.contract.shared.witness_interval import Floor
+from evalbot.engine.measure import witness
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import confirmation

@@ -16,7 +16,7 @@ import pytest
 
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import parse_job
-from evalbot.engine.measure.witness_interval import Floor, rules_out
+from evalbot.engine.contract.shared.witness_interval import Floor, rules_out
 from evalbot.evaluation.jobspec import make_job
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading import confirmation, witness_sizing

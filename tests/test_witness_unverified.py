@@ -1,8 +1,8 @@
 """A witness credits only verified work: the output ids a head process invented are work it may
-have skipped (engine/measure/witness_interval.py `unverified_work_s`), so the saving that skipping could
-explain is added to what the lower bound must clear, in the bot's confirmation and in the
-harness's stop alike. Table tests of the pure functions, then the junk-tail head through the
-real harness and grading on the stub engine.
+have skipped (engine/contract/shared/witness_interval.py `unverified_work_s`), so the saving
+that skipping could explain is added to what the lower bound must clear, in the bot's
+confirmation and in the harness's stop alike. Table tests of the pure functions, then the
+junk-tail head through the real harness and grading on the stub engine.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import pytest
 from evalbot.engine.contract import witness_spec
 from evalbot.engine.contract.job import parse_job
 from evalbot.engine.contract.results import validate
+from evalbot.engine.contract.shared import witness_interval
 from evalbot.engine.harness.steps import run_job
-from evalbot.engine.measure import witness, witness_interval
+from evalbot.engine.measure import witness
 from evalbot.grading import confirmation
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels

@@ -59,7 +59,7 @@ class SpeedRun:
     cost_floor_df: int = 0
     # per look of the rule: the bot's (t own, t pooled with that floor, F guard) at the
     # equivalence level, with which the harness measures the run on while its wall clock cannot
-    # rule its unwitnessed cells in (engine/measure/wall_clock.py); empty: it stops as decided
+    # rule its unwitnessed cells in (engine/contract/shared/wall_clock.py); empty: it stops as decided
     cost_critical: list[list[float]] = field(default_factory=list)
 
 
@@ -76,7 +76,8 @@ LONG_SCORED = ("all", "deep")  # Correctness.long_scored
 
 @dataclass(frozen=True)
 class Correctness:
-    """What to score, and the guard's growth rule (engine/scoring/correctness_stats.py) from the bot."""
+    """What to score, and the guard's growth rule (contract/shared/correctness_stats.py) from the
+    bot."""
 
     score_argv: list[str]
     reference_argv: list[str]
@@ -104,10 +105,10 @@ class Correctness:
     # one results section each: a profile's models guard one another's correctness too.
     guards: list[str] = field(default_factory=list)
     long_score_tokens: int = 0  # deep positions at the end of each long window (judged alone)
-    # Critical value of the deep chunks' own test (engine/scoring/segments.py); 0: no deep test.
+    # Critical value of the deep chunks' own test (engine/contract/shared/segments.py); 0: no deep test.
     deep_critical: float = 0.0
     long_scored: str = "all"  # "deep": long windows' last long_score_tokens only (segments.py)
-    # main's drift against the floors, per look (engine/scoring/drift.py): scoring goes on while
+    # main's drift against the floors, per look (engine/contract/shared/drift.py): scoring goes on while
     # it is undecided; empty: judged once, by the bot, on what the head's verdict scored
     drift: dict[str, Any] = field(default_factory=dict)
 

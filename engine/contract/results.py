@@ -93,7 +93,7 @@ def _witness(w: dict[str, Any], where: str) -> None:
     cells = field(w, where, "cells", dict)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in cells.values()):
         raise ContractError(f"{where}.cells: token counts must be integers")
-    # the calibrated floor the bot pools the witness's sd with (engine/measure/witness_interval.py)
+    # the calibrated floor the bot pools the witness's sd with (engine/contract/shared/witness_interval.py)
     if (field(w, where, "sd_floor_s", float, optional=True) or 0) < 0 \
             or (field(w, where, "floor_df", int, optional=True) or 0) < 0:
         raise ContractError(f"{where}.sd_floor_s, floor_df: a floor and its df are >= 0")

@@ -23,7 +23,7 @@ class StoppingRule:
     budget_pace_s: float | None = None  # main's sample pace budget_s buys its pairs at (total_budget_s)
     max_budget_s: float | None = None  # the cap of budget_s scaled by main's pace; None: unscaled
     alpha: float = 0.05  # recorded so the grader can recompute `critical` and check it
-    # The rest of the schedule (engine/measure/stats.py): one value per look; empty means `critical`
+    # The rest of the schedule (engine/contract/shared/stats.py): one value per look; empty means `critical`
     # (the first rule, where one critical value served every test).
     critical_floor: list[float] = field(default_factory=list)  # x floor: normal (rule 1), t (pooled)
     equivalence: list[float] = field(default_factory=list)  # per-cell TOST t quantile
@@ -32,7 +32,7 @@ class StoppingRule:
     family: int = 0  # cells the alpha was split over (0: every cell of the job)
     sd_floors: dict[str, float] = field(default_factory=dict)  # cell key -> calibrated sd
     lock_clocks: bool = False  # the box's config allows locking the GPU clocks
-    # The pooled rule (engine/measure/stats.py): the calibration's degrees of freedom (0: the first,
+    # The pooled rule (engine/contract/shared/stats.py): the calibration's degrees of freedom (0: the first,
     # max(t S, z f) rule), the tier interval's quantiles, the F guard, each one per look.
     pool_df: int = 0
     # 1: the rule before issue 33; 2: negative per-look values select its tests (too few pairs
@@ -49,7 +49,7 @@ class StoppingRule:
     # witness.py `fits`): a witness that would go past it stops, its claim unconfirmed
     witness_share: float = 0.25
     # rule version 3: a pair with a sample slower than its side's fastest by more than this many
-    # spreads is dropped and measured again (engine/measure/faults.py); 0: no screen
+    # spreads is dropped and measured again (engine/contract/shared/faults.py); 0: no screen
     fault_sigmas: float = 0.0
     # an A/A calibration (evalbot calibrate --witnesses): every witness runs all its pairs,
     # whatever the cells' decisions and the share, so the box's per-pair sd of each is measured

@@ -57,7 +57,7 @@ class WitnessSpec:
     # below half of what the samples' printed rates claim: the claim is already contradicted
     spoof_t: tuple[float, ...] = ()
     # The calibrated sd of the per-pair saving on the profile's box (seconds) and its degrees of
-    # freedom (engine/measure/witness_interval.py); 0: judged on the witness's own sd only
+    # freedom (engine/contract/shared/witness_interval.py); 0: judged on the witness's own sd only
     sd_floor_s: float = 0.0
     floor_df: int = 0
     # The bot's per-look critical values for the sd pooled with that floor (floor_df + n - 1 df)
@@ -72,7 +72,7 @@ class WitnessSpec:
     rule_version: int = 1
     # The bot's per-look t quantiles of the equivalence bound (own sd, pooled): a cell printed
     # unchanged is believed once that lower bound rules out a slowdown of the regression
-    # threshold (engine/measure/witness_interval.py `rules_out`, issue 53); empty: never
+    # threshold (engine/contract/shared/witness_interval.py `rules_out`, issue 53); empty: never
     equivalence_t: tuple[float, ...] = ()
     pooled_equivalence_t: tuple[float, ...] = ()
     # The box's stored witness pairs refute its floor (evalbot/report/witness_floors.py): the

@@ -4,11 +4,11 @@ Protocol per run (one process yields one sample of each of its cells): warm up e
 pairs of one base and one head process in ABBA order (base first in even pairs, head first in
 odd ones), so a slow drift of the box cancels within two pairs. A pair where either sample saw
 a distorting throttle reason, or (rule version 3) where the fault screen finds a sample far
-slower than its side's fastest (engine/measure/faults.py), is dropped whole (never only the
+slower than its side's fastest (engine/contract/shared/faults.py), is dropped whole (never only the
 head's sample) and measured again on the box's account, up to faults.attempts_cap pairs in all.
-The rule looks at the kept-pair counts the bot chose (engine/measure/run_looks.py); decided
+The rule looks at the kept-pair counts the bot chose (engine/contract/shared/run_looks.py); decided
 cells stop looking, and a run stops once all its cells are decided. The grader replays it all
-(engine/measure/replay.py, whose names this module also offers).
+(engine/contract/shared/replay.py).
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from ..contract.job import Cell, Job, SpeedRun
+from ..contract.shared import faults, stats, wall_clock, witness_interval
+from ..contract.shared.replay import bounds_of, run_cell, run_looks_of
+from ..contract.shared.run_looks import RunLooks
+from ..contract.shared.witness_interval import Critical, Floor
 from ..contract.witness_spec import WitnessSpec
 from ..sandbox import cpu_meter, proc
 from ..sides.build import Built, verify
-from . import faults, gpu, spoof, stats, wall_clock, witness, witness_interval, witness_plan
+from . import gpu, spoof, witness, witness_plan
 from .parsing import ParseError, read_argmax, read_rates
-from .replay import bounds_of, cell_key, replay, replay_all, run_cell, run_looks_of
-from .run_looks import RunLooks
-from .witness_interval import Critical, Floor
 
 SIDES = ("base", "head")
-__all__ = ["SIDES", "CellRecord", "Measurement", "SampleFailure", "bounds_of", "cell_key",
-           "replay", "replay_all"]
+__all__ = ["SIDES", "CellRecord", "Measurement", "SampleFailure"]
 
 
 @dataclass

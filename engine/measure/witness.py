@@ -22,9 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract.witness_spec import READY, STEP, WitnessSpec
-from ..sandbox import proc
-from .witness_interval import (
+from ..contract.shared.witness_interval import (
     FLOOR_STALE,
     MIN_PAIRS,
     SHOWN_FRACTION,
@@ -36,8 +34,9 @@ from .witness_interval import (
     saving_interval,
     unverified_work_s,
 )
-from .witness_output import read, tie_counts
-from .witness_steps import _agreement
+from ..contract.witness_spec import READY, STEP, WitnessSpec
+from ..sandbox import proc
+from .witness_output import agreement, read, tie_counts
 
 HANDOFF_PROMPT_CAP = 1 << 20  # bytes: Linux's unprivileged pipe maximum (proc._hold grows it)
 
@@ -128,7 +127,7 @@ def measure(spec: WitnessSpec, fill: Callable[[str, str], str], launch: Launch,
         main = outputs["base"]
         for side in order:
             t, (got, _, error) = timed[side], outputs[side]
-            agree, credited = _agreement(got, main[0], spec.output_tokens, main[1])
+            agree, credited = agreement(got, main[0], spec.output_tokens, main[1])
             record.samples.append({
                 "pair": pair, "side": side, "seconds": round(t.seconds, 4), "dropped": dropped,
                 "verified": bool(got) and error == "" and agree >= spec.min_agreement,
@@ -261,7 +260,7 @@ def look_critical(spec: WitnessSpec, k: int) -> Critical:
 def to_confirm(spec: WitnessSpec, last_decisions: Mapping[str, str]) -> list[str]:
     """The covered cells the witness must confirm: improved at the run's end, `improving`
     included (a cell still settling its tier at its last look is graded improved,
-    engine.measure.stats.final_decision). None: the witness need not run."""
+    engine.contract.shared.stats.final_decision). None: the witness need not run."""
     return [key for key in spec.cells if last_decisions.get(key) in ("improved", "improving")]
 
 

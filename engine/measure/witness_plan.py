@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..contract.job import Cell, StoppingRule
+from ..contract.shared import witness_interval
 from ..contract.witness_spec import WitnessSpec
-from . import witness, witness_interval
+from . import witness
 
 
 class Record(Protocol):

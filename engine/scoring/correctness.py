@@ -2,9 +2,9 @@
 
 The seed orders a fixed grid of corpus windows; look j scores the first looks[j] chunks of that
 order (long-context windows first, all in round one), so the reference cache never depends on the
-seed. After each round the harness applies the look of engine/scoring/correctness_stats.py with the
+seed. After each round the harness applies the look of engine/contract/shared/correctness_stats.py with the
 bot's critical value until it decides (or the head is bit-identical), and main's drift test of
-engine/scoring/drift.py until it tells; it stops when both have. The bot replays every look.
+engine/contract/shared/drift.py until it tells; it stops when both have. The bot replays every look.
 Round one also scores the prefixes of the speed-tokens stream that the timed decodes ran, so the
 greedy tokens of each decode can be checked against what the score run predicts.
 
@@ -27,14 +27,14 @@ from typing import Any
 
 from ..contract.job import Correctness, Job
 from ..contract.score_dump import tokens_doc
+from ..contract.shared import drift
+from ..contract.shared.correctness_stats import TAIL, chunk, consistency_positions, look
+from ..contract.shared.segments import chunk_looks, long_pieces, long_scored, scored_from
 from ..sandbox import safe_io
 from ..sides.build import Built, verify
-from . import drift
-from .correctness_stats import TAIL, chunk, consistency_positions, look
 from .main_scores import MainScores
 from .reference_cache import ReferenceCache
 from .score_run import run_score
-from .segments import chunk_looks, long_pieces, long_scored, scored_from
 from .tokens import ScoreFailure, scored_model, token_stream
 from .vocab import vocab_size
 from .windows import Window, grid, window_tokens
@@ -84,7 +84,7 @@ def plan(spec: Correctness, text: Sequence[int],
 
 
 def pieces(spec: Correctness, window: Window) -> list[tuple[str, int, int]]:
-    """The chunks of a window (engine/scoring/segments.py): a short window is one; a long one
+    """The chunks of a window (engine/contract/shared/segments.py): a short window is one; a long one
     is cut into shallow and deep pieces (deep pieces only with `long_scored: deep`)."""
     if window.kind != "long":
         return [("short", 0, len(window.tokens) - 1)]
@@ -108,7 +108,7 @@ def score(job: Job, built: dict[str, Built], jobdir: Path, harness: Path,
     looks: list[dict[str, Any]] = []
     identical, stopped, consistency = True, "cap", {}
     paired, main = "", "undecided"  # how the head's verdict ended ("identical", "decided")
-    drift_looks: list[dict[str, Any]] = []  # main's drift test per look (engine/scoring/drift.py)
+    drift_looks: list[dict[str, Any]] = []  # main's drift test per look (engine/contract/shared/drift.py)
     cache = ReferenceCache(job, stream, device, jobdir, harness)
     obtained = {"cached": 0, "scored": 0}  # reference windows read from the cache, scored now
     vocab = vocab_size(model.path)

@@ -21,9 +21,9 @@ from typing import Any
 
 from ..contract.job import Correctness, Job, Model
 from ..contract.score_dump import DumpError, check_rows, tokens_doc
+from ..contract.shared.segments import scored_from
 from ..sandbox import safe_io
 from .score_run import run_score
-from .segments import scored_from
 from .tokens import OUTPUT_CAP, Stream, scored_model
 from .vocab import out_of_vocabulary, vocab_size
 from .windows import Window

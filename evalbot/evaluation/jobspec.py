@@ -15,8 +15,8 @@ from evalbot.config.redact import without_credentials
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.checks import sha as check_sha
 from evalbot.engine.contract.job import Cell, Correctness, Job, Model, SpeedRun, StoppingRule
+from evalbot.engine.contract.shared.witness_interval import Floor
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure.witness_interval import Floor
 from evalbot.evaluation.profile import Profile, ProfileRun
 from evalbot.grading import witness_sizing
 from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, BOTH_WAYS_RULE, with_stops

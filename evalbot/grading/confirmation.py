@@ -5,7 +5,7 @@ is the time the head's rates say it saves in one witness process, tokens_c x (1/
 over the geometric means of the cell's kept samples; the evidence is the per-pair difference of
 main's and the head's witness times, measured by the harness, as a one-sided t interval: on the
 witness's own sd, or pooled with its calibrated floor (`sd_floor_s`, `floor_df`) unless the F
-guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.md).
+guard says the pairs refute it (engine/contract/shared/witness_interval.py, docs/trust.md).
 
   confirmed     the lower bound, less the other covered cells' claimed savings (positive ones)
                 and less the work the head may have skipped (a process agreeing with main
@@ -28,7 +28,7 @@ guard says the pairs refute it (engine/measure/witness_interval.py, docs/trust.m
                 lower bound at EQUIVALENCE_ALPHA (the printed-rate rule's TOST level, split over
                 the looks as confirmation's alpha is) rules out a slowdown of the witness margin
                 (rule.margin) of the cell's work, beyond the other covered cells' positive claims
-                and the unverified work (engine/measure/witness_interval.py `believed_above`,
+                and the unverified work (engine/contract/shared/witness_interval.py `believed_above`,
                 witness_interval.py `rules_out`: the harness's own stop). A covered cell printed
                 unchanged is believed only where some witness rules it in: the one rule both ways
 
@@ -67,8 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure.witness_interval import (
+from evalbot.engine.contract.shared.witness_interval import (
     FLOOR_STALE,
     MIN_PAIRS,
     NO_FLOOR,
@@ -84,6 +83,7 @@ from evalbot.engine.measure.witness_interval import (
     saving_interval,
     unverified_work_s,
 )
+from evalbot.engine.contract.witness_spec import WitnessSpec
 from evalbot.grading import faulty_box, quantiles, unexplained_cost
 from evalbot.grading.sequential import DIGITS, EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 

@@ -3,7 +3,7 @@
 Main below a floor means the reference (or main) is unusable for judging anyone: the evaluation's
 correctness is an infra-error that names it, never a pass. From the sequential rule on, the
 harness tests main at every look and scores the next look's windows while the test is undecided
-(engine/scoring/drift.py), whatever the head's verdict: a main a few points under its floor, which
+(engine/contract/shared/drift.py), whatever the head's verdict: a main a few points under its floor, which
 one look of 28 windows tells in fewer than half the PRs, is scored until it is told. Results
 before it carry no `drift` rule and are judged once, on every chunk scored (`legacy`).
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalbot.config.errors import ResultsError
-from evalbot.engine.scoring import drift
+from evalbot.engine.contract.shared import drift
 from evalbot.grading import quantiles
 from evalbot.grading.policy import CorrectnessPolicy
 

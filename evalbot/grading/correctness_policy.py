@@ -3,7 +3,7 @@
 Order of the rules (docs/correctness.md):
 1. A head whose timed decode disagrees with its own score run (beyond near-ties) is REJECT.
 2. Bit-identical log-probabilities: inert, pass.
-3. The paired look of engine/scoring/correctness_stats.py, replayed from the recorded chunks (it must
+3. The paired look of engine/contract/shared/correctness_stats.py, replayed from the recorded chunks (it must
    agree with the looks the harness recorded): reject / pass / inconclusive (cap reached).
 4. Absolute floors, calibrated per model and configuration from main, with their intervals and
    the policy's margins, only when main clears them. Main below a floor means the reference (or
@@ -20,14 +20,14 @@ from typing import Any
 
 from evalbot.config.errors import ResultsError
 from evalbot.engine.contract.job import Correctness
-from evalbot.engine.scoring.correctness_stats import (
+from evalbot.engine.contract.shared.correctness_stats import (
     inconsistent,
     look,
     mcnemar_worse,
     sequential,
     summary,
 )
-from evalbot.engine.scoring.segments import chunk_looks, deep_chunks, window_key
+from evalbot.engine.contract.shared.segments import chunk_looks, deep_chunks, window_key
 from evalbot.grading import correctness_drift, quantiles
 from evalbot.grading.policy import CorrectnessPolicy
 

@@ -1,6 +1,6 @@
 """A contradiction on a box that showed faults is not called a lie. Pure; table-tested.
 
-The fault screen (engine/measure/faults.py) drops a pair whose sample is far slower than its
+The fault screen (engine/contract/shared/faults.py) drops a pair whose sample is far slower than its
 side's fastest. It cannot see a fault that struck every sample of one side: then that side's
 fastest is a faulted one too. Where main's first test ran slow in each of its processes, main's
 printed rate is low in every pair, the head's looks faster by the fault's size, and the

@@ -3,7 +3,7 @@
 The statistical decisions are replayed from the recorded samples with the recorded rule and must
 agree with the looks the harness recorded; the policy then turns decisions into labels:
   default            tier of the best improved primary cell by its estimate (its tier settled
-                     by the harness, engine/measure/stats.py), capped by what its witness allows
+                     by the harness, engine/contract/shared/stats.py), capped by what its witness allows
   sparkinfer-compat  the existing bot's label function on the geometric means (evalbot.grading.compat)
 Order of the verdict kinds: a PR failure, an infra failure (or a cell never measured), a wrong
 answer, a regression anywhere (guards included), an improvement, inconclusive, neutral.
@@ -16,7 +16,7 @@ from statistics import median
 from typing import Any
 
 from evalbot.config.errors import ResultsError
-from evalbot.engine.measure import speed, stats
+from evalbot.engine.contract.shared import replay, stats
 from evalbot.grading import (
     compat,
     confirmation,
@@ -42,8 +42,8 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     _check_rule(results)
     roles = {m["name"]: m.get("role", "primary") for m in results["models"]}
     spaces = {m["name"]: m.get("namespace") or f"eval-{m['name']}" for m in results["models"]}
-    try:  # the cells of one run test the calibration together (engine.measure.speed.replay_all)
-        replayed = speed.replay_all(results["cells"], results["rule"])
+    try:  # the cells of one run test the calibration together (replay.replay_all)
+        replayed = replay.replay_all(results["cells"], results["rule"])
     except ValueError as exc:
         raise ResultsError(f"results: {exc}") from exc
     cells = [_cell(c, looks, results["rule"], roles, policy)
@@ -124,7 +124,7 @@ def _check_rule(results: dict[str, Any]) -> None:
                             int(rule.get("pool_df") or 0), int(rule.get("rule_version") or 1))
     except ValueError as exc:
         raise ResultsError(f"results: rule: {exc}") from exc
-    recorded = speed.bounds_of(rule)
+    recorded = replay.bounds_of(rule)
     lists = {"critical": "directional", "critical_floor": "directional_floor",
              "equivalence": "equivalence", "equivalence_floor": "equivalence_floor",
              "settle": "settle", "settle_floor": "settle_floor", "guard": "guard"}
@@ -144,7 +144,7 @@ def _check_rule(results: dict[str, Any]) -> None:
 
 def _cell(record: dict[str, Any], looks: list[stats.Look], rule: dict[str, Any],
           roles: dict[str, str], policy: Policy) -> dict[str, Any]:
-    key = speed.cell_key(record)
+    key = replay.cell_key(record)
     if record["model"] not in roles:
         raise ResultsError(f"{key}: model {record['model']!r} is not among the results' models")
     recorded = [lk["decision"] for lk in record["looks"]]

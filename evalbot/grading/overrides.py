@@ -24,7 +24,7 @@ from typing import Any
 
 from evalbot.config.errors import ResultsError
 from evalbot.engine.contract.job import Job
-from evalbot.engine.measure import speed
+from evalbot.engine.contract.shared import replay
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
 
 ACTIONS = ("hold", "unhold", "waive", "measure-more")
@@ -158,9 +158,9 @@ def pool(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
             "budget_s": float(e_rule["budget_s"]) + float(l_rule["budget_s"])}
     if e_rule.get("max_budget_s") is not None and l_rule.get("max_budget_s") is not None:
         rule["max_budget_s"] = float(e_rule["max_budget_s"]) + float(l_rule["max_budget_s"])
-    later_cells = {speed.cell_key(c): c for c in later["cells"]}
-    cells = [_pool_cell(c, later_cells[speed.cell_key(c)]) for c in earlier["cells"]]
-    for cell, looks in zip(cells, speed.replay_all(cells, rule), strict=True):
+    later_cells = {replay.cell_key(c): c for c in later["cells"]}
+    cells = [_pool_cell(c, later_cells[replay.cell_key(c)]) for c in earlier["cells"]]
+    for cell, looks in zip(cells, replay.replay_all(cells, rule), strict=True):
         cell["looks"] = [lk.to_dict() for lk in looks]
     doc = copy.deepcopy(later)
     doc.update(rule=rule, cells=cells,
@@ -186,8 +186,8 @@ def _check_poolable(earlier: dict[str, Any], later: dict[str, Any]) -> None:
         "head SHA": (earlier["head"]["sha"], later["head"]["sha"]),
         "profile": (earlier["profile"], later["profile"]),
         "box": (earlier["box"].get("name"), later["box"].get("name")),
-        "cells": (sorted(map(speed.cell_key, earlier["cells"])),
-                  sorted(map(speed.cell_key, later["cells"]))),
+        "cells": (sorted(map(replay.cell_key, earlier["cells"])),
+                  sorted(map(replay.cell_key, later["cells"]))),
     }
     for key in ("significance", "tolerance", "alpha", "sd_floor", "sd_floors"):
         same[f"rule.{key}"] = (earlier["rule"].get(key), later["rule"].get(key))

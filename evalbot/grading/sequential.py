@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evalbot.engine.measure.faults import FAULT_SIGMAS
-from evalbot.engine.measure.stats import Bounds
+from evalbot.engine.contract.shared.faults import FAULT_SIGMAS
+from evalbot.engine.contract.shared.stats import Bounds
 from evalbot.grading import quantiles
 
 EQUIVALENCE_ALPHA = 0.05  # one-sided level of each TOST half, per cell and look
@@ -29,10 +29,10 @@ MAX_ALPHA = 0.1  # a per-PR false-verdict level above this is no error control
 # - no improved, regressed or slower verdict at a look of fewer than VERDICT_PAIRS pairs (but the
 #   last look): a fault of whole processes lines up in all n pairs with probability 2 (2/9)^n for
 #   a slow first test in a third of them (sparkinfer's A/A: 20% false at 2 pairs); at such a
-#   look the directional values are negative (engine/measure/stats.py);
+#   look the directional values are negative (engine/contract/shared/stats.py);
 # - the tier settles when its 90% interval lies inside the estimate's own tier (negative settle
 #   values), not within half the narrowest neighbouring tier (2.2-2.6x the fixed-n pairs).
-# Version 3 (issue 46): version 2's values, and the fault screen (engine/measure/faults.py): a pair
+# Version 3 (issue 46): version 2's values, and the fault screen (engine/contract/shared/faults.py): a pair
 # with a sample far slower than its side's fastest is dropped and measured again (`fault_sigmas`).
 RULE_VERSION = 3
 VERDICT_PAIRS = 5

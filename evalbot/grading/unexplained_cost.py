@@ -17,7 +17,7 @@ its bench prints main-like rates (scaled, x0.95) leaves the extra time in u.
 
 The sd is u's own, pooled with the run's calibrated floor where the profile gives one (a run that
 decides at 2 pairs has one degree of freedom of its own), unless the pairs refute it (the speed
-cells' F guard): engine/measure/witness_interval.py's interval, so the two clocks' checks share
+cells' F guard): engine/contract/shared/witness_interval.py's interval, so the two clocks' checks share
 one piece of arithmetic. Bonferroni over the runs keeps an honest PR's false flags at COST_ALPHA
 whatever its runs (bench/spoof_quality.py `hidden`, docs/statistics.md "One clock").
 
@@ -29,7 +29,7 @@ whatever its runs (bench/spoof_quality.py `hidden`, docs/statistics.md "One cloc
           time a head says it spent on one cell would cover a slowdown hidden in another (an
           "offset", section 9e), a regressed cell's included: a regression printed larger than
           it is would cover one hidden elsewhere (the REJECT is the verdict's either way). The
-          arithmetic is engine/measure/wall_clock.py's, which the harness also applies to
+          arithmetic is engine/contract/shared/wall_clock.py's, which the harness also applies to
           measure a run on while its wall clock cannot rule its unwitnessed cells in.
   both ways  where the rule times every covered cell (`witness_every_cell`), a cell no witness
           of the harness times is its run's wall clock's to believe: unchanged only where the
@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from evalbot.engine.measure import wall_clock
-from evalbot.engine.measure.replay import cell_floor, cell_key
-from evalbot.engine.measure.witness_interval import Critical, Floor
+from evalbot.engine.contract.shared import wall_clock
+from evalbot.engine.contract.shared.replay import cell_floor, cell_key
+from evalbot.engine.contract.shared.witness_interval import Critical, Floor
 from evalbot.grading import quantiles
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, GUARD_ALPHA, guard
 
@@ -97,7 +97,7 @@ def judge_cost(u: np.ndarray, floor: Floor, alpha: float,
     """The cost interval's figures, whether it is flagged, and the upper bound of the cost at
     the equivalence level (what the wall clock rules out); None when the pairs judge nothing.
     `uncovered`: u with printed slowdowns buying no cover and its widened floor
-    (engine/measure/wall_clock.py), for the bound only: a flag on it would be no test at
+    (engine/contract/shared/wall_clock.py), for the bound only: a flag on it would be no test at
     COST_ALPHA (a printed slowdown is noise as often as not); else u itself."""
     n = len(u)
     if not wall_clock.judges(n, floor):

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from evalbot.engine.measure.witness_interval import Floor
+from evalbot.engine.contract.shared.witness_interval import Floor
 from evalbot.grading.confirmation import BOTH_WAYS_LAST_LOOK, critical, equivalence_alpha_at
 
 MAX_SHARE = 10.0  # the job contract's bound on `witness_share` (engine/contract/rule.py)

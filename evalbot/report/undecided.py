@@ -2,7 +2,7 @@
 
 A cell is faster when its interval lies above 0 and its change passes +significance, slower when
 below 0 and past -tolerance, unchanged when its equivalence interval lies inside the band
-(engine/measure/stats.py `decide`); undecided otherwise, once the budget is spent. Which of those
+(engine/contract/shared/stats.py `decide`); undecided otherwise, once the budget is spent. Which of those
 it missed is read off its published interval, so the comment never says a row "moved less than
 this box can resolve" when it moved +52% with an interval 150 points wide (issue 48).
 """

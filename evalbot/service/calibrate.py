@@ -22,8 +22,8 @@ import numpy as np
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import Job
-from evalbot.engine.measure import speed, stats
-from evalbot.engine.measure.witness_interval import pair_savings
+from evalbot.engine.contract.shared import replay, stats
+from evalbot.engine.contract.shared.witness_interval import pair_savings
 from evalbot.evaluation.jobspec import WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading.confirmation import with_stops
@@ -76,18 +76,18 @@ def aa_noise(results: dict[str, Any]) -> dict[str, tuple[float, int]]:
         head = [s["value"] for s in kept if s["side"] == "head"]
         n = min(len(base), len(head))
         if n < 2:
-            raise EvalbotError(f"calibrate: {speed.cell_key(record)} has {n} pairs")
+            raise EvalbotError(f"calibrate: {replay.cell_key(record)} has {n} pairs")
         r = stats.log_ratios(base[:n], head[:n], record["higher_is_better"])
         sd = float(r.std(ddof=1))
         if not sd > 0:  # identical samples: a floor of 0 would make every interval a point
-            raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured no noise at all "
+            raise EvalbotError(f"calibrate: {replay.cell_key(record)} measured no noise at all "
                                f"(sd 0 over {n} pairs); the engine's rates are not measurements")
         if not sd < 1:  # every job would refuse it (jobspec._floors): store none of them
-            raise EvalbotError(f"calibrate: {speed.cell_key(record)} measured a noise of "
+            raise EvalbotError(f"calibrate: {replay.cell_key(record)} measured a noise of "
                                f"{100 * sd:.0f}% per pair (sd of ln(head/base) over {n} pairs): "
                                "the box is not steady enough to measure on; nothing stored. "
                                "Quiet the box and calibrate again")
-        out[speed.cell_key(record)] = (sd, n)
+        out[replay.cell_key(record)] = (sd, n)
     return out | witness_noise(results)
 
 
@@ -126,7 +126,7 @@ def remeasure_witnesses(store_path: Path, box: str, profile: str, sha: str,
 
 def sick_cells(results: dict[str, Any]) -> list[str]:
     """Cells whose A/A came out improved or regressed: the box (or the engine) is not steady."""
-    return [speed.cell_key(c) for c in results["cells"]
+    return [replay.cell_key(c) for c in results["cells"]
             if c["looks"] and c["looks"][-1]["decision"] in ("improved", "regressed")]
 
 

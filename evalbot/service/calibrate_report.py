@@ -31,9 +31,9 @@ from typing import Any
 
 from evalbot.config.settings import BoxConfig
 from evalbot.engine.contract.job import Job
+from evalbot.engine.contract.shared import replay
+from evalbot.engine.contract.shared.witness_interval import Floor, claimed_saving
 from evalbot.engine.contract.witness_spec import WitnessSpec
-from evalbot.engine.measure import speed
-from evalbot.engine.measure.witness_interval import Floor, claimed_saving
 from evalbot.evaluation.jobspec import CALIBRATION_DF, WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.grading import witness_sizing
@@ -217,7 +217,7 @@ def _misses(job: Job, results: dict[str, Any] | None
             ) -> list[tuple[WitnessSpec, str, float, float]]:
     """(witness, cell, main's seconds for its work, witness_sizing's miss at the witness's last
     look in `job`) for every cell a witness rules in whose work is known."""
-    records = {speed.cell_key(c): c for c in (results or {}).get("cells", [])}
+    records = {replay.cell_key(c): c for c in (results or {}).get("cells", [])}
     margin = job.rule.witness_margin
     return [(spec, cell, work, witness_sizing.miss(
         spec.looks[-1], spec.looks, Floor(spec.sd_floor_s, spec.floor_df), margin * work,

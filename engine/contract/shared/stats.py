@@ -153,7 +153,7 @@ def pooled_sd(sd: np.ndarray | float, floor: np.ndarray | float, df: int, pool_d
     """(the sd an interval uses, whether it is the sample's own): S pooled with the calibrated
     floor f (pool_df df) as sqrt((v f^2 + df S^2) / (v + df)); S itself where there is no floor,
     where S^2 > guard f^2 (the sample refutes the calibration) or where `refuted`. Speed cells
-    and witnesses (engine/measure/witness_interval.py) share it."""
+    and witnesses (engine/contract/shared/witness_interval.py) share it."""
     sd, floor = np.asarray(sd, dtype=float), np.asarray(floor, dtype=float)
     own = (floor <= 0) | (sd * sd > guard * floor * floor) | np.asarray(refuted)
     pooled = np.sqrt((pool_df * floor * floor + df * sd * sd) / max(pool_df + df, 1))

@@ -6,7 +6,7 @@ disagree on the same pairs: the interval on its mean per-pair saving, the pairs 
 
 The per-pair sd is the witness's own S (n - 1 df) or, where the profile gives a calibrated floor
 f of the witness on its box (`sd_floor_s`, `floor_df` = v), S pooled with it as the speed cells
-pool theirs (engine/measure/stats.py `pooled_sd`, v + n - 1 df): a t quantile at 3 df would
+pool theirs (engine/contract/shared/stats.py `pooled_sd`, v + n - 1 df): a t quantile at 3 df would
 otherwise make the first look of 4 pairs nearly useless. A sample that refutes the floor
 (S^2 > guard f^2, an F test) is judged on its own S: a stale floor or a head that adds noise
 cannot narrow the interval. Under the witnesses' rule 2 the floor counts for at most as many

@@ -3,7 +3,7 @@ harness took them (engine/measure/speed.py), so results whose looks differ are r
 
 Rules before version 3 (no `fault_sigmas`) replay per cell on its kept pairs, the run's cells
 testing their calibration together. From version 3 each run is replayed pair by pair through
-engine/measure/run_looks.py, the fault screen and the retaken looks included, and the drops it
+engine/contract/shared/run_looks.py, the fault screen and the retaken looks included, and the drops it
 records must be the screen's.
 """
 

@@ -1,8 +1,8 @@
 """The looks of one run's cells, pair by pair: what the harness does after each pair it measures,
-and what the grader replays from the recorded samples (engine/measure/replay.py).
+and what the grader replays from the recorded samples (engine/contract/shared/replay.py).
 
 After each pair: the pairs the GPU state flagged (throttled) are out; the fault screen
-(engine/measure/faults.py, rule version 3) runs again over all the others, so a pair can be found
+(engine/contract/shared/faults.py, rule version 3) runs again over all the others, so a pair can be found
 faulted later, once its side has shown what a clean sample looks like; the kept pairs are the
 rest, in measured order. The next look fires once the run has kept as many pairs as it counts,
 and judges the first that many kept pairs of every cell not yet decided, the run's cells testing
@@ -100,7 +100,7 @@ class RunLooks:
         ratios = [stats.log_ratios([self.values[i][c.key][0] for i in use],
                                    [self.values[i][c.key][1] for i in use], c.higher_is_better)
                   for c in self.cells]
-        # every cell of the run, decided or not, tests the calibration (engine/measure/stats.py)
+        # every cell of the run, decided or not, tests the calibration (engine/contract/shared/stats.py)
         (refuted,) = stats.refuted_per_look(ratios, [c.floor for c in self.cells], [bounds])
         for cell, r in zip(self.cells, ratios, strict=True):
             if not self.decided(cell.key):

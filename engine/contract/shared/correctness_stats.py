@@ -16,7 +16,7 @@ Rule at look j, over the first K_j chunks (windows) with N positions in all:
              or E's lower bound > kl_margin
   pass       if D's lower bound > -margin and E's upper bound < kl_margin
   undecided  otherwise: score more windows; undecided at the last look is inconclusive.
-The deep chunks (engine/scoring/segments.py) get the reject half of the same rule on their own,
+The deep chunks (engine/contract/shared/segments.py) get the reject half of the same rule on their own,
 with their own critical value: a loss only at depth >= 32k is not diluted by the rest.
 """
 
