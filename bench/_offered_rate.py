@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbot.github.webhook import signature
-from evalbot.service.health import Health, HealthStore
+from evalbot.store.health import Health, HealthStore
 
 CLIENT_THREADS = 64  # enough that the schedule, not the client, sets the pace at 200/s
 

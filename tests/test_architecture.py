@@ -26,7 +26,7 @@ OURS = ("evalbot", "engine", "remote")
 # remote) -> harness (engine) -> grade (grading) -> render (report, audit) -> publish (github).
 MAY_IMPORT: dict[str, set[str]] = {
     "evalbot.config": set(),
-    "evalbot.store": set(),
+    "evalbot.store": {"evalbot.config", "engine.contract"},  # a migration upgrades results
     # the pure grader's door into the harness: its contract and the rule both sides compute
     # (engine/contract/shared/), never the measuring, the sandbox or a box's I/O
     "evalbot.grading": {"evalbot.config", "engine.contract"},
@@ -282,3 +282,17 @@ def test_the_graders_import_closure_holds_no_measuring_code() -> None:
     loaded = done.stdout.split()
     assert "evalbot.engine.contract.shared.replay" in loaded  # the probe sees what it must
     assert [m for m in loaded if not m.startswith("evalbot.engine.contract")] == []
+
+
+def test_only_the_store_speaks_sql() -> None:
+    """Every table, migration and query is evalbot/store/'s (issue 54): no other module imports
+    sqlite3 or runs a statement, so the schema has one owner and grading opens no connection."""
+    bad = [f"{i.source} imports sqlite3" for i in IMPORTS
+           if i.target.split(".")[0] == "sqlite3" and not i.source.startswith("evalbot.store.")]
+    for name, path in MODULES.items():
+        if name.startswith("evalbot.") and not name.startswith("evalbot.store."):
+            bad += [f"{name}:{node.lineno} .{node.func.attr}()" for node in ast.walk(
+                ast.parse(path.read_text())) if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute", "executemany", "executescript")]
+    assert bad == []

@@ -20,9 +20,7 @@ from evalbot.report.history import (
     NoisePoint,
     cell_page,
     main_series,
-    merges,
     noise_points,
-    record_merge,
 )
 from evalbot.store.jobs import Store
 from tests.graded_history import measure, record
@@ -56,13 +54,13 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, dict[str, 
         job = record(store, name, pr, shas[base], shas[head], results, verdict, attempt)
         # Spread the history over days, as a real one is (the store stamps "now").
         store.db.execute("UPDATE verdicts SET created=? WHERE job_id=?", (T0 + day * DAY, job))
-    record_merge(store.db, "acme/engine", 2, shas["pr2"], shas["pr2_squashed"], T0 + 2.5 * DAY)
+    store.record_merge("acme/engine", 2, shas["pr2"], shas["pr2_squashed"], T0 + 2.5 * DAY)
     return store, shas
 
 
 def test_main_levels_and_steps_credit_the_merged_prs(history):
     store, shas = history
-    series = [s for s in main_series(store.history(), merges(store.db)) if s.repo == "acme/engine"]
+    series = [s for s in main_series(store.history(), store.merges()) if s.repo == "acme/engine"]
     assert {(s.metric, s.ctx) for s in series} == {("decode", 128), ("prefill", 4096)}
     decode = next(s for s in series if s.metric == "decode")
     assert [lv.sha for lv in decode.levels] == [shas["main0"], shas["pr1"], shas["pr2_squashed"]]
@@ -342,7 +340,7 @@ def test_the_noise_band_is_visible_at_three_per_mille(history, tmp_path):
     site = tmp_path / "site"
     build_site(store, site)
     rows = store.history()
-    series = main_series(rows, merges(store.db))
+    series = main_series(rows, store.merges())
     [box] = {s.box for s in series if s.repo == "acme/engine"}
     key = f"{EVIL_MODEL}/decode@128"
     noise = [NoisePoint(box, key, T0, 0.003, 20, "calibration")]

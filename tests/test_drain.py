@@ -21,7 +21,7 @@ from evalbot.evaluation import pipeline
 from evalbot.evaluation.profile import load_profile
 from evalbot.grading.grade import grade
 from evalbot.remote.local import LocalBox
-from evalbot.service.drain import drain, hand_back
+from evalbot.service.drain import drain
 from evalbot.service.worker import Settings, Worker
 from evalbot.store.jobs import Store
 from tests.graded_history import policy
@@ -153,8 +153,8 @@ def test_restarts_never_make_a_job_give_up(tmp_path):
     for restart in range(4):
         leased = store.lease(f"worker-{restart}", 600)
         assert leased is not None and leased.id == queued.id and leased.tries == 1
-        assert hand_back(store, queued.id, f"worker-{restart}")
-    assert not hand_back(store, queued.id, "worker-0")  # no longer worker-0's lease
+        assert store.hand_back(queued.id, f"worker-{restart}")
+    assert not store.hand_back(queued.id, "worker-0")  # no longer worker-0's lease
     worker = Worker("worker-last", config.boxes[0], load_profile(config.profile), policy(),
                     config.store, tmp_path / "results", Settings(max_tries=3))
     assert worker.step(store)
@@ -171,7 +171,7 @@ def test_a_renewal_that_races_the_hand_back_cannot_revive_the_lease(tmp_path):
     job = store.enqueue("o/r", 1, "a" * 40, policy().ident)
     assert store.lease("worker-d", 600) is not None
     assert store.renew(job.id, "worker-d", 600)  # held: renewing works
-    assert hand_back(store, job.id, "worker-d")
+    assert store.hand_back(job.id, "worker-d")
     assert not store.renew(job.id, "worker-d", 600)  # the stale check passed; the update must not
     row = store.get(job.id)
     assert row.lease_expires is not None and row.lease_expires <= time.time()

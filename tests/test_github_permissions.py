@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from evalbot.github.service import Running
-from evalbot.grading.overrides import Overrides
 from evalbot.store.jobs import Store
+from evalbot.store.overrides import Overrides
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub, Pull

@@ -20,14 +20,13 @@ from evalbot.engine.contract.job import parse_job
 from evalbot.remote.local import LocalBox
 from evalbot.service.calibrate import aa_noise
 from evalbot.service.health import (
-    Health,
-    HealthStore,
     MetricsApp,
     drifted,
     metrics_text,
     periodic_aa,
     setup_json_logging,
 )
+from evalbot.store.health import Health, HealthStore
 from evalbot.store.jobs import Store
 from evalbot.store.noise import NoiseStore
 from tests.graded_history import measure, record

@@ -15,8 +15,9 @@ from evalbot.config.errors import EvalbotError
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.results import upgrade, validate
 from evalbot.grading.grade import grade
-from evalbot.service.migrations import LATEST, backup, current_version, migrate, read_results
+from evalbot.service.migrations import read_results
 from evalbot.store.jobs import Store
+from evalbot.store.migrations import LATEST, backup, current_version, migrate
 from tests.graded_history import measure, policy, record
 from tests.stub_engine import make_repo
 

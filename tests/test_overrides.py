@@ -22,8 +22,9 @@ from evalbot.github.events import parse_event
 from evalbot.github.handlers import Handlers
 from evalbot.github.service import publish_finished
 from evalbot.grading.grade import grade
-from evalbot.grading.overrides import Overrides, decorate, pool, scale_job, status_of, with_note
+from evalbot.grading.overrides import decorate, pool, scale_job, status_of, with_note
 from evalbot.report.publication import public_verdict
+from evalbot.store.overrides import Overrides
 from tests.github import payloads
 from tests.github.accounts import MAINTAINER, OUTSIDER
 from tests.github.fake_github import REPO, FakeGitHub, Pull
@@ -136,9 +137,9 @@ def test_decorate_applies_this_heads_waiver_and_the_note(tmp_path, stub):
     results, verdict = measure(repo, main, shas["slower"], tmp_path / "job")
     book = Overrides(tmp_path / "s.sqlite3")
     book.record(REPO, 3, "f" * 40, "waive", "alice", reason="another head")
-    assert status_of(decorate(tmp_path / "s.sqlite3", REPO, 3, verdict, "body\n")[0]) is None
+    assert status_of(decorate(book.trail(REPO, 3), verdict, "body\n")[0]) is None
     book.record(REPO, 3, shas["slower"], "waive", "bob", reason="expected")
-    waived, comment = decorate(tmp_path / "s.sqlite3", REPO, 3, verdict, "body\n")
+    waived, comment = decorate(book.trail(REPO, 3), verdict, "body\n")
     assert status_of(waived) == ("success", "eval:REJECT waived by bob")
     assert waived["kind"] == "regressed" and waived["waiver"]["reason"] == "expected"
     assert comment.startswith("body\n<!-- evalbot-overrides -->") and "| bob | waive |" in comment

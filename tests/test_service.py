@@ -169,7 +169,7 @@ def test_serve_migrates_accepts_the_rotated_secret_signs_and_says_when_main_move
     import os
     import re
 
-    from evalbot.service import migrations
+    from evalbot.store import migrations
     from tests.github.accounts import BOT
     from tests.service_env import evalbot, stop, wait_for
     from tests.stub_engine import GIT_ENV

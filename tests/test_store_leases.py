@@ -98,11 +98,11 @@ def test_a_dead_workers_lease_is_taken_after_its_ttl_despite_a_backward_step(
 
 
 def test_a_drain_hand_back_is_taken_at_once_from_another_host(tmp_path: Path) -> None:
-    from evalbot.service.drain import hand_back
+
     store = Store(tmp_path / "evalbot.sqlite3")
     job = store.enqueue("o/r", 2, B, "p")
     assert store.lease("w1", 3600) is not None
-    assert hand_back(store, job.id, "w1")
+    assert store.hand_back(job.id, "w1")
     other = Store(tmp_path / "evalbot.sqlite3")
     other.host = "another-box"
     taken = other.lease("w2", 60)

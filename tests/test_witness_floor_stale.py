@@ -28,7 +28,8 @@ from evalbot.grading.witness_floor import (
 from evalbot.report.dashboard import build_site
 from evalbot.report.witness_floors import box_checks, stale_witnesses
 from evalbot.service.doctor import witness_floor_checks
-from evalbot.service.health import Health, HealthStore, metrics_text
+from evalbot.service.health import metrics_text
+from evalbot.store.health import Health, HealthStore
 from evalbot.store.jobs import Store
 from tests.stub_engine import make_repo
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from evalbot.github.hold import Hold
 from evalbot.github.port import RateLimited, Transient, Unauthorized
 from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import Store
+from evalbot.store.schema import Error as StoreError
 
 if TYPE_CHECKING:
     from evalbot.github.handlers import Handlers
@@ -118,7 +118,7 @@ class Dispatcher:
             return min(1.0, self.hold.left())
         try:
             due = store.inbox_next_due()
-        except sqlite3.Error:  # the store failing: the next turn says so
+        except StoreError:  # the store failing: the next turn says so
             return 1.0
         return 1.0 if due is None else min(1.0, max(0.01, due - self.clock()))
 
@@ -146,7 +146,7 @@ class Dispatcher:
         except EvalbotError as exc:
             log.warning("delivery %s (%s): failed: %s", delivery, name, exc)
             line = f"failed: {exc}"
-        except sqlite3.Error as exc:
+        except StoreError as exc:
             if passing_fault(exc) is None:  # not one that passes: damage or a bug
                 return self._set_aside(store, delivery, name, f"{type(exc).__name__}: {exc}")
             self._held(f"delivery {delivery}: the store failed ({exc})")

@@ -12,15 +12,16 @@ from dataclasses import dataclass
 
 from evalbot.config.settings import GitHubConfig
 from evalbot.github import admission, pending, texts
-from evalbot.github.approvals import Approvals
 from evalbot.github.commands import Command, ParseError, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
 from evalbot.github.pr_locks import PrLocks
 from evalbot.github.publish import PublisherProtocol, is_ours
 from evalbot.github.writing import Busy, dispatcher, writing
-from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, Overrides, with_note
+from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, with_note
+from evalbot.store.approvals import Approvals
 from evalbot.store.jobs import ACTIVE, Store
+from evalbot.store.overrides import Overrides
 
 log = logging.getLogger("evalbot.github")
 REFUSAL_EVERY_S = 3600.0  # at most one refusal per user and PR per hour
@@ -51,7 +52,6 @@ class Handlers:
         self.publisher, self.policy = publisher, policy
         self.quotas = admission.Quotas(config.quota_per_author_per_day,
                                        config.quota_per_pr_per_day)
-        store.github_tables()
         self.overrides = Overrides(store.path)
         self.approvals = Approvals(store)
         self.measure_factor = DEFAULT_FACTOR
@@ -200,7 +200,7 @@ class Handlers:
         self._permissions[login] = (allowed, time.monotonic())
         return allowed
 
-    # ---- approval (evalbot/github/approvals.py) -------------------------------------------
+    # ---- approval (evalbot/store/approvals.py) --------------------------------------------
     def _approved(self, t: Target) -> bool:
         return self.config.approval_label in t.labels and self.approvals.covers(
             self.config.repo, t.number, t.head_sha, self.config.approve_later_pushes)
@@ -306,7 +306,7 @@ class Handlers:
         return self.admit(target, attempt=attempt, maintainer_rerun=can_write)
 
 
-    # ---- maintainer overrides (evalbot/grading/overrides.py keeps the audit trail) ---------------------
+    # ---- maintainer overrides (evalbot/store/overrides.py keeps the audit trail) ----------------
     def _override(self, command: Command, pull: PullInfo, who: str, key: str) -> str:
         if command.verb is Verb.HOLD:
             self.overrides.record(self.config.repo, pull.number, pull.head_sha, "hold", who)

@@ -120,15 +120,13 @@ class InboxWriter:
 
 def _open(path: Path) -> Store:
     store = Store(path)
-    store.github_tables()
     # Never checkpoint here: an automatic checkpoint runs in the connection whose commit crossed
     # the threshold, copying the WAL and syncing the database file while every delivery waiting
     # behind it waits too (stalls of ~1 s on a busy disk). The dispatcher's commits checkpoint.
-    store.db.execute("PRAGMA wal_autocheckpoint=0")
+    store.never_checkpoint()
     return store
 
 
 def _rollback(store: Store) -> None:
     """A COMMIT that failed (a full disk) leaves its transaction open: end it."""
-    if store.db.in_transaction:
-        store.db.execute("ROLLBACK")
+    store.end_failed_commit()

@@ -27,6 +27,7 @@ from evalbot.grading.policy import load_labels
 from evalbot.report.comment import context_for
 from evalbot.report.render import render_comment
 from evalbot.store.jobs import Store
+from evalbot.store.overrides import Overrides
 
 __all__ = ["RECONCILE_S", "Dispatcher", "Running", "start"]  # Dispatcher: evalbot.github.dispatcher
 log = logging.getLogger("evalbot.github")
@@ -151,7 +152,6 @@ def start(config: Config, secret: bytes | Callable[[], Sequence[bytes]], port: G
         retry_s = github_config(config).delivery_retry_s
     wake, locks = threading.Event(), PrLocks()
     store = Store(config.store)
-    store.github_tables()
     store.close()
     dispatcher = Dispatcher(lambda s: make_handlers(config, s, port, backoff, locks),
                             config.store, wake,
@@ -194,7 +194,12 @@ def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
         shown = {**shown, "main_moved": _current_main(store, job.repo, job.base_sha)}
     context = context_for(store.history(repo=job.repo), shown, job.repo, reports_url)
     comment = render_comment(shown, redact, context=context, results=found[0].get("results"))
-    verdict, comment = decorate(store.path, job.repo, job.pr, found[0]["verdict"], comment)
+    book = Overrides(store.path)
+    try:
+        trail = book.trail(job.repo, job.pr)
+    finally:
+        book.close()
+    verdict, comment = decorate(trail, found[0]["verdict"], comment)
     waived = status_of(verdict)
     if waived is None:
         publisher.publish_verdict(job.pr, verdict, comment)

@@ -1,7 +1,7 @@
 """Shadow mode: evaluate and grade every PR, publish nothing (the report: shadow_report.py).
 
 `ShadowPublisher` has the Publisher's methods and attributes, but every write goes to the
-`shadow_log` table of the bot's SQLite store (and, optionally, a JSON-lines file) instead of
+store's shadow log (evalbot.store.shadow_log) (and, optionally, a JSON-lines file) instead of
 GitHub. Reads (permissions, PR heads) still go through the port, so admission behaves as in
 production. `evalbot shadow-report` (evalbot.github.shadow_report) then compares, per PR, the
 verdict evalbot would have published with the `eval:*` label the existing bot put on the PR.
@@ -10,20 +10,11 @@ verdict evalbot would have published with the `eval:*` label the existing bot pu
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 from evalbot.github.publish import Backoff, status_state
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS shadow_log (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, action TEXT NOT NULL,
-  pr INTEGER, sha TEXT NOT NULL DEFAULT '', headline TEXT NOT NULL DEFAULT '',
-  kind TEXT NOT NULL DEFAULT '', payload TEXT NOT NULL
-);
-"""
+from evalbot.store.shadow_log import ShadowLog
 
 
 class ShadowPublisher:
@@ -31,10 +22,7 @@ class ShadowPublisher:
 
     def __init__(self, store_path: Path, log_file: Path | None = None, bot_login: str = "",
                  context: str = "evalbot", backoff: Backoff | None = None) -> None:
-        self.db = sqlite3.connect(Path(store_path), timeout=30, isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_DDL)
+        self.log = ShadowLog(store_path)
         self.log_file, self.bot_login, self.context = log_file, bot_login, context
         self.backoff = backoff or Backoff()  # handlers read GitHub through it; reads still happen
 
@@ -68,15 +56,11 @@ class ShadowPublisher:
                                            **({"target_url": target_url} if target_url else {})})
 
     def close(self) -> None:
-        self.db.close()
+        self.log.close()
 
     def _record(self, action: str, pr: int | None, sha: str, payload: dict[str, Any],
                 headline: str = "", kind: str = "") -> None:
-        at = time.time()
-        with self.db:
-            self.db.execute("INSERT INTO shadow_log (at, action, pr, sha, headline, kind, payload)"
-                            " VALUES (?,?,?,?,?,?,?)",
-                            (at, action, pr, sha, headline, kind, json.dumps(payload)))
+        at = self.log.record(action, pr, sha, payload, headline, kind)
         if self.log_file is not None:
             line = {"at": at, "action": action, "pr": pr, "sha": sha, "headline": headline,
                     "kind": kind, **payload}

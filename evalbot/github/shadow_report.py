@@ -8,15 +8,14 @@ store's `shadow_log`; this compares each with the `eval:*` label the existing bo
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
 
 from evalbot.config.errors import EvalbotError
-from evalbot.github.shadow import _DDL
 from evalbot.grading.policy import TIER_ORDER
+from evalbot.store.shadow_log import ShadowLog
 
 HEADLINE_PREFIX = "eval:"
 TIERS = frozenset(f"{HEADLINE_PREFIX}{t}" for t in TIER_ORDER)
@@ -37,14 +36,11 @@ def shadow_verdicts(store_path: Path) -> dict[int, tuple[str, str, str]]:
     """PR -> (head SHA, headline, kind) of the latest verdict recorded in shadow mode."""
     if not Path(store_path).is_file():
         raise EvalbotError(f"{store_path}: no such store")
-    db = sqlite3.connect(Path(store_path))
+    log = ShadowLog(store_path)
     try:
-        db.executescript(_DDL)
-        rows = db.execute("SELECT pr, sha, headline, kind FROM shadow_log WHERE action='verdict' "
-                          "ORDER BY id").fetchall()
+        return log.verdicts()
     finally:
-        db.close()
-    return {int(pr): (sha, headline, kind) for pr, sha, headline, kind in rows}
+        log.close()
 
 
 def their_headline(labels: list[str] | tuple[str, ...]) -> str:

@@ -1,8 +1,5 @@
-"""Maintainer overrides with an audit trail: hold, unhold, waive (with a reason), measure more.
-
-Every override is one row of the `overrides` table in the bot's SQLite store file (a connection
-of its own, like evalbot.store.noise's NoiseStore): who, when, what, why, for which PR and head.
-Rows are never updated or deleted, so the table is the history.
+"""What maintainer overrides do: hold, unhold, waive (with a reason), measure more. Pure: the
+audit trail they are read from is the store's (evalbot/store/overrides.py).
 
 - hold / unhold: a held PR gets no evaluation until a maintainer lifts the hold.
 - waive: accept a failed gate (a regression, a correctness reject) for one head, with a reason;
@@ -16,107 +13,34 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import sqlite3
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from evalbot.config.errors import ResultsError
 from evalbot.engine.contract.job import Job
 from evalbot.engine.contract.shared import replay
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, rule_lists, schedule
 
-ACTIONS = ("hold", "unhold", "waive", "measure-more")
 WAIVABLE = frozenset({"regressed", "incorrect"})  # failed gates; a build failure is not a gate
 DEFAULT_FACTOR = 2.0  # measure-more doubles the pair budget unless the config says otherwise
-REASON_CAP = 300  # characters of a waiver's reason kept and shown
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS overrides (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  repo TEXT NOT NULL, pr INTEGER NOT NULL, head_sha TEXT NOT NULL,
-  action TEXT NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
-  job_id TEXT NOT NULL DEFAULT '', earlier_job TEXT NOT NULL DEFAULT '',
-  factor REAL NOT NULL DEFAULT 1.0, at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS overrides_pr ON overrides (repo, pr, id);
-"""
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One audit-trail row."""
+class Entry(Protocol):
+    """One row of the audit trail (evalbot.store.overrides.Entry), as shown and applied here."""
 
-    id: int
-    repo: str
-    pr: int
-    head_sha: str
-    action: str
-    who: str
-    reason: str
-    job_id: str
-    earlier_job: str
-    factor: float
-    at: float
-
-
-class Overrides:
-    """The overrides table in the store file."""
-
-    def __init__(self, path: Path) -> None:
-        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_DDL)
-
-    def record(self, repo: str, pr: int, head_sha: str, action: str, who: str, *,
-               reason: str = "", job_id: str = "", earlier_job: str = "",
-               factor: float = 1.0) -> Entry:
-        if action not in ACTIONS:
-            raise ValueError(f"override action {action!r}: expected one of {', '.join(ACTIONS)}")
-        if action == "waive" and not reason.strip():
-            raise ValueError("a waiver needs a reason")
-        if action == "measure-more" and not (factor > 1.0 and job_id and earlier_job):
-            raise ValueError("measure-more needs a factor above 1, the new job and the earlier one")
-        with self.db:
-            cur = self.db.execute(
-                "INSERT INTO overrides (repo, pr, head_sha, action, who, reason, job_id, "
-                "earlier_job, factor, at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (repo, pr, head_sha, action, who, reason.strip()[:REASON_CAP], job_id,
-                 earlier_job, factor, time.time()))
-        return self._one("SELECT * FROM overrides WHERE id=?", (cur.lastrowid,))
-
-    def trail(self, repo: str, pr: int) -> list[Entry]:
-        """Every override of the PR, oldest first."""
-        rows = self.db.execute("SELECT * FROM overrides WHERE repo=? AND pr=? ORDER BY id",
-                               (repo, pr))
-        return [Entry(**dict(r)) for r in rows]
-
-    def is_held(self, repo: str, pr: int) -> bool:
-        """The latest hold or unhold decides."""
-        row = self.db.execute("SELECT action FROM overrides WHERE repo=? AND pr=? AND action IN "
-                              "('hold','unhold') ORDER BY id DESC LIMIT 1", (repo, pr)).fetchone()
-        return row is not None and row["action"] == "hold"
-
-    def waiver(self, repo: str, pr: int, head_sha: str) -> Entry | None:
-        """The latest waiver of this exact head; a new push needs a new waiver."""
-        row = self.db.execute("SELECT * FROM overrides WHERE repo=? AND pr=? AND head_sha=? AND "
-                              "action='waive' ORDER BY id DESC LIMIT 1",
-                              (repo, pr, head_sha)).fetchone()
-        return None if row is None else Entry(**dict(row))
-
-    def plan(self, job_id: str) -> Entry | None:
-        """The measure-more entry that created this job: the worker scales it and pools."""
-        row = self.db.execute("SELECT * FROM overrides WHERE job_id=? AND action='measure-more' "
-                              "ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
-        return None if row is None else Entry(**dict(row))
-
-    def close(self) -> None:
-        self.db.close()
-
-    def _one(self, sql: str, args: tuple[Any, ...]) -> Entry:
-        return Entry(**dict(self.db.execute(sql, args).fetchone()))
+    @property
+    def head_sha(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def who(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def factor(self) -> float: ...
+    @property
+    def at(self) -> float: ...
 
 
 # ---- measure more: a larger pair budget, then pooling ------------------------------------------
@@ -226,7 +150,7 @@ def status_of(verdict: dict[str, Any]) -> tuple[str, str] | None:
     return "success", f"{verdict['headline']} waived by {waiver['who']}"
 
 
-def comment_note(entries: list[Entry]) -> str:
+def comment_note(entries: Sequence[Entry]) -> str:
     """Markdown for the PR comment: the overrides of this PR, newest last; '' when none."""
     if not entries:
         return ""
@@ -250,7 +174,7 @@ def _neutral(text: str) -> str:
 NOTE_OPEN, NOTE_CLOSE = "<!-- evalbot-overrides -->", "<!-- /evalbot-overrides -->"
 
 
-def with_note(body: str, entries: list[Entry]) -> str:
+def with_note(body: str, entries: Sequence[Entry]) -> str:
     """The comment body with its overrides section replaced (or added, or removed when none)."""
     if NOTE_OPEN not in body and not entries:
         return body
@@ -261,15 +185,13 @@ def with_note(body: str, entries: list[Entry]) -> str:
     return head.rstrip("\n") + "\n" + section + tail.lstrip("\n")
 
 
-def decorate(store_path: Path, repo: str, pr: int, verdict: dict[str, Any],
+def decorate(trail: Sequence[Entry], verdict: dict[str, Any],
              comment: str) -> tuple[dict[str, Any], str]:
-    """What the service publishes for a verdict: the waiver applied when this head has one,
-    the overrides section in the comment. The commit status is `status_of(verdict)` if any."""
-    book = Overrides(store_path)
-    try:
-        waiver = book.waiver(repo, pr, verdict["provenance"]["head_sha"])
-        if waiver is not None and verdict["kind"] in WAIVABLE:
-            verdict = apply_waiver(verdict, waiver)
-        return verdict, with_note(comment, book.trail(repo, pr))
-    finally:
-        book.close()
+    """What the service publishes for a verdict, given its PR's audit trail (oldest first): the
+    latest waiver of this very head applied (a new push needs a new one), the overrides section
+    in the comment. The commit status is `status_of(verdict)` if any."""
+    head = verdict["provenance"]["head_sha"]
+    waivers = [e for e in trail if e.action == "waive" and e.head_sha == head]
+    if waivers and verdict["kind"] in WAIVABLE:
+        verdict = apply_waiver(verdict, waivers[-1])
+    return verdict, with_note(comment, trail)

@@ -36,7 +36,6 @@ from evalbot.report.history import (
     calibration_points,
     cell_page,
     main_series,
-    merges,
     noise_points,
 )
 from evalbot.report.publication import public_row
@@ -44,6 +43,7 @@ from evalbot.report.run_page import RUNS, run_page, run_path, waiting_page
 from evalbot.report.run_page import job_dir as _job_dir
 from evalbot.report.witness_floors import dashboard_rows
 from evalbot.store.jobs import Store
+from evalbot.store.noise import NoiseStore
 
 TEMPLATES = TEMPLATES_DIR
 RECENT = 50
@@ -70,10 +70,14 @@ def build_site(store: Store, out: Path, keys_dir: Path = KEYS_DIR,
     def next_id() -> str:
         return f"c{next(counter)}"
 
-    series = main_series(rows, merges(store.db))
+    series = main_series(rows, store.merges())
     frontier = _frontier(series, next_id)
     if calibrations is None:
-        calibrations = calibration_points(store.db)
+        kept = NoiseStore(store.path)
+        try:
+            calibrations = calibration_points(kept.history())
+        finally:
+            kept.close()
     points = noise_points(rows, calibrations)
     env = _environment()
     page = env.get_template("dashboard.html.j2").render(

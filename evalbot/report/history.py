@@ -13,32 +13,10 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
-
-_MERGES_DDL = """
-CREATE TABLE IF NOT EXISTS merges (repo TEXT NOT NULL, pr INTEGER NOT NULL,
-  head_sha TEXT NOT NULL, main_sha TEXT NOT NULL, merged REAL NOT NULL,
-  PRIMARY KEY (repo, main_sha));
-"""
-
-
-def record_merge(db: sqlite3.Connection, repo: str, pr: int, head_sha: str, main_sha: str,
-                 merged: float | None = None) -> None:
-    """Note that merging `pr` (evaluated at head_sha) made main `main_sha` (idempotent)."""
-    db.executescript(_MERGES_DDL)
-    db.execute("INSERT OR REPLACE INTO merges VALUES (?,?,?,?,?)",
-               (repo, pr, head_sha, main_sha, time.time() if merged is None else merged))
-
-
-def merges(db: sqlite3.Connection) -> dict[tuple[str, str], int]:
-    """(repo, main SHA) -> the PR whose merge produced it."""
-    db.executescript(_MERGES_DDL)
-    return {(r[0], r[1]): int(r[2]) for r in db.execute("SELECT repo, main_sha, pr FROM merges")}
 
 
 @dataclass(frozen=True)
@@ -151,14 +129,10 @@ def _pr_estimates(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], tupl
     return out
 
 
-def calibration_points(db: sqlite3.Connection) -> list[NoisePoint]:
-    """The A/A noise `evalbot calibrate` keeps (table box_noise: the latest run per box and cell);
-    none when the store has never seen a calibration."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='box_noise'").fetchone() \
-            is None:
-        return []
-    rows = db.execute("SELECT box, cell, sd, pairs, created FROM box_noise ORDER BY created")
-    return [NoisePoint(r[0], r[1], r[4], r[2], r[3], "calibration") for r in rows]
+def calibration_points(kept: list[tuple[str, str, float, int, float]]) -> list[NoisePoint]:
+    """The A/A noise `evalbot calibrate` keeps (NoiseStore.history: the latest run per box and
+    cell), as points of the noise chart."""
+    return [NoisePoint(box, cell, at, sd, pairs, "calibration") for box, cell, sd, pairs, at in kept]
 
 
 def noise_points(rows: list[dict[str, Any]],

@@ -46,19 +46,15 @@ def witness_floor_checks(store: Path, box: str, profile: str) -> Iterator[Check]
     """Each witness floor of the box against its recent jobs' pairs (the store's, no box time):
     a stale one confirms nothing there until `evalbot calibrate` or the periodic A/A measures
     it again."""
-    import sqlite3
-
     from evalbot.report.witness_floors import box_checks
+    from evalbot.store.schema import read_only
 
     name = f"box {box}: witness floor"
     if not store.is_file():
         yield Check(f"{name}s", True, "no jobs recorded yet")
         return
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
-    try:
+    with read_only(store) as db:
         found = box_checks(db, box, profile)
-    finally:
-        db.close()
     if not found:
         yield Check(f"{name}s", True, "no recent job ran a witness with a floor")
     for c in found:

@@ -2,7 +2,7 @@
 
 1. Every worker stops taking jobs (its `stopping` event is set).
 2. Jobs in flight get `grace_s` to finish and be recorded as usual.
-3. The leases still held then are handed back (`hand_back`): they are made to expire now, so
+3. The leases still held then are handed back (`Store.hand_back`): they are made to expire now, so
    the next `lease` (after the restart, or by another worker) takes them first, and the
    hand-back is not counted as a try (`tries` counts leases that ended by a failure or a dead
    worker; a restart is neither, so restarts never make a job give up). Nothing on the box is
@@ -58,32 +58,12 @@ def drain(store_path: Path, workers: Sequence[Stoppable], grace_s: float = DEFAU
         left = {j.id: j for j in store.jobs("running") if j.lease_owner in names}
         for job_id, job in left.items():
             assert job.lease_owner is not None
-            if hand_back(store, job_id, job.lease_owner):
+            if store.hand_back(job_id, job.lease_owner):
                 report.handed_back.append(job_id)
         report.finished = [j for j in at_start if j not in left]
         return report
     finally:
         store.close()
-
-
-def hand_back(store: Store, job_id: str, worker: str) -> bool:
-    """Expire the worker's lease now, close its interval as `handed-back` and take back the try
-    the lease counted; False when the job is no longer the worker's."""
-    now = time.time()
-    db = store.db
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        got = db.execute("UPDATE jobs SET lease_expires=?, lease_ttl=0, tries=MAX(tries-1, 0), "
-                         "updated=? WHERE id=? AND lease_owner=? AND state='running'",
-                         (now, now, job_id, worker)).rowcount == 1
-        if got:
-            db.execute("UPDATE leases SET ended=?, outcome='handed-back' WHERE job_id=? AND "
-                       "worker=? AND ended IS NULL", (now, job_id, worker))
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-    return got
 
 
 def on_signals(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> threading.Event:

@@ -13,12 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sqlite3
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,37 +24,22 @@ import click
 from evalbot.config.errors import EvalbotError
 from evalbot.config.settings import BoxConfig
 from evalbot.evaluation import pipeline
-from evalbot.grading.witness_floor import noisier
+from evalbot.grading.witness_floor import FloorCheck, noisier
 from evalbot.remote.box import Box
 from evalbot.report.witness_floors import all_checks
 from evalbot.service.calibrate import aa_noise, remeasure_witnesses, sick_cells
 from evalbot.service.queue_metrics import intake_gauges
-from evalbot.store.noise import NOISE_DDL, WITNESS_FLOOR
-from evalbot.store.witness_runs import json_object
+from evalbot.store import gauges, schema
+from evalbot.store.health import Health, HealthStore
+from evalbot.store.noise import WITNESS_FLOOR
 
 DRIFT_RATIO = 1.5  # today's sd over the floor's: below this a drift is not worth an alarm
 DRIFT_ALPHA = 0.01  # one-sided F test of today's variance against the floor's
 DURATION_BUCKETS = (60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0)
 log = logging.getLogger("evalbot.health")  # the JSON logs carry this name: kept from before evalbot.service
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS box_health (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, box TEXT NOT NULL, profile TEXT NOT NULL,
-  healthy INTEGER NOT NULL, reasons TEXT NOT NULL, worst_ratio REAL, at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS box_health_box ON box_health (box, id);
-""" + NOISE_DDL  # box_noise is evalbot.store.noise's table: created here too so a fresh store
-#                  reads empty floors instead of failing
 
 
-@dataclass(frozen=True)
-class Health:
-    box: str
-    profile: str
-    healthy: bool
-    reasons: tuple[str, ...]
-    worst_ratio: float | None  # the largest sd ratio today/floor over the cells compared
-    at: float = field(default_factory=time.time)
 
 
 def drifted(floor: tuple[float, int], today: tuple[float, int], ratio: float = DRIFT_RATIO,
@@ -90,42 +72,6 @@ def assess(box: str, profile: str, results: dict[str, Any],
     return Health(box, profile, not reasons, tuple(reasons), max(ratios) if ratios else None)
 
 
-class HealthStore:
-    """box_health (this module's) and box_noise (evalbot.store.noise's) in the store file."""
-
-    def __init__(self, path: Path) -> None:
-        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(_DDL)
-
-    def floors(self, box: str, profile: str) -> dict[str, tuple[float, int]]:
-        rows = self.db.execute("SELECT cell, sd, pairs FROM box_noise WHERE box=? AND profile=?",
-                               (box, profile))
-        return {cell: (sd, pairs) for cell, sd, pairs in rows}
-
-    def record(self, health: Health) -> None:
-        with self.db:
-            self.db.execute("INSERT INTO box_health (box, profile, healthy, reasons, worst_ratio,"
-                            " at) VALUES (?,?,?,?,?,?)",
-                            (health.box, health.profile, int(health.healthy),
-                             json.dumps(list(health.reasons)), health.worst_ratio, health.at))
-
-    def latest(self) -> dict[str, Health]:
-        """Box -> its latest health check."""
-        rows = self.db.execute("SELECT box, profile, healthy, reasons, worst_ratio, at FROM "
-                               "box_health WHERE id IN (SELECT MAX(id) FROM box_health "
-                               "GROUP BY box)")
-        return {b: Health(b, p, bool(h), tuple(json.loads(r)), w, at)
-                for b, p, h, r, w, at in rows}
-
-    def healthy_boxes(self, names: Iterable[str]) -> list[str]:
-        """The boxes jobs may go to: healthy at their last check, or never checked."""
-        latest = self.latest()
-        return [n for n in names if n not in latest or latest[n].healthy]
-
-    def close(self) -> None:
-        self.db.close()
 
 
 SICK_RECHECK_S = 3600.0  # an unhealthy box gets no jobs, so re-checking it sooner costs nothing
@@ -194,28 +140,20 @@ def alarm_text(health: Health) -> str:
 # ---- metrics -----------------------------------------------------------------------------------
 def metrics_text(store_path: Path) -> str:
     """Prometheus text exposition (0.0.4) of the store: queue, durations, verdicts, box health."""
-    db = sqlite3.connect(f"file:{Path(store_path)}?mode=ro", uri=True, timeout=30)
-    try:
-        out: list[str] = []
-        _jobs(db, out)
-        _durations(db, out)
-        _verdicts(db, out)
-        _health(db, out)
-        _witness_floors(db, out)
-        intake_gauges(db, out)
-    finally:
-        db.close()
+    with schema.read_only(store_path) as db:
+        found, floors = gauges.read(db), all_checks(db)
+    out: list[str] = []
+    _jobs(found, out)
+    _durations(found, out)
+    _verdicts(found, out)
+    _health(found, out)
+    _witness_floors(floors, out)
+    intake_gauges(found, out)
     return "\n".join(out) + "\n"
 
 
-def _has(db: sqlite3.Connection, table: str) -> bool:
-    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                      (table,)).fetchone() is not None
-
-
-def _jobs(db: sqlite3.Connection, out: list[str]) -> None:
-    counts = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")) \
-        if _has(db, "jobs") else {}
+def _jobs(found: gauges.Gauges, out: list[str]) -> None:
+    counts = found.jobs
     out += ["# HELP evalbot_queue_length Jobs waiting for a worker.",
             "# TYPE evalbot_queue_length gauge", f"evalbot_queue_length {counts.get('queued', 0)}",
             "# HELP evalbot_jobs Jobs in the store by state.", "# TYPE evalbot_jobs gauge"]
@@ -223,13 +161,8 @@ def _jobs(db: sqlite3.Connection, out: list[str]) -> None:
         out.append(f'evalbot_jobs{{state="{state}"}} {counts.get(state, 0)}')
 
 
-def _durations(db: sqlite3.Connection, out: list[str]) -> None:
-    values: list[float] = []
-    if _has(db, "verdicts"):
-        for (text,) in db.execute("SELECT results FROM verdicts"):  # Python's JSON: a value
-            total = json_object(text).get("timing", {}).get("total_s")  # may be Infinity (SQLite's no)
-            if isinstance(total, (int, float)):
-                values.append(float(total))
+def _durations(found: gauges.Gauges, out: list[str]) -> None:
+    values = found.durations
     out += ["# HELP evalbot_job_duration_seconds Harness wall time of finished evaluations.",
             "# TYPE evalbot_job_duration_seconds histogram"]
     for bound in DURATION_BUCKETS:
@@ -240,10 +173,8 @@ def _durations(db: sqlite3.Connection, out: list[str]) -> None:
             f"evalbot_job_duration_seconds_count {len(values)}"]
 
 
-def _verdicts(db: sqlite3.Connection, out: list[str]) -> None:
-    found = db.execute("SELECT verdict, headline FROM verdicts").fetchall() \
-        if _has(db, "verdicts") else []
-    counts = Counter((json_object(v).get("kind"), h) for v, h in found)
+def _verdicts(found: gauges.Gauges, out: list[str]) -> None:
+    counts = Counter(found.verdicts)
     rows = [(k, h, counts[(k, h)]) for k, h in sorted(counts, key=str)]
     out += ["# HELP evalbot_verdicts Verdicts recorded, by kind and headline label.",
             "# TYPE evalbot_verdicts gauge"]
@@ -251,10 +182,8 @@ def _verdicts(db: sqlite3.Connection, out: list[str]) -> None:
             for k, h, n in rows]
 
 
-def _health(db: sqlite3.Connection, out: list[str]) -> None:
-    rows = db.execute("SELECT box, healthy, worst_ratio, at FROM box_health WHERE id IN "
-                      "(SELECT MAX(id) FROM box_health GROUP BY box) ORDER BY box").fetchall() \
-        if _has(db, "box_health") else []
+def _health(found: gauges.Gauges, out: list[str]) -> None:
+    rows = found.health
     out += ["# HELP evalbot_box_healthy 1 when the box's last A/A check passed.",
             "# TYPE evalbot_box_healthy gauge"]
     out += [f'evalbot_box_healthy{{box="{_label(b)}"}} {h}' for b, h, _w, _a in rows]
@@ -268,8 +197,7 @@ def _health(db: sqlite3.Connection, out: list[str]) -> None:
             for b, _h, _w, a in rows]
 
 
-def _witness_floors(db: sqlite3.Connection, out: list[str]) -> None:
-    found = all_checks(db)
+def _witness_floors(found: list[tuple[str, FloorCheck]], out: list[str]) -> None:
     out += ["# HELP evalbot_witness_floor_stale 1 while the box's recent pairs refute the "
             "witness's floor: it confirms nothing there until it is measured again.",
             "# TYPE evalbot_witness_floor_stale gauge"]

@@ -21,7 +21,6 @@ second worker, not the dispatcher admitting a newer head.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 
 from evalbot.config.errors import EvalbotError
@@ -31,6 +30,7 @@ from evalbot.github.port import GitHubError, RateLimited, Transient, Unauthorize
 from evalbot.github.writing import Busy, writing
 from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import Store
+from evalbot.store.schema import Error as StoreError
 
 log = logging.getLogger("evalbot.worker")
 FIRST_RETRY_S = ServiceConfig.publish_retry_s  # the config's default
@@ -46,7 +46,7 @@ def publish_pending(store: Store, publish: Publish | None, owner: str,
         return []
     try:
         lines = _sweep(store, publish, owner, first_retry_s)
-    except sqlite3.Error as exc:
+    except StoreError as exc:
         kind = passing_fault(exc)
         if kind is None:
             raise

@@ -2,37 +2,22 @@
 on GitHub, the rate-limit gate and the dispatcher's life (docs/operations.md: what to alert on),
 and how far the reconcile got (issue 47).
 
-Read from the store file with plain SQL (the tables may not exist yet in a fresh store); the
-rate-limit gate and the dispatcher live in the serving process and come as `process_gauges`.
+Read from the store file by evalbot.store.gauges; the rate-limit gate and the dispatcher live in
+the serving process and come as `process_gauges`.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING
+
+from evalbot.store.gauges import Gauges
 
 if TYPE_CHECKING:
     from evalbot.github.reconcile import Progress
 
 
-def _has(db: sqlite3.Connection, table: str, column: str | None = None) -> bool:
-    rows = db.execute(f"PRAGMA table_info({table})").fetchall()
-    return bool(rows) and (column is None or any(r[1] == column for r in rows))
-
-
-def intake_gauges(db: sqlite3.Connection, out: list[str]) -> None:
-    waiting = retrying = aside = 0
-    if _has(db, "inbox", "tries"):
-        waiting, retrying = db.execute("SELECT COUNT(*), COALESCE(SUM(tries > 0), 0) "
-                                       "FROM inbox").fetchone()
-    if _has(db, "inbox_aside"):
-        aside = db.execute("SELECT COUNT(*) FROM inbox_aside").fetchone()[0]
-    pending = given_up = 0
-    if _has(db, "jobs", "unpublished"):
-        pending, given_up = db.execute(
-            "SELECT COALESCE(SUM(unpublished=''), 0), COALESCE(SUM(unpublished<>''), 0) FROM "
-            "jobs WHERE pr IS NOT NULL AND published IS NULL AND state IN ('done','failed')"
-        ).fetchone()
+def intake_gauges(found: Gauges, out: list[str]) -> None:
+    (waiting, retrying, aside), (pending, given_up) = found.inbox, found.publication
     out += _gauge("evalbot_inbox_depth", "Webhook deliveries stored and not yet handled.",
                   waiting)
     out += _gauge("evalbot_inbox_retrying", "Deliveries waiting out a back-off after a GitHub "
@@ -41,10 +26,7 @@ def intake_gauges(db: sqlite3.Connection, out: list[str]) -> None:
                   "a bug, or hours of failures).", aside)
     out += _gauge("evalbot_unpublished", "Finished jobs whose verdict is not on GitHub yet.",
                   pending)
-    surplus: dict[str, int] = {"help": 0, "refusal": 0}
-    if _has(db, "counters"):
-        surplus.update({name.split(":", 1)[1]: int(value) for name, value in db.execute(
-            "SELECT name, value FROM counters WHERE name LIKE 'surplus_commands:%'")})
+    surplus = {"help": 0, "refusal": 0, **found.surplus}
     out += ["# HELP evalbot_surplus_commands_total Commands dropped without a reply by the flood "
             "limiter (help: answered on the PR within 10 minutes; refusal: already told within "
             "the hour).", "# TYPE evalbot_surplus_commands_total counter"]

@@ -29,12 +29,13 @@ from evalbot.evaluation.jobspec import witness_margin
 from evalbot.evaluation.profile import Profile, load_profile
 from evalbot.grading.policy import Policy, load_labels
 from evalbot.report.render import render_comment
-from evalbot.service import drain, head_watch, migrations
+from evalbot.service import drain, head_watch
 from evalbot.service.health import MetricsApp, setup_json_logging
 from evalbot.service.pool import check_pool
 from evalbot.service.queue_metrics import process_gauges
 from evalbot.service.secrets_rotation import ring_from_env
 from evalbot.service.worker import Publish, Settings, Worker
+from evalbot.store import migrations
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.owner import StoreInUse, StoreOwner
 

@@ -21,7 +21,6 @@ Nothing is lost and nothing runs twice:
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -38,19 +37,22 @@ from evalbot.evaluation.jobspec import CALIBRATION_DF, WITNESS_FLOOR, make_job
 from evalbot.evaluation.profile import Profile
 from evalbot.github.hold import Hold
 from evalbot.grading.grade import grade
-from evalbot.grading.overrides import Overrides, pool, scale_job
+from evalbot.grading.overrides import pool, scale_job
 from evalbot.grading.policy import Policy
 from evalbot.remote.box import Box, BoxError
 from evalbot.report.publication import keep_raw, private_dir, public_verdict
 from evalbot.report.witness_floors import stale_witnesses
 from evalbot.service.calibrate import calibration_job
-from evalbot.service.health import SICK_RECHECK_S, Health, HealthStore, aa_due, periodic_aa, record_check
+from evalbot.service.health import SICK_RECHECK_S, aa_due, periodic_aa, record_check
 from evalbot.service.pool import close_quietly, open_box, resolve_main, stop_run
 from evalbot.service.publishing import FIRST_RETRY_S, publish_pending
 from evalbot.service.renewal import Renewal
 from evalbot.store.faults import passing_fault
+from evalbot.store.health import Health, HealthStore
 from evalbot.store.jobs import JobRow, Store
 from evalbot.store.noise import NoiseStore
+from evalbot.store.overrides import Overrides
+from evalbot.store.schema import Error as StoreError
 
 log = logging.getLogger("evalbot.worker")  # the JSON logs carry this name: kept from before evalbot.service
 Publish = Callable[[Store, str], None]  # publish one finished job's final state to its PR
@@ -111,7 +113,7 @@ class Worker:
         instead of ending it (a lease held meanwhile expires and is taken again)."""
         try:
             turn = self._turn(store, until_idle)
-        except sqlite3.Error as exc:
+        except StoreError as exc:
             if passing_fault(exc) is None:
                 raise
             wait = self.store_hold.fault()

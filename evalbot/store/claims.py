@@ -1,6 +1,6 @@
 """Who is writing one PR on GitHub right now: one claim per subject (`repo#PR`).
 
-A part of the job store (evalbot.store.jobs.Store inherits it). The dispatcher (admitting a head,
+The store's claim methods (evalbot.store.jobs.Store.claim) ask this module. The dispatcher (admitting a head,
 running a command) and the workers (publishing a verdict) claim the PR before they write to it
 and let go after, so one PR's comment, labels and status are written by one of them at a time: a
 verdict is never written over the pending state of a head admitted meanwhile, since the worker
@@ -22,15 +22,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from evalbot.store.leasing import HOST
 
 CROSS_HOST_S = 300.0
-_DDL = ("CREATE TABLE IF NOT EXISTS claims (subject TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-        "host TEXT NOT NULL, pid INTEGER NOT NULL, started TEXT NOT NULL, at REAL NOT NULL)")
 _seen: dict[tuple[str, str, str], float] = {}  # (store, subject, holder) -> first seen (monotonic)
 _holding: set[tuple[str, str, str]] = set()  # (store, subject, owner) this process holds now
 _lock = threading.Lock()
@@ -72,48 +68,7 @@ def holder_gone(store: str, row: sqlite3.Row, host: str = HOST) -> bool:
     return now - since >= CROSS_HOST_S
 
 
-class ClaimTables:
-    db: sqlite3.Connection
-    path: Path
-    host: str
-    _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
-
-    def claim_tables(self) -> None:
-        self.db.execute(_DDL)
-
-    @contextmanager
-    def _unsynced(self) -> Iterator[sqlite3.Connection]:
-        """A claim's transaction, not synced to disk: a claim need not outlive a power loss (its
-        holder dies with the machine), and the dispatcher takes one per delivery (about 0.4 ms
-        a commit here instead of 7 with the store's fsync)."""
-        level = self.db.execute("PRAGMA synchronous").fetchone()[0]
-        self.db.execute("PRAGMA synchronous=OFF")
-        try:
-            with self._tx() as db:
-                yield db
-        finally:
-            self.db.execute(f"PRAGMA synchronous={int(level)}")
-
-    def claim(self, subject: str, owner: str) -> bool:
-        """Take the subject for `owner` (again, if it holds it); False while someone else does."""
-        with self._unsynced() as db:
-            row = db.execute("SELECT * FROM claims WHERE subject=?", (subject,)).fetchone()
-            if row is not None and row["owner"] != owner and \
-                    not holder_gone(str(self.path.resolve()), row, self.host):
-                return False
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)",
-                       (subject, owner, self.host, os.getpid(), my_start(), time.time()))
-        with _lock:
-            _holding.add((str(self.path.resolve()), subject, owner))
-        return True
-
-    def unclaim(self, subject: str, owner: str) -> None:
-        with _lock:  # first: should the store refuse the delete, the claim is still let go
-            _holding.discard((str(self.path.resolve()), subject, owner))
-        with self._unsynced() as db:
-            db.execute("DELETE FROM claims WHERE subject=? AND owner=?", (subject, owner))
-
-    def claimant(self, subject: str) -> str | None:
-        """Who claims the subject now, as recorded (alive or not)."""
-        row = self.db.execute("SELECT owner FROM claims WHERE subject=?", (subject,)).fetchone()
-        return None if row is None else str(row["owner"])
+def holding(store: str, subject: str, owner: str, held: bool) -> None:
+    """Note that this process now holds (or has let go of) a claim, as `holder_gone` reads it."""
+    with _lock:
+        (_holding.add if held else _holding.discard)((store, subject, owner))

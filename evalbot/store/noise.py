@@ -6,28 +6,19 @@ cell's sd floor in later jobs on the same box (`NoiseStore.floors` -> jobspec.ma
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
-WITNESS_FLOOR = "witness:"  # a witness's floor is kept under this prefix, then its name
+from evalbot.store import schema
 
-NOISE_DDL = """
-CREATE TABLE IF NOT EXISTS box_noise (
-  box TEXT NOT NULL, profile TEXT NOT NULL, cell TEXT NOT NULL,
-  sd REAL NOT NULL, pairs INTEGER NOT NULL, sha TEXT NOT NULL, created REAL NOT NULL,
-  PRIMARY KEY (box, profile, cell)
-);
-"""
+WITNESS_FLOOR = "witness:"  # a witness's floor is kept under this prefix, then its name
 
 
 class NoiseStore:
     """The box_noise table in the bot's SQLite store file (a connection of its own)."""
 
     def __init__(self, path: Path) -> None:
-        self.db = sqlite3.connect(Path(path), timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(NOISE_DDL)
+        self.db = schema.connect(path)
 
     def record(self, box: str, profile: str, sha: str, noise: dict[str, tuple[float, int]]) -> None:
         now = time.time()
@@ -47,6 +38,13 @@ class NoiseStore:
         row = self.db.execute("SELECT MIN(pairs) FROM box_noise WHERE box = ? AND profile = ?",
                               (box, profile)).fetchone()
         return max(int(row[0]) - 1, 1) if row and row[0] else 0
+
+    def history(self) -> list[tuple[str, str, float, int, float]]:
+        """(box, cell, sd, pairs, when) of every floor kept (the latest run per box and cell),
+        oldest first."""
+        rows = self.db.execute("SELECT box, cell, sd, pairs, created FROM box_noise "
+                               "ORDER BY created")
+        return [(r[0], r[1], float(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def close(self) -> None:
         self.db.close()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from evalbot.config.settings import Config, load_config
-from evalbot.service.health import Health, HealthStore
+from evalbot.store.health import Health, HealthStore
 from tests.github.accounts import BOT, PACING
 from tests.github.fake_github import REPO, FakeGitHub
 from tests.github.sender import Sender

@@ -13,12 +13,6 @@ from dataclasses import dataclass
 
 from evalbot.store.jobs import Store
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS approvals (repo TEXT NOT NULL, pr INTEGER NOT NULL,
-                                      head_sha TEXT NOT NULL, by TEXT NOT NULL, at REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS approvals_pr ON approvals (repo, pr);
-"""
-
 
 @dataclass(frozen=True)
 class Approval:
@@ -28,8 +22,7 @@ class Approval:
 
 class Approvals:
     def __init__(self, store: Store) -> None:
-        self.db = store.db
-        self.db.executescript(_DDL)
+        self.db = store.db  # the store's own connection: its table is in store/schema.py
 
     def record(self, repo: str, pr: int, head_sha: str, by: str) -> None:
         with self.db:
