@@ -3,8 +3,8 @@
 One PR's fault delays only that PR. A delivery whose handling meets a GitHub error that may pass
 (5xx, a dropped connection, the PR being written by a worker) is put back with an exponential
 back-off (jittered, capped at five minutes) and the next due delivery is handled at once; the
-store keeps one PR's deliveries in order behind its first (evalbot.store.intake). What is not
-the PR's but every delivery's holds the whole dispatcher back instead, the delivery kept and no
+store keeps one PR's deliveries in order behind its first (Store.inbox_next). What is not the
+PR's but every delivery's holds the whole dispatcher back instead, the delivery kept and no
 try counted: a rate limit (paused as GitHub asks), a 401 (the credentials refused) and the store
 failing (locked, full, I/O), both held with a back-off (evalbot.github.hold). A GitHub refusal that
 will not pass (403, 404, 409, 422) is logged and the delivery consumed; one that cannot be
