@@ -31,10 +31,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     # (engine/contract/shared/), never the measuring, the sandbox or a box's I/O
     "evalbot.grading": {"evalbot.config", "engine.contract"},
     "evalbot.audit": {"evalbot.config", "evalbot.grading", "engine.contract"},
-    "evalbot.report": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.audit"},
+    "evalbot.report": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.audit",
+                       "engine.contract"},
     "evalbot.evaluation": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.audit",
                            "evalbot.report", "engine", "remote"},
-    "evalbot.github": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.report"},
+    "evalbot.github": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.report",
+                       "engine.contract"},  # the verdict's contract, checked before publishing
     "evalbot.service": {"evalbot.config", "evalbot.store", "evalbot.grading", "evalbot.audit",
                         "evalbot.report", "evalbot.evaluation", "evalbot.github", "engine", "remote"},
     "engine.contract": set(),

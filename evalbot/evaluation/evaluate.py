@@ -17,10 +17,10 @@ from evalbot.audit.signing import SigningKey, sign_verdict
 from evalbot.config.errors import PipelineError
 from evalbot.config.redact import Redactor
 from evalbot.config.settings import BoxConfig
+from evalbot.engine.contract.verdict import Verdict
 from evalbot.evaluation import pipeline
 from evalbot.evaluation.jobspec import CALIBRATION_DF, make_job
 from evalbot.evaluation.profile import Profile
-from evalbot.grading.grade import VERDICT_SCHEMA
 from evalbot.grading.policy import Policy
 from evalbot.remote.box import Box
 from evalbot.report.comment import CommentContext, context_for
@@ -99,14 +99,11 @@ def failure_verdict(job: JobRow, policy: Policy, profile: str, reason: str) -> d
     published as they are: its reason as a fixed sentence (the operator's log has the rest)."""
     failure = {"stage": "harness", "side": "harness", "attribution": "infra",
                "kind": "infra-error", "message": reason, "log_tail": ""}
-    return public_verdict({
-        "schema": VERDICT_SCHEMA, "kind": "infra-error", "headline": "eval:infra-error",
-        "labels": ["eval:infra-error"], "tier": None, "best_cell": None, "context_label": None,
-        "regression_labels": [], "models": [], "cells": [], "failures": [failure],
-        "correctness": {"decision": "not-scored"}, "reasons": [reason],
-        "provenance": {"job_id": job.id, "profile": profile, "base_sha": job.base_sha,
-                       "head_sha": job.head_sha, "policy": policy.ident},
-    })
+    return public_verdict(Verdict(
+        kind="infra-error", headline="eval:infra-error", labels=("eval:infra-error",), cells=(),
+        failures=(failure,), correctness={"decision": "not-scored"}, reasons=(reason,),
+        provenance={"job_id": job.id, "profile": profile, "base_sha": job.base_sha,
+                    "head_sha": job.head_sha, "policy": policy.ident}).to_json())
 
 
 def regrade(store: Store, policy: Policy, *, repo: str | None = None,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from evalbot.engine.contract.verdict import validate as validate_verdict
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import Comment, GitHubError, GitHubPort, RateLimited, Transient
 from evalbot.report.neutral import quiet_mentions
@@ -129,6 +130,7 @@ class Publisher:
         self.status(sha, state, description, target_url)
 
     def publish_verdict(self, number: int, verdict: dict[str, Any], comment: str) -> None:
+        validate_verdict(verdict)  # what reaches the PR is a verdict of this version
         job = verdict["provenance"].get("job_id")
         target = f"{self.reports_url}/runs/{job}/" if self.reports_url and job else ""
         self.publish(number, verdict["provenance"]["head_sha"], comment, list(verdict["labels"]),

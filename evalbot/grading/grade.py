@@ -17,6 +17,7 @@ from typing import Any
 
 from evalbot.config.errors import ResultsError
 from evalbot.engine.contract.shared import replay, stats
+from evalbot.engine.contract.verdict import Verdict
 from evalbot.grading import (
     compat,
     confirmation,
@@ -29,7 +30,6 @@ from evalbot.grading import (
 from evalbot.grading.policy import TIER_ORDER, Policy
 from evalbot.grading.sequential import EQUIVALENCE_ALPHA, MAX_ALPHA, fault_sigmas, schedule
 
-VERDICT_SCHEMA = "evalbot.verdict/1"
 RANK = {**{t: len(TIER_ORDER) - i for i, t in enumerate(TIER_ORDER)}, "none": 0}
 
 
@@ -59,18 +59,9 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
     corr = correctness_policy.decide(results.get("correctness"), policy.correctness)
     guards = [correctness_policy.decide(s, policy.correctness)
               for s in results.get("correctness_guards") or []]
-    verdict: dict[str, Any] = {
-        "schema": VERDICT_SCHEMA,
-        "cells": cells,
-        "correctness": corr,
-        "correctness_guards": guards,
-        "failures": [dict(f) for f in results["failures"]],  # published as report says
-        "provenance": _provenance(results, policy),
-        "reasons": [],
-        "witnesses": witnesses,
-    }
+    reasons: list[str] = []
     kind, best = _kind(results, cells, correctness_headline.combined(corr, guards), policy,
-                       verdict["reasons"])
+                       reasons)
     # a model's own correctness outcome is its label under every headline (issue 46)
     forced = correctness_headline.model_labels(corr, guards)
     tier = best["tier"] if best else None
@@ -81,18 +72,16 @@ def grade(results: dict[str, Any], policy: Policy) -> dict[str, Any]:
          "label": f"{spaces[name]}:{forced.get(name) or _model_label(name, cells, kind, headline)}"}
         for name in roles
     ]
-    verdict.update(
-        kind=kind,
-        headline=headline,
-        tier=tier,
-        best_cell=best["key"] if best else None,
-        context_label=f"{ctx_name(best['ctx'])}-context" if best else None,
-        regression_labels=regressions,
-        models=models,
-    )
-    verdict["labels"] = [headline, *(m["label"] for m in models),
-                         *([verdict["context_label"]] if best else []), *regressions]
-    return verdict
+    context = f"{ctx_name(best['ctx'])}-context" if best else None
+    return Verdict(
+        kind=kind, headline=headline, tier=tier, best_cell=best["key"] if best else None,
+        context_label=context, regression_labels=tuple(regressions), models=tuple(models),
+        labels=(headline, *(m["label"] for m in models), *([context] if context else []),
+                *regressions),
+        cells=tuple(cells), correctness=corr, correctness_guards=tuple(guards),
+        failures=tuple(dict(f) for f in results["failures"]),  # published as report says
+        provenance=_provenance(results, policy), reasons=tuple(reasons),
+        witnesses=tuple(witnesses)).to_json()
 
 
 def _check_rule(results: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from evalbot.engine.contract.verdict import validate as validate_verdict
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import Policy
 from evalbot.grading.published import believed
@@ -150,7 +151,7 @@ def write_run(out: Path, verdict: Mapping[str, Any], comment: str,
               results: Mapping[str, Any] | None = None) -> None:
     """A run's published files: comment.md, verdict.json, labels.txt and, with results, the
     results as they may be published (the raw ones stay under private/)."""
-    shown = public_verdict(verdict)
+    shown = validate_verdict(public_verdict(verdict))
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(json.dumps(shown, indent=2, sort_keys=True) + "\n")
     (out / "comment.md").write_text(comment)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalbot.engine.contract.verdict import validate as validate_verdict
 from evalbot.store import schema
 from evalbot.store.claims import holder_gone, holding, my_start
 from evalbot.store.leasing import HOST, beat_columns, end_lease, fairest, first_expired
@@ -179,6 +180,8 @@ class Store:
 
     def _close(self, job_id: str, worker: str, state: str, reason: str,
                verdict: dict[str, Any] | None, results: dict[str, Any] | None) -> bool:
+        if verdict is not None:
+            validate_verdict(verdict)  # a verdict of this version, or nothing is stored
         now = time.time()
         with self._tx() as db:
             row = db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
@@ -253,6 +256,7 @@ class Store:
 
     def regrade(self, job_id: str, verdict: dict[str, Any]) -> bool:
         """Replace a stored verdict (the old one is kept as a revision); republish if changed."""
+        validate_verdict(verdict)
         with self._tx() as db:
             row = db.execute("SELECT verdict FROM verdicts WHERE job_id=?", (job_id,)).fetchone()
             new = json.dumps(verdict, sort_keys=True)
