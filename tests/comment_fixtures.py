@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalbot.config.settings import REPO_ROOT
+from evalbot.engine.contract.verdict import VERDICT_SCHEMA
 from evalbot.grading.grade import grade
 from evalbot.grading.policy import load_labels
 
@@ -60,13 +61,14 @@ def _correctness(head_top1: tuple[float, float, float], head_kl: tuple[float, fl
 
 def _verdict(kind: str, headline: str, head: str, cells: list[dict[str, Any]],
              corr: dict[str, Any]) -> dict[str, Any]:
-    return {"schema": 1, "kind": kind, "headline": headline, "labels": [headline],
+    return {"schema": VERDICT_SCHEMA, "kind": kind, "headline": headline, "labels": [headline],
             "tier": None, "best_cell": None, "context_label": None,
             "regression_labels": [f"regression-{c['ctx'] // 1024}k" if c["ctx"] else
                                   "regression-0" for c in cells if c["decision"] == "regressed"],
             "models": [{"name": "qwen3-0p6b-synth", "role": "primary",
                         "namespace": "eval-qwen3", "label": f"eval-qwen3:{headline[5:]}"}],
             "cells": cells, "failures": [], "correctness": corr, "reasons": [],
+            "correctness_guards": [], "witnesses": [],
             "provenance": {"job_id": "gpu-e2e", "profile": "llamacpp", "policy": "default@2",
                            "base_sha": MAIN, "head_sha": head, "seed": corr["seed"],
                            "rule": RULE, "box": {"name": "h200"}}}

@@ -18,6 +18,7 @@ from evalbot.github.rounds import Candidate, Round, pick
 from evalbot.store.jobs import Store
 from tests.github.accounts import BOT, MAINTAINER
 from tests.github.fake_github import REPO, FakeGitHub, Fault, Pull
+from tests.verdict_doc import verdict_doc
 
 pytest_plugins = ["tests.github.fixtures"]
 MAIN, OLD_MAIN = "a" * 40, "b" * 40
@@ -30,9 +31,9 @@ def _sha(n: int) -> str:
 def _verdict(base: str, tier: str | None, metric: str = "decode", unit: str = "tok/s",
              speedup: float = 0.2, kind: str = "improved") -> dict[str, Any]:
     cell = {"key": f"m/{metric}@128", "metric": metric, "unit": unit, "speedup": speedup}
-    return {"kind": kind, "tier": tier, "headline": f"eval:{tier or 'none'}",
-            "best_cell": cell["key"] if tier else None, "cells": [cell],
-            "correctness": {"decision": "pass"}, "provenance": {"base_sha": base}}
+    return verdict_doc(f"eval:{tier or 'none'}", kind, base_sha=base, tier=tier,
+                       best_cell=cell["key"] if tier else None, cells=[{**cell, "decision": kind}],
+                       correctness={"decision": "pass"})
 
 
 def _record(store: Store, pr: int, head: str, verdict: dict[str, Any], attempt: int = 1) -> None:

@@ -27,6 +27,7 @@ from tests.github.fake_github import REPO, FakeGitHub, Pull
 from tests.github.sender import Sender, settle
 from tests.service_env import write_config
 from tests.stub_engine import make_repo
+from tests.verdict_doc import verdict_doc
 
 pytest_plugins = ["tests.github.fixtures"]
 ACTIONS = ("opened", "synchronize", "reopened")
@@ -104,7 +105,7 @@ def test_leases_are_fair_across_authors_then_prs(tmp_path: Path) -> None:
     order = []
     while (job := store.lease("w", 60, box="b")) is not None:
         order.append(job.pr)
-        store.finish(job.id, "w", {"headline": "x", "provenance": {"base_sha": "c" * 40}}, {})
+        store.finish(job.id, "w", verdict_doc(), {})
     assert order == [1, 4, 5, 2, 3]  # alice's three PRs do not hold bob and carol back
 
 
@@ -113,8 +114,7 @@ def test_history_by_pr_sha_and_date(tmp_path: Path) -> None:
     for pr, sha in ((1, "a" * 40), (2, "b" * 40)):
         job = store.enqueue("o/r", pr, sha, "p")
         store.lease("w", 60)
-        store.finish(job.id, "w", {"headline": "eval:M", "provenance": {"base_sha": "c" * 40}},
-                     {"n": pr})
+        store.finish(job.id, "w", verdict_doc("eval:M", "improved"), {"n": pr})
         time.sleep(0.02)
     newest = store.history()[0]
     assert [h["pr"] for h in store.history(pr=1)] == [1]

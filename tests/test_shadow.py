@@ -25,6 +25,7 @@ from tests.github.accounts import MAINTAINER
 from tests.github.fake_github import FakeGitHub, Pull
 from tests.graded_history import measure, policy
 from tests.stub_engine import make_repo
+from tests.verdict_doc import verdict_doc
 
 pytest_plugins = ["tests.github.fixtures"]
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
@@ -95,8 +96,7 @@ def test_shadow_run_publishes_nothing_and_reports_agreement(shadow, fake: FakeGi
 def test_report_reads_a_labels_file_and_names_bad_input(tmp_path: Path, config: Config,
                                                         shadow) -> None:
     _handlers, publisher, _store = shadow
-    verdict = {"headline": "eval:none", "kind": "neutral", "labels": ["eval:none"],
-               "provenance": {"head_sha": "a" * 40, "job_id": "j1"}}
+    verdict = verdict_doc(head_sha="a" * 40, job_id="j1")
     publisher.publish_verdict(5, verdict, "comment")
     good = tmp_path / "theirs.json"
     good.write_text(json.dumps({"5": ["eval:none", "regression-4k"]}))

@@ -281,7 +281,7 @@ def test_the_continuation_proves_the_fill(tool: Path, tmp_path: Path) -> None:
     got = {name: witness_output.read_output_ids(d.output, spec.output) for name, d in
            (("main", main), ("lazy", lazy))}
     assert got["main"] == argmaxes(ids)[31:] and got["lazy"] == argmaxes(ids, skip=16)[31:]
-    assert witness._agreement(got["lazy"], got["main"], spec.output_tokens)[0] < spec.min_agreement
+    assert witness_output.agreement(got["lazy"], got["main"], spec.output_tokens)[0] < spec.min_agreement
 
 
 @pytest.mark.parametrize(("prompt", "steps", "error"), [
@@ -365,9 +365,9 @@ def test_a_head_with_other_numerics_agrees_through_mains_near_ties(tool: Path,
            for name, d in (("main", main), ("bf16", bf16), ("wide", wide))}
     flips = sum(a != b for a, b in zip(got["bf16"], got["main"], strict=True))
     assert flips > 0
-    assert witness._agreement(got["bf16"], got["main"], 61, ties) == (1.0, flips)
-    assert witness._agreement(got["bf16"], got["main"], 61, ())[0] == (61 - flips) / 61
-    agree, credited = witness._agreement(got["wide"], got["main"], 61, ties)
+    assert witness_output.agreement(got["bf16"], got["main"], 61, ties) == (1.0, flips)
+    assert witness_output.agreement(got["bf16"], got["main"], 61, ())[0] == (61 - flips) / 61
+    agree, credited = witness_output.agreement(got["wide"], got["main"], 61, ties)
     wide_flips = sum(a != b for a, b in zip(got["wide"], got["main"], strict=True))
     tied = sum(t is not None for t in ties)  # its flips at main's near ties are credited, no more
     assert flips <= credited == tied < wide_flips and agree == (61 - wide_flips + tied) / 61
@@ -610,7 +610,7 @@ def test_on_the_h200_the_tool_agrees_with_the_engines_own_tools() -> None:
     assert steps_of(lines)[:len(score)] == score and "path=token-fill" in meta["witness-timing"]
     one, two, off = (steps_of(s[k][1]) for k in ("aa-prefill-1", "aa-prefill-2", "aa-prefill-i8off"))
     assert one == two and len(one) == 65
-    assert witness._agreement(off, one, 65)[0] == pytest.approx(55 / 65)
+    assert witness_output.agreement(off, one, 65)[0] == pytest.approx(55 / 65)
 
 
 def test_on_the_h200_the_witness_times_what_the_bench_times() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalbot.store.jobs import Store
+from tests.verdict_doc import verdict_doc
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -19,7 +20,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def _verdict(head: str) -> dict:
-    return {"headline": "eval:M", "provenance": {"base_sha": C, "head_sha": head}}
+    return verdict_doc("eval:M", "improved", base_sha=C, head_sha=head)
 
 
 def test_enqueue_is_idempotent_per_key(store: Store) -> None:

@@ -18,7 +18,7 @@ from evalbot.report.decisions import UNCONFIRMED_MARK, UNDECIDED_MARK
 from evalbot.report.details import DROP_ORDER, details
 from evalbot.report.neutral import neutral
 from evalbot.report.public_results import public_results
-from evalbot.report.publication import labels_text, public_verdict
+from evalbot.report.publication import public_verdict
 
 TEMPLATES = TEMPLATES_DIR
 MARKER_PREFIX = "<!-- evalbot:v1 "
@@ -174,6 +174,3 @@ def _guard_text(g: dict[str, Any]) -> str:
             f"PR − main top-1 {g['diff_top1']['mean']:+.4f}, KL {g['diff_kl']['mean']:+.3g} "
             f"over {g['tokens']} tokens")
 
-
-def render_labels(verdict: dict[str, Any]) -> str:
-    return labels_text(verdict)
