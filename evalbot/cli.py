@@ -25,7 +25,7 @@ COMMANDS = {
     "backup": ("evalbot.service.migrations:backup_cmd",
                "Copy the store while the service runs (SQLite online backup), integrity-checked."),
     "box": ("evalbot.service.boxinit:box_group", "Set up and inspect GPU boxes."),
-    "box-time": ("evalbot.report.box_time_cli:box_time_cmd",
+    "box-time": ("evalbot.report.box_time_view:box_time_cmd",
                  "Print each results file's box time per stage, its total and its largest stage."),
     "calibrate": ("evalbot.service.calibrate:calibrate_cmd",
                   "A/A on a box: store each cell's noise as its sd floor, and each witness's."),

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from evalbot.config.settings import REPO_ROOT
-from evalbot.service.renewal import Renewal
+from evalbot.service.worker import Renewal
 from evalbot.store.jobs import Store
 from tests.github.actions_expr import condition, evaluate
 

@@ -31,9 +31,9 @@ from evalbot.config.errors import EvalbotError
 from evalbot.github.events import parse_event
 from evalbot.github.hold import Hold
 from evalbot.github.port import RateLimited, Transient, Unauthorized
-from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import Store
 from evalbot.store.schema import Error as StoreError
+from evalbot.store.schema import passing_fault
 
 if TYPE_CHECKING:
     from evalbot.github.handlers import Handlers

@@ -15,9 +15,8 @@ from evalbot.github import admission, pending, texts
 from evalbot.github.commands import Command, ParseError, Verb, parse
 from evalbot.github.events import CommentEvent, Event, PullRequestEvent
 from evalbot.github.port import WRITE_PERMISSIONS, GitHubPort, PullInfo
-from evalbot.github.pr_locks import PrLocks
 from evalbot.github.publish import PublisherProtocol, is_ours
-from evalbot.github.writing import Busy, dispatcher, writing
+from evalbot.github.writing import Busy, PrLocks, dispatcher, writing
 from evalbot.grading.overrides import DEFAULT_FACTOR, WAIVABLE, with_note
 from evalbot.store.approvals import Approvals
 from evalbot.store.jobs import ACTIVE, Store

@@ -6,7 +6,7 @@ PR whose head the store does not know is admitted as its push would have been. A
 knows costs no GitHub call; an unknown one costs about seven (about 3 s under production
 throttling), so a pass after an outage over thousands of PRs takes hours. It therefore never runs
 on the dispatcher's thread: webhooks, commands and cancels are handled meanwhile, and a PR is
-acted on by one thread at a time (evalbot.github.pr_locks). `progress` says how far the pass
+acted on by one thread at a time (evalbot.github.writing.PrLocks). `progress` says how far the pass
 got (`/metrics`: evalbot.service.queue_metrics.reconcile_gauges).
 
 Errors: a rate limit is the token's, so the pass waits as GitHub asks and goes on (the process's

@@ -18,10 +18,10 @@ from evalbot.github.dispatcher import Dispatcher
 from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import GitHubPort
-from evalbot.github.pr_locks import PrLocks
 from evalbot.github.publish import Backoff, Publisher, PublisherProtocol
 from evalbot.github.reconcile import Reconciler
 from evalbot.github.webhook import SERVER_SETTINGS, WebhookApp
+from evalbot.github.writing import PrLocks
 from evalbot.grading.overrides import decorate, status_of
 from evalbot.grading.policy import load_labels
 from evalbot.report.comment import context_for

@@ -11,7 +11,7 @@ class"):
 - 404 on the PR, 409, 410, 422 and a 403 that is no rate limit (a locked conversation, a missing
   permission) will not pass: given up at once, with a log line, a count in /metrics and the
   reason in `evalbot status --json` (a 404 on the comment is the publisher's: a new one is made);
-- the store failing (locked, full, I/O: evalbot.store.faults) is every job's: the sweep stops,
+- the store failing (locked, full, I/O: evalbot.store.schema) is every job's: the sweep stops,
   nothing is recorded (the store may not take it), and the worker's `Hold` keeps the next sweep
   back a while.
 The PR is claimed first (evalbot.github.writing), so nobody else writes it meanwhile: not a
@@ -28,9 +28,9 @@ from evalbot.config.settings import ServiceConfig
 from evalbot.github.hold import Hold
 from evalbot.github.port import GitHubError, RateLimited, Transient, Unauthorized
 from evalbot.github.writing import Busy, writing
-from evalbot.store.faults import passing_fault
 from evalbot.store.jobs import Store
 from evalbot.store.schema import Error as StoreError
+from evalbot.store.schema import passing_fault
 
 log = logging.getLogger("evalbot.worker")
 FIRST_RETRY_S = ServiceConfig.publish_retry_s  # the config's default
