@@ -1,5 +1,5 @@
-"""Each box's health, one row of `box_health` per check (evalbot/service/health.py runs them): the
-pool routes jobs only to `healthy_boxes`."""
+"""Each box's health, one row of `box_health` per check (evalbot/service/health.py runs them): a
+worker leases no job for a box whose latest check failed."""
 
 from __future__ import annotations
 
