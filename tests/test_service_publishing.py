@@ -131,6 +131,25 @@ def test_two_workers_and_a_deleted_comment_leave_one_sticky_comment(
     assert len(stickies(fake, 10)) == 1
 
 
+def test_a_sweep_that_listed_a_job_another_published_meanwhile_skips_it(
+        config: Config, port: GitHubPort, fake: FakeGitHub,
+        measured: tuple[str, str, dict[str, Any], dict[str, Any]]) -> None:
+    """The interleaving the two-worker race above can hit under load, pinned: worker B lists the
+    job, worker A publishes it whole (claim, publish, mark, let go), then B takes the claim. B
+    finds it published inside its claim and writes nothing to the PR."""
+    a, b = Store(config.store), Store(config.store)
+    job = finished(a, fake, 11, measured)
+    listed = b.due_unpublished()
+    assert listed == [job] and publish_pending(a, publisher_for(config, port), "a") == [
+        f"{job}: published"]
+    writes = len(fake.state.comments), sum(len(v) for v in fake.state.statuses.values())
+    b.due_unpublished = lambda now=None: listed  # type: ignore[method-assign]
+    assert publish_pending(b, publisher_for(config, port), "b") == []
+    assert (len(fake.state.comments), sum(len(v) for v in fake.state.statuses.values())) == writes
+    a.close()
+    b.close()
+
+
 def test_a_create_that_timed_out_but_was_stored_is_found_before_another_create(
         config: Config, fake: FakeGitHub, tmp_path: Path,
         measured: tuple[str, str, dict[str, Any], dict[str, Any]]) -> None:

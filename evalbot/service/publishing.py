@@ -69,6 +69,8 @@ def _sweep(store: Store, publish: Publish | None, owner: str, first_retry_s: flo
         assert job.pr is not None  # due_unpublished lists PR jobs only
         try:
             with writing(store, job.repo, job.pr, owner):
+                if store.get(job_id).published is not None:
+                    continue  # another writer published it between our listing and our claim
                 line, stop = _one(store, publish, job_id, first_retry_s)
         except Busy:
             continue  # another writer has the PR right now: the next sweep
