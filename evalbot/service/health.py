@@ -5,7 +5,8 @@ A cell has drifted when its variance is significantly larger than the stored flo
 F test at `DRIFT_ALPHA`) *and* materially so (sd ratio above `DRIFT_RATIO`); an A/A that decides
 improved or regressed anywhere is sick outright. The outcome is one row of `box_health` in the
 store file; a worker leases no job for its box while the box's latest check failed
-(`Worker.healthy`), and `alarm_text` is what maintainers are told. `metrics_text` renders the store as Prometheus text; `MetricsApp` serves it.
+(`Worker.healthy`), and `alarm_text` is what maintainers are told. `metrics_text` renders the
+store as Prometheus text; `MetricsApp` serves it.
 """
 
 from __future__ import annotations
