@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from evalbot.config.errors import EvalbotError
+from evalbot.engine.contract import verdict as contract
 from evalbot.engine.contract.checks import ContractError
 from evalbot.engine.contract.results import upgrade, validate
 from evalbot.engine.contract.verdict import VERDICT_SCHEMA, Verdict, check
@@ -85,3 +86,15 @@ def test_a_forged_verdict_is_neither_stored_nor_published(tmp_path: Path) -> Non
         write_run(tmp_path / "run", forged, "comment")
     assert not (tmp_path / "run").exists()
     assert _verdict()["schema"] == VERDICT_SCHEMA
+
+
+def test_a_verdict_an_older_evalbot_stored_is_published_again_as_it_was(tmp_path: Path) -> None:
+    """Main moves and a stored verdict is published again: one from before `witnesses` and
+    `correctness_guards` (and with no schema) passes once upgraded, its own fields untouched; a
+    stored document that is no verdict still does not."""
+    old = {k: v for k, v in _verdict().items()
+           if k not in ("witnesses", "correctness_guards", "schema")}
+    check(contract.upgrade(old))
+    assert {k: contract.upgrade(old)[k] for k in old} == old
+    with pytest.raises(ContractError, match="missing 'provenance'"):
+        check(contract.upgrade({k: v for k, v in old.items() if k != "provenance"}))

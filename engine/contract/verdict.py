@@ -67,6 +67,18 @@ class Verdict:
         return cls(**values, later={k: doc[k] for k in _LATER if k in doc})
 
 
+def upgrade(doc: Any) -> Any:
+    """A verdict an older evalbot stored, in this version's shape for reading: the lists and
+    nulls it predates (`witnesses`, `correctness_guards`, ...) added empty, the rest as stored.
+    For what is published again from the store (a verdict republished when main moves); what is
+    stored now is checked as it is."""
+    if not isinstance(doc, dict):
+        return doc
+    absent = {k: [] if kind is list else None for k, (kind, nullable) in _FIELDS.items()
+              if k not in doc and (kind is list or nullable)}
+    return {"schema": VERDICT_SCHEMA, **absent, **doc}
+
+
 def validate(doc: Any) -> dict[str, Any]:
     """The document itself, once it has passed `check`."""
     check(doc)

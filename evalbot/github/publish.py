@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from evalbot.engine.contract.verdict import upgrade as upgrade_verdict
 from evalbot.engine.contract.verdict import validate as validate_verdict
 from evalbot.github.labels_sync import LabelFamily
 from evalbot.github.port import Comment, GitHubError, GitHubPort, RateLimited, Transient
@@ -130,7 +131,8 @@ class Publisher:
         self.status(sha, state, description, target_url)
 
     def publish_verdict(self, number: int, verdict: dict[str, Any], comment: str) -> None:
-        validate_verdict(verdict)  # what reaches the PR is a verdict of this version
+        # what reaches the PR is a verdict of this version (one stored by an older evalbot, upgraded)
+        validate_verdict(upgrade_verdict(verdict))
         job = verdict["provenance"].get("job_id")
         target = f"{self.reports_url}/runs/{job}/" if self.reports_url and job else ""
         self.publish(number, verdict["provenance"]["head_sha"], comment, list(verdict["labels"]),

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalbot.engine.contract.verdict import upgrade as upgrade_verdict
 from evalbot.engine.contract.verdict import validate as validate_verdict
 from evalbot.github.publish import Backoff, status_state
 from evalbot.store.shadow_log import ShadowLog
@@ -33,7 +34,7 @@ class ShadowPublisher:
                                                "description": description})
 
     def publish_verdict(self, number: int, verdict: dict[str, Any], comment: str) -> None:
-        validate_verdict(verdict)
+        validate_verdict(upgrade_verdict(verdict))
         sha = verdict["provenance"]["head_sha"]
         self._record("verdict", number, sha,
                      {"body": comment, "labels": list(verdict["labels"]),

@@ -298,7 +298,7 @@ class Store:
 
     def unpublished(self) -> list[JobRow]:
         """Finished PR jobs whose final state has not reached GitHub yet (a crash between
-        finish and publish, a GitHub outage, a re-grade), not given up (publication.py)."""
+        finish and publish, a GitHub outage, a re-grade), not given up (`give_up_publishing`)."""
         rows = self.db.execute("SELECT * FROM jobs WHERE pr IS NOT NULL AND published IS NULL "
                                "AND state IN ('done','failed') AND unpublished='' ORDER BY "
                                "updated")
