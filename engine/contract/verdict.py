@@ -74,8 +74,9 @@ def upgrade(doc: Any) -> Any:
     stored now is checked as it is."""
     if not isinstance(doc, dict):
         return doc
-    absent = {k: [] if kind is list else None for k, (kind, nullable) in _FIELDS.items()
-              if k not in doc and (kind is list or nullable)}
+    absent: dict[str, Any] = {k: [] if kind is list else None
+                              for k, (kind, nullable) in _FIELDS.items()
+                              if k not in doc and (kind is list or nullable)}
     return {"schema": VERDICT_SCHEMA, **absent, **doc}
 
 
