@@ -14,6 +14,8 @@ from waitress.server import create_server
 from evalbot.config.errors import ConfigError
 from evalbot.config.redact import Redactor
 from evalbot.config.settings import Config, GitHubConfig
+from evalbot.engine.contract.verdict import upgrade as upgrade_verdict
+from evalbot.engine.contract.verdict import validate as validate_verdict
 from evalbot.github.dispatcher import Dispatcher
 from evalbot.github.handlers import Handlers
 from evalbot.github.labels_sync import LabelFamily
@@ -203,7 +205,8 @@ def publish_finished(store: Store, publisher: PublisherProtocol, job_id: str,
     waived = status_of(verdict)
     if waived is None:
         publisher.publish_verdict(job.pr, verdict, comment)
-    else:
+    else:  # a waived verdict goes out as a plain publish: checked here, as publish_verdict does
+        validate_verdict(upgrade_verdict(verdict))
         publisher.publish(job.pr, job.head_sha, comment, list(verdict["labels"]), *waived)
     return True
 
